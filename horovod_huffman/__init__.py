@@ -1,0 +1,14 @@
+"""horovod-huffman: lossless Huffman-based encoding of quantized gradients for Horovod.
+
+>>> import numpy as np, horovod_huffman as hh
+>>> levels = np.array([0, 0, 1, 0, -2, 0, 0, 0], dtype=np.int8)
+>>> buf = hh.get_encoder("rlh").encode(levels)
+>>> (hh.decode(buf) == levels).all()
+True
+"""
+from .errors import DecodeError
+from .encoders import ENCODERS, Encoder, get_encoder, decode, encoder_name
+
+__version__ = "0.1.0"
+
+__all__ = ["DecodeError", "ENCODERS", "Encoder", "get_encoder", "decode", "encoder_name"]

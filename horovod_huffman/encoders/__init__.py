@@ -1,0 +1,71 @@
+"""Every encoder by name, and ``decode`` for any of their streams."""
+import numpy as np
+
+from horovod_huffman.kernels.bits import bytes_to_words
+
+from .. import wire
+from ..errors import DecodeError
+from ..params import ParamReader
+from .auto import Auto
+from .base import Encoder
+from .elias import EliasGamma, EliasDelta, EliasOmega, EliasRLE, QSGDElias
+from .huffman import Huffman, SampleHuffman
+from .raw import Raw
+from .runlength import RLH, SHS
+
+_STREAM_ENCODERS = (Huffman, RLH, SampleHuffman, SHS, EliasGamma, EliasDelta, EliasOmega,
+                    EliasRLE, QSGDElias, Raw)
+_BY_NAME = {cls.name: cls for cls in _STREAM_ENCODERS + (Auto,)}
+_BY_ID = {cls.encoder_id: cls for cls in _STREAM_ENCODERS}
+
+ENCODERS = tuple(_BY_NAME)
+"""Names accepted by ``get_encoder``."""
+
+
+def get_encoder(name, **kwargs):
+    """A new encoder by name (see ENCODERS); keyword arguments go to its constructor.
+
+    >>> import horovod_huffman as hh
+    >>> hh.get_encoder("shs", k=200, sample_size=1000, seed=0)
+    SHS(sample_size=1000, k=200, seed=0)
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"encoder name must be a string, got {type(name).__name__}")
+    try:
+        cls = _BY_NAME[name]
+    except KeyError:
+        raise ValueError(f"unknown encoder {name!r}; choose one of {', '.join(ENCODERS)}") from None
+    return cls(**kwargs)
+
+
+def encoder_name(buf):
+    """Name of the encoder that wrote a stream (header only; no checksum verification)."""
+    data = wire.as_bytes(buf)
+    if len(data) < wire.HEADER.size or bytes(data[:4]) != wire.MAGIC:
+        raise DecodeError("not a horovod-huffman stream")
+    cls = _BY_ID.get(int(data[5]))
+    if cls is None:
+        raise DecodeError(f"unknown encoder id {int(data[5])}")
+    return cls.name
+
+
+def decode(buf, max_elements=None):
+    """Levels from any encoder's stream, in the dtype they were encoded from.
+
+    Treats ``buf`` as hostile: anything malformed raises DecodeError naming the problem, and no
+    more than ``max_elements`` (default wire.DEFAULT_MAX_ELEMENTS) levels are allocated.
+    """
+    frame = wire.parse(buf, max_elements, known_ids=_BY_ID)
+    out = np.empty(frame.n, dtype=frame.dtype)
+    cls = _BY_ID[frame.encoder_id]
+    if frame.n == 0:
+        if len(frame.params) or frame.payload_bits:
+            raise DecodeError(f"{cls.name}: empty stream with parameters or payload")
+        return out
+    cls._decode(ParamReader(frame.params), bytes_to_words(frame.payload), frame.payload_bits, out)
+    return out
+
+
+__all__ = ["ENCODERS", "Encoder", "get_encoder", "decode", "encoder_name", "Auto", "Huffman",
+           "RLH", "SampleHuffman", "SHS", "EliasGamma", "EliasDelta", "EliasOmega", "EliasRLE",
+           "QSGDElias", "Raw"]

@@ -1,0 +1,122 @@
+"""``auto``: encode with whichever encoder gives the smallest stream for this tensor.
+
+One statistics pass (kernels/stats.py) plus the ``sh``/``shs`` samples give every candidate's
+stream size without encoding: exactly for every encoder when [min, max] fits the windows, to
+within the escape cost otherwise. Then only the winner encodes (reusing its plan).
+"""
+import numpy as np
+
+from horovod_huffman.kernels import elias as ek
+from horovod_huffman.kernels.codebook import write_codebook
+from horovod_huffman.kernels.estimate import elias_level_bits
+from horovod_huffman.kernels.runs import RUN_BUCKETS
+from horovod_huffman.kernels.stats import run_statistics
+
+from .. import wire
+from ..params import value_bits
+from .base import Encoder, check_levels
+from .elias import EliasGamma, EliasDelta, EliasOmega, EliasRLE, QSGDElias
+from .huffman import Huffman, SampleHuffman, LevelPlan, emit, plan_bits
+from .raw import Raw, fixed_width
+from .runlength import RLH, SHS, RLH_MAX_WINDOW, emit_shs, rlh_payload_bits
+from .codes import lengths_for
+
+# Parameter bytes besides the codebook: mode, base, window, k, count varints.
+PARAM_OVERHEAD_BYTES = 12
+
+
+def _codebook_bytes(lengths):
+    return len(write_codebook(lengths)) + PARAM_OVERHEAD_BYTES
+
+
+class Auto(Encoder):
+    """Picks the smallest of every listed encoder per tensor; the stream names the winner, so
+    ``hh.decode`` needs nothing from this object. ``last_choice`` holds the latest pick."""
+    name = "auto"
+
+    def __init__(self, sample_size=1000, k=200, seed=None):
+        self.sh = SampleHuffman(sample_size=sample_size, seed=seed)
+        self.shs = SHS(sample_size=sample_size, k=k, seed=seed)
+        self.huffman, self.rlh, self.raw = Huffman(), RLH(), Raw()
+        self.elias = [EliasGamma(), EliasDelta(), EliasOmega()]
+        self.elias_rle, self.qsgd_elias = EliasRLE(), QSGDElias()
+        self.last_choice = None
+
+    def _config(self):
+        return {"sample_size": self.sh.sample_size, "k": self.shs.k, "seed": self.sh.seed}
+
+    def estimate(self, levels):
+        """{encoder name: (estimated stream bytes, plan or None)} for 1-D levels (non-empty)."""
+        lo, hi = int(levels.min()), int(levels.max())
+        base, window = lo, min(hi - lo + 1, RLH_MAX_WINDOW)
+        k = self.shs.k
+        level_counts = np.zeros(window + 1, dtype=np.int64)
+        rlh_counts = np.zeros(window * RUN_BUCKETS + 1, dtype=np.int64)
+        zero_runs = np.zeros(k, dtype=np.int64)
+        rle_bits, qsgd_bits, chunks = run_statistics(levels, base, window, k, level_counts,
+                                                     rlh_counts, zero_runs)
+        vbits = value_bits(levels.dtype)
+        n_esc = int(level_counts[window])
+        sizes = {}
+
+        def put(name, payload_bits, param_bytes=0, plan=None):
+            sizes[name] = (wire.OVERHEAD_BYTES + param_bytes + (payload_bits + 7) // 8, plan)
+
+        # huffman and sh: a level plan applied to the full histogram.
+        h_plan = LevelPlan(base, window, lengths_for(level_counts, window))
+        put("huffman", plan_bits(h_plan, level_counts, vbits), _codebook_bytes(h_plan.lengths))
+        sh_plan = self.sh.plan(levels)
+        if sh_plan.window == window:
+            put("sh", plan_bits(sh_plan, level_counts, vbits), _codebook_bytes(sh_plan.lengths),
+                sh_plan)
+        # rlh: joint token histogram.
+        escape = window * RUN_BUCKETS
+        r_len = lengths_for(rlh_counts, escape)
+        put("rlh", rlh_payload_bits(rlh_counts, r_len, window)
+            + int(rlh_counts[escape]) * (int(r_len[escape]) + vbits + 2 * 16),
+            _codebook_bytes(r_len))
+        # shs: model lengths applied to non-zero levels and to the zero-run chunking.
+        s_plan = self.shs.plan(levels)
+        if s_plan.base == base and s_plan.window == window:
+            s_len = s_plan.lengths
+            nz = level_counts[:window].copy()
+            if 0 <= -base < window:
+                nz[-base] = 0
+            bits = int(np.dot(nz, s_len[:window])) + n_esc * (int(s_len[window + k]) + vbits)
+            bits += int(np.dot(zero_runs[1:], s_len[window:window + k - 1]))
+            bits += chunks * int(s_len[window + k - 1])
+            put("shs", bits, _codebook_bytes(s_len), s_plan)
+        # per-symbol Elias codes: code length of each level times its count.
+        for enc in self.elias:
+            per_level = elias_level_bits(enc.kind, base, window)
+            put(enc.name, int(np.dot(level_counts[:window], per_level)) + n_esc * 65)
+        put("elias_rle", rle_bits)
+        put("qsgd_elias", qsgd_bits)
+        put("raw", levels.size * fixed_width(lo, hi), 4)
+        return sizes
+
+    def choose(self, levels):
+        """The encoder (and its plan, for sh/shs) with the smallest estimated stream."""
+        sizes = self.estimate(levels)
+        name = min(sizes, key=lambda n: sizes[n][0])
+        self.last_choice = name
+        return self._by_name(name), sizes[name][1]
+
+    def _by_name(self, name):
+        for enc in [self.huffman, self.rlh, self.sh, self.shs, self.elias_rle,
+                    self.qsgd_elias, self.raw, *self.elias]:
+            if enc.name == name:
+                return enc
+        raise KeyError(name)
+
+    def encode(self, levels):
+        levels = check_levels(levels)
+        if levels.size == 0:
+            self.last_choice = "raw"
+            return self.raw.encode(levels)
+        enc, plan = self.choose(levels)
+        if plan is None:
+            return enc._frame(levels, *enc._encode(levels))
+        if enc is self.shs:
+            return enc._frame(levels, *emit_shs(levels, plan))
+        return enc._frame(levels, *emit(levels, plan))

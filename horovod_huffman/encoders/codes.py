@@ -1,0 +1,58 @@
+"""Huffman-family plumbing shared by huffman, sh, rlh and shs: choosing which symbols get a
+code, writing and reading the canonical codebook, and building the tables."""
+import numpy as np
+
+from horovod_huffman.kernels.codebook import write_codebook, read_codebook
+from horovod_huffman.kernels.errors import OK
+from horovod_huffman.kernels.huffman import (MAX_CODE_BITS, MAX_CODED_SYMBOLS, code_lengths,
+                                             canonical_codes, kraft_units)
+
+from ..errors import DecodeError
+
+# Alphabet size (symbol ids) any Huffman-family stream may declare; bounds decoder tables.
+MAX_SYMBOLS = 1 << 17
+
+
+def lengths_for(counts, escape):
+    """Code lengths for ``counts``; when more than MAX_CODED_SYMBOLS symbols occur, the rarest
+    are folded into the ``escape`` symbol (which then needs a code too). ``counts`` is int64."""
+    counts = counts.astype(np.int64, copy=True)
+    occurring = np.flatnonzero(counts)
+    if occurring.size > MAX_CODED_SYMBOLS:
+        others = occurring[occurring != escape]
+        keep = MAX_CODED_SYMBOLS - 1
+        order = np.argsort(counts[others], kind="stable")[::-1]
+        dropped = others[order[keep:]]
+        counts[escape] += counts[dropped].sum()
+        counts[dropped] = 0
+    return code_lengths(counts, MAX_CODE_BITS)
+
+
+def weights_from_probabilities(p):
+    """Integer weights (>= 1 where p > 0) for Huffman from float probabilities."""
+    # 2**40 keeps ~12 significant digits yet sums of up to 2**17 weights stay far below 2**63.
+    w = np.rint(np.asarray(p, dtype=np.float64) * float(1 << 40)).astype(np.int64)
+    w[(np.asarray(p) > 0) & (w < 1)] = 1
+    return w
+
+
+def write_lengths(writer, lengths):
+    """Append the coded-symbol count and the canonical codebook to a ParamWriter."""
+    writer.uint(np.count_nonzero(lengths))
+    writer.raw(write_codebook(lengths))
+
+
+def read_lengths(reader, n_symbols, name):
+    """Code lengths and canonical codes of a stream's codebook, fully validated."""
+    n_coded = reader.uint("coded symbols", 1, min(MAX_CODED_SYMBOLS, n_symbols))
+    status, lengths = read_codebook(reader.rest(), n_coded, n_symbols)
+    if status != OK:
+        raise DecodeError(f"{name}: codebook corrupt (symbol ids or code lengths out of range)")
+    if kraft_units(lengths, MAX_CODE_BITS) > (1 << MAX_CODE_BITS):
+        raise DecodeError(f"{name}: codebook corrupt (code lengths violate the Kraft inequality)")
+    return lengths, canonical_codes(lengths)
+
+
+def code_cost_bits(counts, lengths):
+    """Total bits of the codes for ``counts`` symbols at ``lengths``."""
+    return int(np.dot(counts.astype(np.int64), lengths.astype(np.int64)))

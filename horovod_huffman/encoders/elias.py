@@ -1,0 +1,82 @@
+"""Elias-based encoders, the paper's baselines.
+
+``elias_gamma``, ``elias_delta``, ``elias_omega``: each level as the Elias code of
+zigzag(level) + 1. ``elias_rle``: each maximal run as omega(zigzag(level) + 1), omega(run).
+``qsgd_elias``: QSGD's own encoding: per non-zero, omega(gap since the previous non-zero),
+a sign bit (1 = negative), omega(|level|). None has parameters.
+"""
+import numpy as np
+
+from horovod_huffman.kernels import elias as k
+
+from ..errors import DecodeError
+from ..params import dtype_range
+from .base import Encoder, out_words, check_status
+
+
+class _EliasSymbols(Encoder):
+    kind = None
+
+    def _encode(self, levels):
+        n_bits = k.encoded_bits(levels, self.kind)
+        out32 = out_words(n_bits)
+        n_words, n_bits = k.encode_symbols(levels, self.kind, out32)
+        return b"", out32, n_words, n_bits
+
+    @classmethod
+    def _decode(cls, reader, words, payload_bits, out):
+        reader.done()
+        lo, hi = dtype_range(out.dtype)
+        status = k.decode_symbols(words, payload_bits, cls.kind, k.ELIAS_TABLES[cls.kind],
+                                  lo, hi, out)
+        check_status(status, cls.name)
+
+
+class EliasGamma(_EliasSymbols):
+    """Elias gamma code of zigzag(level) + 1 per element."""
+    name, encoder_id, kind = "elias_gamma", 5, k.GAMMA
+
+
+class EliasDelta(_EliasSymbols):
+    """Elias delta code of zigzag(level) + 1 per element."""
+    name, encoder_id, kind = "elias_delta", 6, k.DELTA
+
+
+class EliasOmega(_EliasSymbols):
+    """Elias omega code of zigzag(level) + 1 per element."""
+    name, encoder_id, kind = "elias_omega", 7, k.OMEGA
+
+
+class EliasRLE(Encoder):
+    """The paper's Elias baseline: each run as omega(level) then omega(run length)."""
+    name, encoder_id = "elias_rle", 8
+
+    def _encode(self, levels):
+        out32 = out_words(k.rle_bits(levels))
+        n_words, n_bits = k.encode_rle(levels, out32)
+        return b"", out32, n_words, n_bits
+
+    @classmethod
+    def _decode(cls, reader, words, payload_bits, out):
+        reader.done()
+        lo, hi = dtype_range(out.dtype)
+        check_status(k.decode_rle(words, payload_bits, k.ELIAS_TABLES[k.OMEGA], lo, hi, out),
+                     cls.name)
+
+
+class QSGDElias(Encoder):
+    """QSGD's encoding: Elias-omega gaps between non-zeros, sign bit, Elias-omega magnitude."""
+    name, encoder_id = "qsgd_elias", 9
+
+    def _encode(self, levels):
+        out32 = out_words(k.qsgd_bits(levels))
+        n_words, n_bits = k.encode_qsgd(levels, out32)
+        return b"", out32, n_words, n_bits
+
+    @classmethod
+    def _decode(cls, reader, words, payload_bits, out):
+        reader.done()
+        lo, hi = dtype_range(out.dtype)
+        out.fill(0)
+        check_status(k.decode_qsgd(words, payload_bits, k.ELIAS_TABLES[k.OMEGA], lo, hi, out),
+                     cls.name)

@@ -1,0 +1,35 @@
+"""``raw``: fixed-width packing at ceil(log2(levels in [min, max])) bits per element.
+
+Parameters: base (the minimum), width in bits (0..32).
+"""
+from horovod_huffman.kernels.fixed import encode_fixed, decode_fixed
+
+from ..params import ParamWriter, dtype_range
+from .base import Encoder, out_words, check_status
+
+MAX_WIDTH = 32
+
+
+def fixed_width(lo, hi):
+    """Bits per element for levels in [lo, hi]."""
+    return (hi - lo).bit_length()
+
+
+class Raw(Encoder):
+    """Fixed-width bit packing of ``level - min``."""
+    name, encoder_id = "raw", 0
+
+    def _encode(self, levels):
+        lo, hi = int(levels.min()), int(levels.max())
+        width = fixed_width(lo, hi)
+        out32 = out_words(levels.size * width)
+        n_words, n_bits = encode_fixed(levels, lo, width, out32)
+        return ParamWriter().sint(lo).uint(width).getvalue(), out32, n_words, n_bits
+
+    @classmethod
+    def _decode(cls, reader, words, payload_bits, out):
+        lo, hi = dtype_range(out.dtype)
+        base = reader.sint("base", lo, hi)
+        width = reader.uint("width", 0, MAX_WIDTH)
+        reader.done()
+        check_status(decode_fixed(words, payload_bits, base, width, hi, out), cls.name)

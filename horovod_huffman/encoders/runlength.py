@@ -1,0 +1,180 @@
+"""``rlh`` and ``shs``: Huffman codes over run-length tokens.
+
+``rlh`` (run-length Huffman): the tensor becomes maximal runs (level, run length); each token is
+one joint symbol (level, run bucket) from the full token histogram, then the bucket's extra
+bits (kernels/runs.py). Parameters: base, window, codebook over window * RUN_BUCKETS + 1
+symbols (the last is the escape: raw level, Elias-gamma run).
+
+``shs`` (sample Huffman with sparsity): non-zero levels are coded one by one with probabilities
+sampled as in ``sh``; zeros travel as runs of 1..k under a geometric model: with sampled zero
+probability p0, a run of r < k zeros (then a non-zero) has probability p0**r * (1 - p0) and a
+chunk of k zeros p0**k, so the code lengths follow the model and the stream follows the code
+lengths. Parameters: base, window, k, codebook over window + k + 1 symbols.
+"""
+import numpy as np
+
+from horovod_huffman.kernels.bits import bytes_to_words
+from horovod_huffman.kernels.huffman import MAX_CODE_BITS, MAX_CODED_SYMBOLS, canonical_codes
+from horovod_huffman.kernels.runs import (RUN_BUCKETS, BUCKET_BASE, BUCKET_EXTRA, MAX_RUN,
+                                          rlh_histogram, encode_rlh, encode_shs, token_table,
+                                          decode_tokens)
+from horovod_huffman.kernels.symbols import level_histogram, pack_entries
+
+from ..errors import DecodeError
+from ..params import ParamWriter, dtype_range, value_bits
+from .base import Encoder, out_words, check_status
+from .codes import MAX_SYMBOLS, lengths_for, weights_from_probabilities, write_lengths, \
+    read_lengths
+
+# rlh: window * RUN_BUCKETS + 1 symbols must stay within MAX_SYMBOLS.
+RLH_MAX_WINDOW = (MAX_SYMBOLS - 1) // RUN_BUCKETS
+# shs: k may not exceed this, leaving room in the 4096 codes for the non-zero levels.
+SHS_MAX_K = 2048
+# An escaped rlh token: code, raw level, and a gamma-coded run of at most 2 * 32 - 1 bits.
+RLH_ESCAPE_RUN_BITS = 63
+
+
+class RLH(Encoder):
+    """Run-length Huffman: joint (level, run-length bucket) tokens, Huffman-coded.
+
+    >>> import numpy as np, horovod_huffman as hh
+    >>> x = np.zeros(1000, dtype=np.int8); x[::100] = 3
+    >>> (hh.decode(hh.get_encoder("rlh").encode(x)) == x).all()
+    True
+    """
+    name = "rlh"
+    encoder_id = 2
+
+    def token_counts(self, levels):
+        """(base, window, joint token counts) of ``levels``."""
+        lo, hi = int(levels.min()), int(levels.max())
+        base, window = lo, min(hi - lo + 1, RLH_MAX_WINDOW)
+        counts = np.zeros(window * RUN_BUCKETS + 1, dtype=np.int64)
+        rlh_histogram(levels, base, window, counts)
+        return base, window, counts
+
+    def _encode(self, levels):
+        base, window, counts = self.token_counts(levels)
+        escape = window * RUN_BUCKETS
+        lengths = lengths_for(counts, escape)
+        writer = ParamWriter().sint(base).uint(window)
+        write_lengths(writer, lengths)
+        entries = pack_entries(canonical_codes(lengths), lengths)
+        vbits = value_bits(levels.dtype)
+        worst = rlh_payload_bits(counts, lengths, window) + \
+            int(counts[escape]) * (vbits + RLH_ESCAPE_RUN_BITS + MAX_CODE_BITS)
+        out32 = out_words(worst)
+        n_words, n_bits = encode_rlh(levels, base, window, entries, vbits, BUCKET_EXTRA, out32)
+        return writer.getvalue(), out32, n_words, n_bits
+
+    @classmethod
+    def _decode(cls, reader, words, payload_bits, out):
+        lo, hi = dtype_range(out.dtype)
+        base = reader.sint("base", lo, hi)
+        window = reader.uint("window", 1, min(RLH_MAX_WINDOW, hi - base + 1))
+        n_symbols = window * RUN_BUCKETS + 1
+        lengths, codes = read_lengths(reader, n_symbols, cls.name)
+        symbols = np.arange(n_symbols - 1)
+        buckets = symbols % RUN_BUCKETS
+        table = token_table(lengths, codes, symbols // RUN_BUCKETS, BUCKET_BASE[buckets],
+                            BUCKET_EXTRA[buckets], n_symbols - 1)
+        status = decode_tokens(words, payload_bits, table, base, value_bits(out.dtype), True,
+                               lo, hi, out)
+        check_status(status, cls.name)
+
+
+def rlh_payload_bits(counts, lengths, window):
+    """Payload bits of the non-escaped rlh tokens: codes plus bucket extra bits."""
+    joint = counts[:window * RUN_BUCKETS].reshape(window, RUN_BUCKETS)
+    code_bits = lengths[:window * RUN_BUCKETS].reshape(window, RUN_BUCKETS)
+    return int((joint * (code_bits + BUCKET_EXTRA[None, :])).sum())
+
+
+class SHSPlan:
+    """base, window, k and code lengths over window + k + 1 symbols."""
+    __slots__ = ("base", "window", "k", "lengths")
+
+    def __init__(self, base, window, k, lengths):
+        self.base, self.window, self.k, self.lengths = base, window, k, lengths
+
+
+def window_with_zero(lo, hi, max_window):
+    """(base, window) of at most ``max_window`` levels covering [lo, hi], keeping 0 inside when
+    lo <= 0 <= hi (zeros must be codable as runs)."""
+    if hi - lo + 1 <= max_window or not lo <= 0 <= hi:
+        return lo, min(hi - lo + 1, max_window)
+    base = max(lo, -(max_window // 2))
+    return base, min(max_window, hi - base + 1)
+
+
+class SHS(Encoder):
+    """Sample Huffman with sparsity (paper: SHS), sparsity factor ``k`` (paper: 200)."""
+    name = "shs"
+    encoder_id = 4
+
+    def __init__(self, sample_size=1000, k=200, seed=None):
+        if not isinstance(sample_size, (int, np.integer)) or sample_size < 1:
+            raise ValueError(f"sample_size must be a positive integer, got {sample_size!r}")
+        if not isinstance(k, (int, np.integer)) or not 1 <= k <= SHS_MAX_K:
+            raise ValueError(f"k must be an integer in [1, {SHS_MAX_K}], got {k!r}")
+        self.sample_size, self.k, self.seed = int(sample_size), int(k), seed
+        self._rng = np.random.default_rng(seed)
+
+    def _config(self):
+        return {"sample_size": self.sample_size, "k": self.k, "seed": self.seed}
+
+    def plan(self, levels):
+        k = self.k
+        lo, hi = int(levels.min()), int(levels.max())
+        base, window = window_with_zero(lo, hi, MAX_CODED_SYMBOLS - k - 1)
+        sample = levels[self._rng.integers(0, levels.size, size=self.sample_size)]
+        counts = np.zeros(window + 1, dtype=np.int64)
+        level_histogram(sample, base, window, counts)
+        counts[:window] += 1                          # add-one smoothing over the window
+        counts[window] += 1 if hi - lo + 1 > window else 0
+        p = counts / counts.sum()
+        weights = np.zeros(window + k + 1, dtype=np.float64)
+        weights[:window] = p[:window]
+        weights[window + k] = p[window]
+        zero = -base
+        if 0 <= zero < window:
+            p0 = p[zero]
+            weights[zero] = 0.0                       # zeros only travel as runs
+            runs = np.arange(1, k + 1)
+            weights[window:window + k] = p0 ** runs * (1.0 - p0)
+            weights[window + k - 1] = p0 ** k         # a full chunk may be followed by anything
+        lengths = lengths_for(weights_from_probabilities(weights), window + k)
+        return SHSPlan(base, window, k, lengths)
+
+    def _encode(self, levels):
+        return emit_shs(levels, self.plan(levels))
+
+    @classmethod
+    def _decode(cls, reader, words, payload_bits, out):
+        lo, hi = dtype_range(out.dtype)
+        base = reader.sint("base", lo, hi)
+        window = reader.uint("window", 1, min(MAX_CODED_SYMBOLS, hi - base + 1))
+        k = reader.uint("k", 1, SHS_MAX_K)
+        n_symbols = window + k + 1
+        lengths, codes = read_lengths(reader, n_symbols, cls.name)
+        zero = -base
+        if np.any(lengths[window:window + k]) and not 0 <= zero < window:
+            raise DecodeError(f"{cls.name}: codebook codes zero runs but 0 is outside the window")
+        level_index = np.concatenate([np.arange(window), np.full(k, max(zero, 0))])
+        run_base = np.concatenate([np.ones(window, np.int64), np.arange(1, k + 1)])
+        table = token_table(lengths, codes, level_index, run_base,
+                            np.zeros(window + k, np.int64), n_symbols - 1)
+        status = decode_tokens(words, payload_bits, table, base, value_bits(out.dtype), False,
+                               lo, hi, out)
+        check_status(status, cls.name)
+
+
+def emit_shs(levels, plan):
+    """Encode ``levels`` with an SHS plan: (params, words, n_words, n_bits)."""
+    writer = ParamWriter().sint(plan.base).uint(plan.window).uint(plan.k)
+    write_lengths(writer, plan.lengths)
+    entries = pack_entries(canonical_codes(plan.lengths), plan.lengths)
+    vbits = value_bits(levels.dtype)
+    out32 = out_words(levels.size * (MAX_CODE_BITS + vbits))
+    n_words, n_bits = encode_shs(levels, plan.base, plan.window, plan.k, entries, vbits, out32)
+    return writer.getvalue(), out32, n_words, n_bits

@@ -1,0 +1,86 @@
+"""Encoder parameter blocks: LEB128 varints and byte strings, read with bounds on every field."""
+import numpy as np
+
+from .errors import DecodeError
+
+
+class ParamWriter:
+    def __init__(self):
+        self._buf = bytearray()
+
+    def uint(self, value):
+        value = int(value)
+        while True:
+            byte = value & 0x7F
+            value >>= 7
+            if value:
+                self._buf.append(byte | 0x80)
+            else:
+                self._buf.append(byte)
+                return self
+
+    def sint(self, value):
+        value = int(value)
+        return self.uint((value << 1) if value >= 0 else ((-value << 1) - 1))
+
+    def raw(self, data):
+        self._buf += data
+        return self
+
+    def getvalue(self):
+        return bytes(self._buf)
+
+
+class ParamReader:
+    """Reads a parameter block; every read names its field and bounds its value."""
+
+    # A varint longer than this is forged: 10 bytes hold 70 bits, more than any field needs.
+    MAX_VARINT_BYTES = 10
+
+    def __init__(self, data):
+        self._data = bytes(data)
+        self._pos = 0
+
+    def uint(self, name, lo, hi):
+        value = 0
+        for k in range(self.MAX_VARINT_BYTES):
+            if self._pos >= len(self._data):
+                raise DecodeError(f"parameters truncated while reading {name}")
+            byte = self._data[self._pos]
+            self._pos += 1
+            value |= (byte & 0x7F) << (7 * k)
+            if not byte & 0x80:
+                break
+        else:
+            raise DecodeError(f"parameter {name}: varint too long")
+        if not lo <= value <= hi:
+            raise DecodeError(f"parameter {name}={value} out of range [{lo}, {hi}]")
+        return value
+
+    def sint(self, name, lo, hi):
+        u = self.uint(name, 0, 2 * max(abs(lo), abs(hi)) + 1)
+        value = (u >> 1) if not u & 1 else -((u + 1) >> 1)
+        if not lo <= value <= hi:
+            raise DecodeError(f"parameter {name}={value} out of range [{lo}, {hi}]")
+        return value
+
+    def rest(self):
+        """The remaining bytes (the codebook); marks the block as fully read."""
+        data = self._data[self._pos:]
+        self._pos = len(self._data)
+        return data
+
+    def done(self):
+        if self._pos != len(self._data):
+            raise DecodeError(f"{len(self._data) - self._pos} unexpected bytes after the parameters")
+
+
+def dtype_range(dtype):
+    """(min, max) level a dtype holds; int64 streams carry int32-range levels (see wire docs)."""
+    info = np.iinfo(np.int32 if np.dtype(dtype) == np.int64 else dtype)
+    return int(info.min), int(info.max)
+
+
+def value_bits(dtype):
+    """Bits of a raw (escaped) zigzag level for a dtype: 8, 16 or 32."""
+    return 8 * min(np.dtype(dtype).itemsize, 4)

@@ -1,0 +1,7 @@
+"""Framework-free Numba kernels, installed as ``horovod_huffman.kernels``.
+
+Modules: bits (MSB-first bit I/O), huffman (code construction), codebook (canonical codebook on
+the wire), symbols (per-element Huffman), runs (run-length tokens), elias (Elias codes), fixed
+(fixed-width packing), stats and estimate (sizing for ``auto``), quantize (QSGD, TernGrad),
+errors (decode status codes). Every kernel compiles with ``cache=True``.
+"""

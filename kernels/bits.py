@@ -1,0 +1,112 @@
+"""MSB-first bit I/O shared by every kernel.
+
+READ ME FIRST
+1. Streams are MSB-first: the first bit of a stream is the most significant bit of byte 0, so
+   canonical Huffman codes and Elias codes appear exactly as written in the textbooks.
+2. The writer emits 32-bit words into a native ``uint32`` array; the caller turns that into
+   big-endian bytes once at the end (``words_to_bytes``). The accumulator keeps fewer than 32
+   pending bits between calls, so one ``put_bits`` of up to 32 bits never overflows 64 bits.
+3. The reader never trusts a length: ``peek64`` reads two words, so callers must keep
+   ``bit_pos <= payload_bits`` and the word array must carry ``READ_PAD_WORDS`` zero words past
+   the payload. Every decoder checks ``bit_pos`` against ``payload_bits`` before each peek.
+
+Writer state is three locals threaded through calls: ``acc`` (uint64, pending bits right-aligned),
+``n_pending`` (bits in ``acc``, 0..31) and ``word_pos`` (next uint32 slot).
+"""
+import numpy as np
+from numba import njit, uint64, int64
+from numba.cpython.unsafe.numbers import leading_zeros
+
+# A put writes at most 32 bits; longer values are split by put_bits_long (Elias codes of
+# 33-bit values reach 65 bits).
+MAX_PUT_BITS = 32
+# peek64 reads words[j] and words[j + 1] where j = bit_pos >> 6 and bit_pos may sit at the very
+# end of the payload; two zero words cover that read and one 48-bit multi-symbol step beyond it.
+READ_PAD_WORDS = 2
+
+
+@njit(cache=True, inline="always")
+def put_bits(out32, acc, n_pending, word_pos, value, n_bits):
+    """Append the low ``n_bits`` (0..32) of ``value``; returns the new (acc, n_pending, word_pos)."""
+    acc = (acc << uint64(n_bits)) | uint64(value)
+    n_pending += n_bits
+    if n_pending >= 32:
+        n_pending -= 32
+        out32[word_pos] = np.uint32((acc >> uint64(n_pending)) & uint64(0xFFFFFFFF))
+        word_pos += 1
+    return acc, n_pending, word_pos
+
+
+@njit(cache=True, inline="always")
+def put_bits_long(out32, acc, n_pending, word_pos, value, n_bits):
+    """Append the low ``n_bits`` (0..64) of ``value``, high part first."""
+    if n_bits > 32:
+        hi_bits = n_bits - 32
+        acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos,
+                                            uint64(value) >> uint64(32), hi_bits)
+        n_bits = 32
+    mask = (uint64(1) << uint64(n_bits)) - uint64(1) if n_bits < 64 else ~uint64(0)
+    return put_bits(out32, acc, n_pending, word_pos, uint64(value) & mask, n_bits)
+
+
+@njit(cache=True, inline="always")
+def flush_bits(out32, acc, n_pending, word_pos):
+    """Write the pending bits, zero-padded to a word; returns the number of words used."""
+    if n_pending > 0:
+        out32[word_pos] = np.uint32((acc << uint64(32 - n_pending)) & uint64(0xFFFFFFFF))
+        word_pos += 1
+    return word_pos
+
+
+@njit(cache=True, inline="always")
+def peek64(words, bit_pos):
+    """The 64 bits starting at ``bit_pos``, first bit in the MSB (needs READ_PAD_WORDS padding)."""
+    j = bit_pos >> 6
+    s = uint64(bit_pos & 63)
+    # (x >> 1) >> (63 - s) is x >> (64 - s) without the undefined shift by 64 when s == 0.
+    return (words[j] << s) | ((words[j + 1] >> uint64(1)) >> (uint64(63) - s))
+
+
+@njit(cache=True, inline="always")
+def top_bits(window, n_bits):
+    """The first ``n_bits`` (1..64) of a peeked window as an integer."""
+    return window >> uint64(64 - n_bits)
+
+
+@njit(cache=True, inline="always")
+def bit_length(x):
+    """Bits needed to write ``x`` (uint64); 0 for 0."""
+    return 64 - int64(leading_zeros(uint64(x)))
+
+
+@njit(cache=True, inline="always")
+def count_leading_zeros(window):
+    """Leading zero bits of a uint64 window (64 for 0)."""
+    return int64(leading_zeros(uint64(window)))
+
+
+@njit(cache=True, inline="always")
+def zigzag(v):
+    """Signed level -> unsigned: 0, -1, 1, -2, 2 ... -> 0, 1, 2, 3, 4 (int64 in, uint64 out)."""
+    v = int64(v)
+    return uint64((v << 1) ^ (v >> 63))
+
+
+@njit(cache=True, inline="always")
+def unzigzag(u):
+    """Inverse of ``zigzag`` (uint64 in, int64 out)."""
+    u = uint64(u)
+    return int64(u >> uint64(1)) ^ -int64(u & uint64(1))
+
+
+def words_to_bytes(out32, n_words, n_bits):
+    """Big-endian bytes of the first ``n_bits`` written into ``out32`` (NumPy, not jitted)."""
+    return out32[:n_words].astype(">u4").view(np.uint8)[: (n_bits + 7) // 8]
+
+
+def bytes_to_words(payload):
+    """Native uint64 words of a big-endian byte payload, with READ_PAD_WORDS zero words after."""
+    n_words = (len(payload) + 7) // 8 + READ_PAD_WORDS
+    padded = np.zeros(n_words * 8, dtype=np.uint8)
+    padded[: len(payload)] = payload
+    return padded.view(">u8").astype(np.uint64)

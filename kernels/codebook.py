@@ -1,0 +1,87 @@
+"""Canonical codebook on the wire: the code lengths of the coded symbols, nothing else.
+
+Layout (MSB-first bits): for each coded symbol in increasing id order, Elias-gamma(id gap) then
+its code length in LENGTH_BITS bits. The first gap is measured from -1, so every gap is >= 1.
+The count of coded symbols travels in the encoder's parameters; the reader bounds every id by
+the alphabet size and every length by MAX_CODE_BITS before it stores anything.
+"""
+import numpy as np
+from numba import njit, uint64
+
+from .bits import (put_bits, put_bits_long, flush_bits, peek64, top_bits, bit_length,
+                   count_leading_zeros, bytes_to_words, words_to_bytes)
+from .errors import OK, PAYLOAD_OVERRUN, BAD_CODEBOOK
+from .huffman import MAX_CODE_BITS
+
+LENGTH_BITS = 4   # code lengths 1..12 fit in 4 bits
+
+
+@njit(cache=True)
+def _write(lengths, out32):
+    acc = uint64(0)
+    n_pending = 0
+    word_pos = 0
+    n_bits = 0
+    prev = -1
+    for s in range(lengths.shape[0]):
+        length = lengths[s]
+        if length > 0:
+            gap = s - prev
+            prev = s
+            g_len = bit_length(gap)
+            acc, n_pending, word_pos = put_bits_long(out32, acc, n_pending, word_pos, 0, g_len - 1)
+            acc, n_pending, word_pos = put_bits_long(out32, acc, n_pending, word_pos, gap, g_len)
+            acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos, length, LENGTH_BITS)
+            n_bits += 2 * g_len - 1 + LENGTH_BITS
+    word_pos = flush_bits(out32, acc, n_pending, word_pos)
+    return word_pos, n_bits
+
+
+def write_codebook(lengths):
+    """Bytes of the codebook for ``lengths`` (one entry per symbol id, 0 = not coded)."""
+    n_coded = int(np.count_nonzero(lengths))
+    out32 = np.zeros(2 * n_coded + 2, dtype=np.uint32)  # each entry <= 2*17-1 + 4 bits < 64
+    n_words, n_bits = _write(lengths.astype(np.int64), out32)
+    return words_to_bytes(out32, n_words, n_bits).tobytes()
+
+
+@njit(cache=True)
+def _read(words, total_bits, n_coded, n_symbols, lengths):
+    bit_pos = 0
+    prev = -1
+    for _ in range(n_coded):
+        if bit_pos > total_bits:
+            return PAYLOAD_OVERRUN, bit_pos
+        zeros = count_leading_zeros(peek64(words, bit_pos))
+        if zeros > 31:            # gaps are < 2**31 (alphabets are far smaller)
+            return BAD_CODEBOOK, bit_pos
+        bit_pos += zeros
+        if bit_pos > total_bits:
+            return PAYLOAD_OVERRUN, bit_pos
+        gap = top_bits(peek64(words, bit_pos), zeros + 1)
+        bit_pos += zeros + 1
+        s = prev + np.int64(gap)
+        if s >= n_symbols:
+            return BAD_CODEBOOK, bit_pos
+        if bit_pos > total_bits:
+            return PAYLOAD_OVERRUN, bit_pos
+        length = np.int64(top_bits(peek64(words, bit_pos), LENGTH_BITS))
+        bit_pos += LENGTH_BITS
+        if length < 1 or length > MAX_CODE_BITS:
+            return BAD_CODEBOOK, bit_pos
+        lengths[s] = length
+        prev = s
+    if bit_pos > total_bits:
+        return PAYLOAD_OVERRUN, bit_pos
+    return OK, bit_pos
+
+
+def read_codebook(data, n_coded, n_symbols):
+    """Code lengths (int64, size ``n_symbols``) parsed from ``data``; returns (status, lengths).
+
+    The caller has bounded ``n_coded`` and ``n_symbols``; ``data`` is a bytes-like object.
+    """
+    buf = np.frombuffer(data, dtype=np.uint8)
+    lengths = np.zeros(n_symbols, dtype=np.int64)
+    status, _ = _read(bytes_to_words(buf), 8 * len(buf), n_coded, n_symbols, lengths)
+    return status, lengths

@@ -1,0 +1,359 @@
+"""Elias gamma, delta and omega codes, and the two Elias-based tensor encodings of the paper.
+
+READ ME FIRST
+1. Codes are the textbook bit strings, MSB-first: gamma(5) = 00101, delta(5) = 01101,
+   omega(16) = 10100100000. They code integers >= 1, so a level travels as zigzag(level) + 1.
+2. No code here is decoded bit by bit: gamma and delta count leading zeros in one instruction,
+   omega reads a whole group per step, and every code of <= 12 bits comes from one lookup in
+   a 4096-entry table (``ELIAS_TABLES``) built from the slow path at import.
+3. Values are < 2**41 (levels fit 32 bits, runs and gaps are bounded by the 2**40 element cap),
+   so every omega code fits one 64-bit put.
+"""
+import numpy as np
+from numba import njit, uint64, int64
+
+from .bits import put_bits, put_bits_long, flush_bits, peek64, top_bits, bit_length, \
+    count_leading_zeros, zigzag, unzigzag
+from .errors import OK, PAYLOAD_OVERRUN, INVALID_CODE, RUN_OVERFLOW, VALUE_OVERFLOW, \
+    PAYLOAD_UNDERRUN, BAD_ELIAS
+from .huffman import MAX_CODE_BITS, TABLE_SIZE
+
+GAMMA = 0
+DELTA = 1
+OMEGA = 2
+# Largest value bit length any decoder accepts: 2**40 elements bound runs and gaps.
+MAX_VALUE_BITS = 41
+# elias_rle splits runs at this length so that the codes stay within MAX_VALUE_BITS.
+MAX_RUN = (1 << 32) - 1
+
+
+@njit(cache=True, inline="always")
+def gamma_bits(value):
+    """Length in bits of gamma(value), value >= 1."""
+    return 2 * bit_length(value) - 1
+
+
+@njit(cache=True, inline="always")
+def delta_bits(value):
+    n = bit_length(value)
+    return n - 1 + gamma_bits(n)
+
+
+@njit(cache=True, inline="always")
+def omega_bits(value):
+    total = 1
+    m = int64(value)
+    while m > 1:
+        n = bit_length(m)
+        total += n
+        m = n - 1
+    return total
+
+
+@njit(cache=True, inline="always")
+def code_bits(kind, value):
+    if kind == GAMMA:
+        return gamma_bits(value)
+    if kind == DELTA:
+        return delta_bits(value)
+    return omega_bits(value)
+
+
+@njit(cache=True, inline="always")
+def put_gamma(out32, acc, n_pending, word_pos, value):
+    """Append gamma(value), value >= 1 (< 2**64); returns (acc, n_pending, word_pos, bits)."""
+    n = bit_length(value)
+    acc, n_pending, word_pos = put_bits_long(out32, acc, n_pending, word_pos, 0, n - 1)
+    acc, n_pending, word_pos = put_bits_long(out32, acc, n_pending, word_pos, value, n)
+    return acc, n_pending, word_pos, 2 * n - 1
+
+
+@njit(cache=True, inline="always")
+def put_delta(out32, acc, n_pending, word_pos, value):
+    n = bit_length(value)
+    acc, n_pending, word_pos, g = put_gamma(out32, acc, n_pending, word_pos, n)
+    low = uint64(value) & ((uint64(1) << uint64(n - 1)) - uint64(1))
+    acc, n_pending, word_pos = put_bits_long(out32, acc, n_pending, word_pos, low, n - 1)
+    return acc, n_pending, word_pos, g + n - 1
+
+
+@njit(cache=True, inline="always")
+def put_omega(out32, acc, n_pending, word_pos, value):
+    # Build the code right to left: terminating 0, then each group prepended.
+    code = uint64(0)
+    total = 1
+    m = int64(value)
+    while m > 1:
+        n = bit_length(m)
+        code |= uint64(m) << uint64(total)
+        total += n
+        m = n - 1
+    acc, n_pending, word_pos = put_bits_long(out32, acc, n_pending, word_pos, code, total)
+    return acc, n_pending, word_pos, total
+
+
+@njit(cache=True, inline="always")
+def put_code(kind, out32, acc, n_pending, word_pos, value):
+    if kind == GAMMA:
+        return put_gamma(out32, acc, n_pending, word_pos, value)
+    if kind == DELTA:
+        return put_delta(out32, acc, n_pending, word_pos, value)
+    return put_omega(out32, acc, n_pending, word_pos, value)
+
+
+@njit(cache=True, inline="always")
+def read_gamma(words, bit_pos, total_bits):
+    """(value, new bit_pos, status) of one gamma code."""
+    zeros = count_leading_zeros(peek64(words, bit_pos))
+    if zeros >= MAX_VALUE_BITS:
+        return uint64(0), bit_pos, BAD_ELIAS
+    bit_pos += zeros
+    if bit_pos > total_bits:
+        return uint64(0), bit_pos, PAYLOAD_OVERRUN
+    return top_bits(peek64(words, bit_pos), zeros + 1), bit_pos + zeros + 1, OK
+
+
+@njit(cache=True, inline="always")
+def read_delta(words, bit_pos, total_bits):
+    n, bit_pos, status = read_gamma(words, bit_pos, total_bits)
+    if status != OK:
+        return uint64(0), bit_pos, status
+    if n > MAX_VALUE_BITS:
+        return uint64(0), bit_pos, BAD_ELIAS
+    if bit_pos > total_bits:
+        return uint64(0), bit_pos, PAYLOAD_OVERRUN
+    low = uint64(0)
+    if n > 1:
+        low = top_bits(peek64(words, bit_pos), n - 1)
+    return (uint64(1) << uint64(n - 1)) | low, bit_pos + n - 1, OK
+
+
+@njit(cache=True, inline="always")
+def read_omega(words, bit_pos, total_bits):
+    n = uint64(1)
+    while True:
+        if bit_pos > total_bits:
+            return uint64(0), bit_pos, PAYLOAD_OVERRUN
+        win = peek64(words, bit_pos)
+        if (win >> uint64(63)) == 0:
+            return n, bit_pos + 1, OK
+        if n >= MAX_VALUE_BITS:
+            return uint64(0), bit_pos, BAD_ELIAS
+        group = int64(n) + 1
+        n = top_bits(win, group)
+        bit_pos += group
+
+
+@njit(cache=True, inline="always")
+def read_slow(kind, words, bit_pos, total_bits):
+    if kind == GAMMA:
+        return read_gamma(words, bit_pos, total_bits)
+    if kind == DELTA:
+        return read_delta(words, bit_pos, total_bits)
+    return read_omega(words, bit_pos, total_bits)
+
+
+@njit(cache=True)
+def _build_table(kind):
+    """Entry per 12-bit prefix: value << 4 | length for codes of <= 12 bits, else 0."""
+    table = np.zeros(TABLE_SIZE, dtype=np.uint64)
+    words = np.zeros(4, dtype=np.uint64)
+    for prefix in range(TABLE_SIZE):
+        words[0] = uint64(prefix) << uint64(64 - MAX_CODE_BITS)
+        value, end, status = read_slow(kind, words, 0, MAX_CODE_BITS)
+        if status == OK and end <= MAX_CODE_BITS:
+            table[prefix] = (value << uint64(4)) | uint64(end)
+    return table
+
+
+@njit(cache=True, inline="always")
+def read_code(kind, table, words, bit_pos, total_bits):
+    """One code: a table lookup for short codes, the slow path for long ones."""
+    e = table[peek64(words, bit_pos) >> uint64(64 - MAX_CODE_BITS)]
+    if e != 0:
+        return e >> uint64(4), bit_pos + int64(e & uint64(0xF)), OK
+    return read_slow(kind, words, bit_pos, total_bits)
+
+
+ELIAS_TABLES = np.stack([_build_table(GAMMA), _build_table(DELTA), _build_table(OMEGA)])
+
+
+# ---- per-symbol encoders: elias_gamma, elias_delta, elias_omega ----------------------------
+
+@njit(cache=True)
+def encoded_bits(levels, kind):
+    """Payload bits of the per-symbol code of zigzag(level) + 1."""
+    total = 0
+    for i in range(levels.shape[0]):
+        total += code_bits(kind, zigzag(levels[i]) + uint64(1))
+    return total
+
+
+@njit(cache=True)
+def encode_symbols(levels, kind, out32):
+    acc = uint64(0)
+    n_pending = 0
+    word_pos = 0
+    n_bits = 0
+    for i in range(levels.shape[0]):
+        acc, n_pending, word_pos, b = put_code(kind, out32, acc, n_pending, word_pos,
+                                               zigzag(levels[i]) + uint64(1))
+        n_bits += b
+    return flush_bits(out32, acc, n_pending, word_pos), n_bits
+
+
+@njit(cache=True, inline="always")
+def _level_from(value, lo, hi):
+    level = unzigzag(value - uint64(1))
+    ok = value >= 1 and value <= uint64(1) << uint64(33) and level >= lo and level <= hi
+    return level, ok
+
+
+@njit(cache=True)
+def decode_symbols(words, total_bits, kind, table, lo, hi, out):
+    bit_pos = 0
+    for i in range(out.shape[0]):
+        if bit_pos > total_bits:
+            return PAYLOAD_OVERRUN
+        value, bit_pos, status = read_code(kind, table, words, bit_pos, total_bits)
+        if status != OK:
+            return status
+        level, ok = _level_from(value, lo, hi)
+        if not ok:
+            return VALUE_OVERFLOW
+        out[i] = level
+    return _end_status(bit_pos, total_bits)
+
+
+@njit(cache=True, inline="always")
+def _end_status(bit_pos, total_bits):
+    if bit_pos > total_bits:
+        return PAYLOAD_OVERRUN
+    if bit_pos < total_bits:
+        return PAYLOAD_UNDERRUN
+    return OK
+
+
+# ---- elias_rle: omega(zigzag(level) + 1), omega(run) per run --------------------------------
+
+@njit(cache=True)
+def rle_bits(levels):
+    n = levels.shape[0]
+    total = 0
+    i = 0
+    while i < n:
+        j = i + 1
+        while j < n and levels[j] == levels[i] and j - i < MAX_RUN:
+            j += 1
+        total += omega_bits(zigzag(levels[i]) + uint64(1)) + omega_bits(j - i)
+        i = j
+    return total
+
+
+@njit(cache=True)
+def encode_rle(levels, out32):
+    n = levels.shape[0]
+    acc = uint64(0)
+    n_pending = 0
+    word_pos = 0
+    n_bits = 0
+    i = 0
+    while i < n:
+        j = i + 1
+        while j < n and levels[j] == levels[i] and j - i < MAX_RUN:
+            j += 1
+        acc, n_pending, word_pos, b1 = put_omega(out32, acc, n_pending, word_pos,
+                                                 zigzag(levels[i]) + uint64(1))
+        acc, n_pending, word_pos, b2 = put_omega(out32, acc, n_pending, word_pos, j - i)
+        n_bits += b1 + b2
+        i = j
+    return flush_bits(out32, acc, n_pending, word_pos), n_bits
+
+
+@njit(cache=True)
+def decode_rle(words, total_bits, table, lo, hi, out):
+    n = out.shape[0]
+    bit_pos = 0
+    i = 0
+    while i < n:
+        if bit_pos > total_bits:
+            return PAYLOAD_OVERRUN
+        value, bit_pos, status = read_code(OMEGA, table, words, bit_pos, total_bits)
+        if status != OK:
+            return status
+        level, ok = _level_from(value, lo, hi)
+        if not ok:
+            return VALUE_OVERFLOW
+        if bit_pos > total_bits:
+            return PAYLOAD_OVERRUN
+        run, bit_pos, status = read_code(OMEGA, table, words, bit_pos, total_bits)
+        if status != OK:
+            return status
+        if run > uint64(n - i):
+            return RUN_OVERFLOW
+        for k in range(i, i + int64(run)):
+            out[k] = level
+        i += int64(run)
+    return _end_status(bit_pos, total_bits)
+
+
+# ---- qsgd_elias: per non-zero, omega(gap), sign bit, omega(|level|) -------------------------
+
+@njit(cache=True)
+def qsgd_bits(levels):
+    total = 0
+    prev = -1
+    for i in range(levels.shape[0]):
+        v = int64(levels[i])
+        if v != 0:
+            total += omega_bits(i - prev) + 1 + omega_bits(abs(v))
+            prev = i
+    return total
+
+
+@njit(cache=True)
+def encode_qsgd(levels, out32):
+    acc = uint64(0)
+    n_pending = 0
+    word_pos = 0
+    n_bits = 0
+    prev = -1
+    for i in range(levels.shape[0]):
+        v = int64(levels[i])
+        if v != 0:
+            acc, n_pending, word_pos, b1 = put_omega(out32, acc, n_pending, word_pos, i - prev)
+            acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos,
+                                                1 if v < 0 else 0, 1)
+            acc, n_pending, word_pos, b2 = put_omega(out32, acc, n_pending, word_pos, abs(v))
+            n_bits += b1 + 1 + b2
+            prev = i
+    return flush_bits(out32, acc, n_pending, word_pos), n_bits
+
+
+@njit(cache=True)
+def decode_qsgd(words, total_bits, table, lo, hi, out):
+    """``out`` must arrive zero-filled; only non-zeros are written."""
+    n = out.shape[0]
+    bit_pos = 0
+    prev = -1
+    while bit_pos < total_bits:
+        gap, bit_pos, status = read_code(OMEGA, table, words, bit_pos, total_bits)
+        if status != OK:
+            return status
+        if gap > uint64(n - 1 - prev):
+            return RUN_OVERFLOW
+        if bit_pos >= total_bits:
+            return PAYLOAD_OVERRUN
+        negative = (peek64(words, bit_pos) >> uint64(63)) == 1
+        bit_pos += 1
+        mag, bit_pos, status = read_code(OMEGA, table, words, bit_pos, total_bits)
+        if status != OK:
+            return status
+        if mag > uint64(1) << uint64(32):
+            return VALUE_OVERFLOW
+        level = -int64(mag) if negative else int64(mag)
+        if level < lo or level > hi:
+            return VALUE_OVERFLOW
+        prev += int64(gap)
+        out[prev] = level
+    return _end_status(bit_pos, total_bits)

@@ -1,0 +1,199 @@
+"""Canonical Huffman codes: lengths from counts, codes from lengths, and decode lookup tables.
+
+READ ME FIRST
+1. Code lengths are capped at MAX_CODE_BITS (12) so one lookup in a 2**12-entry table decodes any
+   symbol. When plain Huffman exceeds the cap, package-merge gives the optimal limited lengths.
+2. Everything downstream is derived from the lengths alone (canonical form): codes are assigned
+   in order of (length, symbol id), so the wire carries lengths, never a tree.
+3. A decode-table entry is ``symbol << 4 | length``; length 0 marks a bit pattern that no code
+   starts with (possible only in an incomplete or forged code) and decoders reject it.
+
+Units: ``counts`` are symbol occurrences, ``lengths`` are bits per symbol (0 = symbol not coded).
+"""
+import numpy as np
+from numba import njit, int64, uint32
+
+# 12 bits: a 4096-entry uint32 table (16 KiB) stays in L1 cache, and 12 bits are enough for
+# 4096 coded symbols, more than any quantizer here produces (QSGD s=127 has 255 levels).
+MAX_CODE_BITS = 12
+TABLE_SIZE = 1 << MAX_CODE_BITS
+# At most this many symbols get a code; a full 12-bit code space holds exactly 4096.
+MAX_CODED_SYMBOLS = TABLE_SIZE
+LENGTH_SHIFT = 4          # decode entry: symbol << 4 | length (length <= 12 fits 4 bits)
+LENGTH_MASK = 0xF
+
+
+@njit(cache=True)
+def _huffman_lengths_sorted(w):
+    """Optimal code lengths for weights sorted ascending (two-queue Huffman, O(n)).
+
+    Returns lengths in the same order (in-place method of Moffat and Katajainen, 1995).
+    """
+    n = w.shape[0]
+    a = w.astype(np.int64).copy()
+    if n == 1:
+        return np.ones(1, dtype=np.int64)
+    # Pass 1, left to right: pair the two smallest items, leaving parent pointers behind.
+    a[0] += a[1]
+    root = 0
+    leaf = 2
+    for nxt in range(1, n - 1):
+        if leaf >= n or a[root] < a[leaf]:
+            a[nxt] = a[root]
+            a[root] = nxt
+            root += 1
+        else:
+            a[nxt] = a[leaf]
+            leaf += 1
+        if leaf >= n or (root < nxt and a[root] < a[leaf]):
+            a[nxt] += a[root]
+            a[root] = nxt
+            root += 1
+        else:
+            a[nxt] += a[leaf]
+            leaf += 1
+    # Pass 2, right to left: depths of internal nodes.
+    a[n - 2] = 0
+    for nxt in range(n - 3, -1, -1):
+        a[nxt] = a[a[nxt]] + 1
+    # Pass 3, right to left: leaf depths, shallowest to the heaviest leaves.
+    avail = 1
+    used = 0
+    depth = 0
+    root = n - 2
+    nxt = n - 1
+    while avail > 0:
+        while root >= 0 and a[root] == depth:
+            used += 1
+            root -= 1
+        while avail > used:
+            a[nxt] = depth
+            nxt -= 1
+            avail -= 1
+        avail = 2 * used
+        depth += 1
+        used = 0
+    return a
+
+
+@njit(cache=True)
+def _package_merge_sorted(w, max_bits):
+    """Optimal code lengths of at most ``max_bits`` for weights sorted ascending (package-merge)."""
+    n = w.shape[0]
+    cap = 2 * n
+    # Per level: merged list of items; each item is a leaf (its index) or a package (-1).
+    item_w = np.empty((max_bits, cap), dtype=np.int64)
+    item_leaf = np.empty((max_bits, cap), dtype=np.int64)
+    size = np.zeros(max_bits, dtype=np.int64)
+    for i in range(n):
+        item_w[0, i] = w[i]
+        item_leaf[0, i] = i
+    size[0] = n
+    for lvl in range(1, max_bits):
+        prev = size[lvl - 1]
+        n_pack = prev // 2
+        i = 0   # leaves
+        p = 0   # packages
+        k = 0
+        pw = 0
+        while i < n or p < n_pack:
+            if p < n_pack:
+                pw = item_w[lvl - 1, 2 * p] + item_w[lvl - 1, 2 * p + 1]
+            if p >= n_pack or (i < n and w[i] <= pw):
+                item_w[lvl, k] = w[i]
+                item_leaf[lvl, k] = i
+                i += 1
+            else:
+                item_w[lvl, k] = pw
+                item_leaf[lvl, k] = -1
+                p += 1
+            k += 1
+        size[lvl] = k
+    lengths = np.zeros(n, dtype=np.int64)
+    take = 2 * n - 2
+    for lvl in range(max_bits - 1, -1, -1):
+        n_packages = 0
+        for k in range(take):
+            leaf = item_leaf[lvl, k]
+            if leaf >= 0:
+                lengths[leaf] += 1
+            else:
+                n_packages += 1
+        take = 2 * n_packages
+    return lengths
+
+
+@njit(cache=True)
+def code_lengths(counts, max_bits):
+    """Code lengths (bits) for ``counts``; zero-count symbols get 0, a lone symbol gets 1.
+
+    Optimal among prefix codes whose lengths are all <= ``max_bits``; needs at most
+    ``2**max_bits`` symbols with non-zero counts.
+    """
+    n_sym = counts.shape[0]
+    used = np.empty(n_sym, dtype=np.int64)
+    n_used = 0
+    for s in range(n_sym):
+        if counts[s] > 0:
+            used[n_used] = s
+            n_used += 1
+    lengths = np.zeros(n_sym, dtype=np.int64)
+    if n_used == 0:
+        return lengths
+    used = used[:n_used]
+    w = counts[used].astype(np.int64)
+    order = np.argsort(w, kind="mergesort")
+    ws = w[order]
+    ls = _huffman_lengths_sorted(ws)
+    if ls.max() > max_bits:
+        ls = _package_merge_sorted(ws, max_bits)
+    for i in range(n_used):
+        lengths[used[order[i]]] = ls[i]
+    return lengths
+
+
+@njit(cache=True)
+def canonical_codes(lengths):
+    """Canonical codes (MSB-first integers) for ``lengths``; 0 where a symbol is not coded."""
+    n_sym = lengths.shape[0]
+    codes = np.zeros(n_sym, dtype=np.uint32)
+    max_len = 0
+    for s in range(n_sym):
+        if lengths[s] > max_len:
+            max_len = lengths[s]
+    code = 0
+    for length in range(1, max_len + 1):
+        for s in range(n_sym):
+            if lengths[s] == length:
+                codes[s] = code
+                code += 1
+        code <<= 1
+    return codes
+
+
+@njit(cache=True)
+def kraft_units(lengths, max_bits):
+    """Kraft sum of ``lengths`` in units of 2**-max_bits (a complete code sums to 2**max_bits)."""
+    total = 0
+    for s in range(lengths.shape[0]):
+        if lengths[s] > 0:
+            total += 1 << (max_bits - lengths[s])
+    return total
+
+
+@njit(cache=True)
+def decode_table(lengths, codes):
+    """Single-lookup decode table over MAX_CODE_BITS bits: entry = symbol << 4 | length.
+
+    Requires lengths in 1..MAX_CODE_BITS and a Kraft sum <= 1 (checked by the caller).
+    """
+    table = np.zeros(TABLE_SIZE, dtype=np.uint32)
+    for s in range(lengths.shape[0]):
+        length = lengths[s]
+        if length > 0:
+            shift = MAX_CODE_BITS - length
+            first = int64(codes[s]) << shift
+            entry = uint32((s << LENGTH_SHIFT) | length)
+            for k in range(first, first + (1 << shift)):
+                table[k] = entry
+    return table

@@ -1,0 +1,247 @@
+"""Run-length tokens: the run-length buckets of ``rlh`` and the generic token decoder that
+``rlh`` and ``shs`` share.
+
+READ ME FIRST
+1. A token is (level, run length). ``rlh`` codes the pair jointly: symbol = level index *
+   RUN_BUCKETS + run bucket, followed by the bucket's extra bits. Runs 1..3 have a bucket each;
+   from 4 on, every octave splits in two buckets (one mantissa bit), like DEFLATE's lengths.
+2. A run never exceeds MAX_RUN (2**32 - 1) elements; longer runs become several tokens of the
+   same level, so a bucket base always fits 32 bits.
+3. The decoder reads one uint64 table entry per token, which says everything about it:
+   bits 0-3 code length, bit 4 escape, bits 5-10 extra bits, bits 11-42 run base,
+   bits 43-63 level index (level = base + index).
+"""
+import numpy as np
+from numba import njit, uint64, int64
+
+from .bits import put_bits, put_bits_long, flush_bits, peek64, top_bits, bit_length, \
+    zigzag, unzigzag
+from .elias import put_gamma, read_gamma
+from .errors import OK, PAYLOAD_OVERRUN, INVALID_CODE, RUN_OVERFLOW, VALUE_OVERFLOW, \
+    PAYLOAD_UNDERRUN
+from .huffman import MAX_CODE_BITS, TABLE_SIZE, LENGTH_SHIFT
+
+MAX_RUN = (1 << 32) - 1
+# Buckets 0..2 are runs 1..3; then two per octave for bit lengths 3..32: 3 + 2 * 30 = 63.
+RUN_BUCKETS = 63
+MAX_EXTRA_BITS = 31
+
+ENTRY_ESCAPE = 1 << 4
+EXTRA_SHIFT = 5
+RUN_SHIFT = 11
+LEVEL_SHIFT = 43
+MAX_LEVEL_INDEX = (1 << 21) - 1    # 21 bits above LEVEL_SHIFT
+
+
+@njit(cache=True, inline="always")
+def run_bucket(run):
+    """Bucket of a run length (1..MAX_RUN)."""
+    if run < 4:
+        return run - 1
+    b = bit_length(run) - 1                  # >= 2
+    mantissa = (run >> (b - 1)) & 1
+    return 3 + (b - 2) * 2 + mantissa
+
+
+def bucket_tables():
+    """(run base, extra bits) per bucket, as int64 arrays of RUN_BUCKETS entries."""
+    base = np.empty(RUN_BUCKETS, dtype=np.int64)
+    extra = np.empty(RUN_BUCKETS, dtype=np.int64)
+    for b in range(RUN_BUCKETS):
+        if b < 3:
+            base[b], extra[b] = b + 1, 0
+        else:
+            octave = (b - 3) // 2 + 2
+            base[b] = (2 | ((b - 3) & 1)) << (octave - 1)
+            extra[b] = octave - 1
+    return base, extra
+
+
+BUCKET_BASE, BUCKET_EXTRA = bucket_tables()
+
+
+@njit(cache=True)
+def rlh_histogram(levels, base, window, counts):
+    """Joint (level index, run bucket) counts; ``counts[window * RUN_BUCKETS]`` = escapes."""
+    n = levels.shape[0]
+    esc = window * RUN_BUCKETS
+    i = 0
+    while i < n:
+        level = levels[i]
+        j = i + 1
+        while j < n and levels[j] == level and j - i < MAX_RUN:
+            j += 1
+        v = int64(level) - base
+        if v >= 0 and v < window:
+            counts[v * RUN_BUCKETS + run_bucket(j - i)] += 1
+        else:
+            counts[esc] += 1
+        i = j
+
+
+@njit(cache=True)
+def encode_rlh(levels, base, window, entries, value_bits, bucket_extra, out32):
+    """Write (level, run) tokens; returns (words used, payload bits)."""
+    n = levels.shape[0]
+    esc = entries[window * RUN_BUCKETS]
+    esc_code = esc >> 4
+    esc_len = esc & 0xF
+    acc = uint64(0)
+    n_pending = 0
+    word_pos = 0
+    n_bits = 0
+    i = 0
+    while i < n:
+        level = levels[i]
+        j = i + 1
+        while j < n and levels[j] == level and j - i < MAX_RUN:
+            j += 1
+        run = j - i
+        v = int64(level) - base
+        length = 0
+        b = 0
+        e = uint64(0)
+        if v >= 0 and v < window:
+            b = run_bucket(run)
+            e = uint64(entries[v * RUN_BUCKETS + b])
+            length = e & 0xF
+        if length > 0:
+            extra = bucket_extra[b]
+            acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos, e >> 4, length)
+            acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos,
+                                                run & ((1 << extra) - 1), extra)
+            n_bits += length + extra
+        else:
+            acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos, esc_code, esc_len)
+            acc, n_pending, word_pos = put_bits_long(out32, acc, n_pending, word_pos,
+                                                     zigzag(level), value_bits)
+            acc, n_pending, word_pos, g_bits = put_gamma(out32, acc, n_pending, word_pos, run)
+            n_bits += esc_len + value_bits + g_bits
+        i = j
+    word_pos = flush_bits(out32, acc, n_pending, word_pos)
+    return word_pos, n_bits
+
+
+@njit(cache=True)
+def token_table(lengths, codes, sym_level_index, sym_run_base, sym_extra, esc_symbol):
+    """Token decode table (see module doc) from per-symbol descriptions."""
+    table = np.zeros(TABLE_SIZE, dtype=np.uint64)
+    for s in range(lengths.shape[0]):
+        length = lengths[s]
+        if length == 0:
+            continue
+        e = uint64(length)
+        if s == esc_symbol:
+            e |= uint64(ENTRY_ESCAPE)
+        else:
+            e |= (uint64(sym_extra[s]) << uint64(EXTRA_SHIFT)) \
+                | (uint64(sym_run_base[s]) << uint64(RUN_SHIFT)) \
+                | (uint64(sym_level_index[s]) << uint64(LEVEL_SHIFT))
+        shift = MAX_CODE_BITS - length
+        first = int64(codes[s]) << shift
+        for k in range(first, first + (1 << shift)):
+            table[k] = e
+    return table
+
+
+@njit(cache=True)
+def decode_tokens(words, total_bits, table, base, value_bits, esc_has_run, lo, hi, out):
+    """Fill ``out`` from (level, run) tokens; returns a status code (errors.py).
+
+    An escape carries a zigzag level in ``value_bits`` bits, then, when ``esc_has_run``, an
+    Elias-gamma run length (otherwise the run is 1).
+    """
+    n = out.shape[0]
+    i = 0
+    bit_pos = 0
+    while i < n:
+        if bit_pos > total_bits:
+            return PAYLOAD_OVERRUN
+        win = peek64(words, bit_pos)
+        e = table[win >> uint64(64 - MAX_CODE_BITS)]
+        length = int64(e & uint64(0xF))
+        if length == 0:
+            return INVALID_CODE
+        if e & uint64(ENTRY_ESCAPE):
+            bit_pos += length
+            if bit_pos > total_bits:
+                return PAYLOAD_OVERRUN
+            level = unzigzag(top_bits(peek64(words, bit_pos), value_bits))
+            bit_pos += value_bits
+            if level < lo or level > hi:
+                return VALUE_OVERFLOW
+            run = int64(1)
+            if esc_has_run:
+                if bit_pos > total_bits:
+                    return PAYLOAD_OVERRUN
+                r, bit_pos, status = read_gamma(words, bit_pos, total_bits)
+                if status != OK:
+                    return status
+                run = int64(r)
+        else:
+            extra = int64((e >> uint64(EXTRA_SHIFT)) & uint64(0x3F))
+            run = int64((e >> uint64(RUN_SHIFT)) & uint64(0xFFFFFFFF))
+            level = base + int64(e >> uint64(LEVEL_SHIFT))
+            if extra > 0:
+                # code and extra bits come from one window: length + extra <= 12 + 31 < 64
+                run += int64(((win << uint64(length)) >> uint64(64 - extra)))
+            bit_pos += length + extra
+        if run > n - i:
+            return RUN_OVERFLOW
+        for k in range(i, i + run):
+            out[k] = level
+        i += run
+    if bit_pos > total_bits:
+        return PAYLOAD_OVERRUN
+    if bit_pos < total_bits:
+        return PAYLOAD_UNDERRUN
+    return OK
+
+
+@njit(cache=True)
+def encode_shs(levels, base, window, run_limit, entries, value_bits, out32):
+    """Write ``shs`` tokens: non-zero levels one by one, zero runs as run symbols.
+
+    Symbol ``window + r - 1`` is a run of r zeros (1 <= r <= run_limit = k); a longer run is
+    split into runs of k and one remainder; symbol ``window + k`` is the escape.
+    Returns (words used, payload bits).
+    """
+    n = levels.shape[0]
+    esc = entries[window + run_limit]
+    full_run = entries[window + run_limit - 1]
+    acc = uint64(0)
+    n_pending = 0
+    word_pos = 0
+    n_bits = 0
+    i = 0
+    while i < n:
+        level = int64(levels[i])
+        if level == 0:
+            j = i + 1
+            while j < n and levels[j] == 0:
+                j += 1
+            run = j - i
+            for _ in range(run // run_limit):
+                acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos,
+                                                    full_run >> 4, full_run & 0xF)
+                n_bits += full_run & 0xF
+            rem = run % run_limit
+            if rem > 0:
+                e = entries[window + rem - 1]
+                acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos, e >> 4, e & 0xF)
+                n_bits += e & 0xF
+            i = j
+            continue
+        v = level - base
+        e = entries[v] if v >= 0 and v < window else np.uint32(0)
+        if e & 0xF:
+            acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos, e >> 4, e & 0xF)
+            n_bits += e & 0xF
+        else:
+            acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos, esc >> 4, esc & 0xF)
+            acc, n_pending, word_pos = put_bits_long(out32, acc, n_pending, word_pos,
+                                                     zigzag(level), value_bits)
+            n_bits += (esc & 0xF) + value_bits
+        i += 1
+    word_pos = flush_bits(out32, acc, n_pending, word_pos)
+    return word_pos, n_bits

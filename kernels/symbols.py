@@ -1,0 +1,112 @@
+"""Huffman coding of levels one symbol per element (encoders ``huffman`` and ``sh``).
+
+READ ME FIRST
+1. Symbol ``s`` in [0, window) stands for level ``base + s``; symbol ``window`` is the escape,
+   followed by the level's zigzag form in ``value_bits`` bits (8, 16 or 32). Levels outside the
+   window, or without a code, take the escape, so any level round-trips.
+2. The encoder reads one packed entry per element: ``code << 4 | length`` (length 0 = escape).
+3. The decoder takes one 64-bit window and decodes up to SYMBOLS_PER_WINDOW symbols from it
+   before peeking again: 4 codes of <= 12 bits use at most 48 of the 64 bits.
+"""
+import numpy as np
+from numba import njit, uint64, int64
+
+from .bits import put_bits, put_bits_long, flush_bits, peek64, top_bits, zigzag, unzigzag
+from .errors import OK, PAYLOAD_OVERRUN, INVALID_CODE, VALUE_OVERFLOW, PAYLOAD_UNDERRUN
+from .huffman import MAX_CODE_BITS, LENGTH_SHIFT, LENGTH_MASK
+
+SYMBOLS_PER_WINDOW = 4
+# A packed encoder entry: code << ENTRY_CODE_SHIFT | length (length <= 12 needs 4 bits).
+ENTRY_CODE_SHIFT = 4
+
+
+@njit(cache=True)
+def level_histogram(levels, base, window, counts):
+    """Add symbol counts of ``levels`` to ``counts`` (size window + 1; last slot = escapes)."""
+    for i in range(levels.shape[0]):
+        v = int64(levels[i]) - base
+        if v < 0 or v >= window:
+            v = window
+        counts[v] += 1
+
+
+@njit(cache=True)
+def pack_entries(codes, lengths):
+    """Encoder entries ``code << 4 | length`` per symbol (uint32)."""
+    entries = np.empty(codes.shape[0], dtype=np.uint32)
+    for s in range(codes.shape[0]):
+        entries[s] = (codes[s] << ENTRY_CODE_SHIFT) | lengths[s]
+    return entries
+
+
+@njit(cache=True)
+def encode_levels(levels, base, window, entries, value_bits, out32):
+    """Write every level's code (or escape + zigzag value); returns (words used, payload bits)."""
+    esc = entries[window]
+    esc_code = esc >> ENTRY_CODE_SHIFT
+    esc_len = esc & LENGTH_MASK
+    acc = uint64(0)
+    n_pending = 0
+    word_pos = 0
+    n_bits = 0
+    for i in range(levels.shape[0]):
+        level = int64(levels[i])
+        v = level - base
+        e = entries[v] if v >= 0 and v < window else np.uint32(0)
+        length = e & LENGTH_MASK
+        if length > 0:
+            acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos,
+                                                e >> ENTRY_CODE_SHIFT, length)
+            n_bits += length
+        else:
+            acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos, esc_code, esc_len)
+            acc, n_pending, word_pos = put_bits_long(out32, acc, n_pending, word_pos,
+                                                     zigzag(level), value_bits)
+            n_bits += esc_len + value_bits
+    word_pos = flush_bits(out32, acc, n_pending, word_pos)
+    return word_pos, n_bits
+
+
+@njit(cache=True)
+def decode_levels(words, total_bits, table, base, window, value_bits, lo, hi, out):
+    """Fill ``out`` from the payload; returns a status code (errors.py).
+
+    ``lo``/``hi`` bound escaped levels to the output dtype.
+    """
+    n = out.shape[0]
+    i = 0
+    bit_pos = 0
+    while i < n:
+        if bit_pos > total_bits:
+            return PAYLOAD_OVERRUN
+        win = peek64(words, bit_pos)
+        used = 0
+        for _ in range(SYMBOLS_PER_WINDOW):
+            e = table[(win << uint64(used)) >> uint64(64 - MAX_CODE_BITS)]
+            length = int64(e & LENGTH_MASK)
+            if length == 0:
+                return INVALID_CODE
+            s = int64(e >> LENGTH_SHIFT)
+            used += length
+            if s == window:                      # escape: raw value follows the code
+                bit_pos += used
+                used = 0
+                if bit_pos > total_bits:
+                    return PAYLOAD_OVERRUN
+                level = unzigzag(top_bits(peek64(words, bit_pos), value_bits))
+                bit_pos += value_bits
+                if level < lo or level > hi:
+                    return VALUE_OVERFLOW
+                out[i] = level
+                i += 1
+                break
+            out[i] = base + s
+            i += 1
+            if i >= n:
+                break
+        bit_pos += used
+    if bit_pos > total_bits:
+        return PAYLOAD_OVERRUN
+    if bit_pos < total_bits:
+        return PAYLOAD_UNDERRUN
+    return OK
