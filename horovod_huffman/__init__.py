@@ -8,7 +8,10 @@ True
 """
 from .errors import DecodeError
 from .encoders import ENCODERS, Encoder, get_encoder, decode, encoder_name
+from .quantizers import QSGD, TernGrad, QuantizedTensor, dequantize
+from .message import pack, unpack
 
 __version__ = "0.1.0"
 
-__all__ = ["DecodeError", "ENCODERS", "Encoder", "get_encoder", "decode", "encoder_name"]
+__all__ = ["DecodeError", "ENCODERS", "Encoder", "get_encoder", "decode", "encoder_name",
+           "QSGD", "TernGrad", "QuantizedTensor", "dequantize", "pack", "unpack"]

@@ -28,12 +28,13 @@ def lengths_for(counts, escape):
     return code_lengths(counts, MAX_CODE_BITS)
 
 
-def weights_from_probabilities(p):
-    """Integer weights (>= 1 where p > 0) for Huffman from float probabilities."""
+def weights_from_probabilities(p, possible):
+    """Integer Huffman weights from model probabilities: >= 1 wherever ``possible`` is set
+    (a symbol that can occur must get a code however small or underflowed its probability),
+    0 elsewhere."""
     # 2**40 keeps ~12 significant digits yet sums of up to 2**17 weights stay far below 2**63.
     w = np.rint(np.asarray(p, dtype=np.float64) * float(1 << 40)).astype(np.int64)
-    w[(np.asarray(p) > 0) & (w < 1)] = 1
-    return w
+    return np.where(possible, np.maximum(w, 1), 0)
 
 
 def write_lengths(writer, lengths):

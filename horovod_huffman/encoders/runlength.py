@@ -134,16 +134,21 @@ class SHS(Encoder):
         counts[window] += 1 if hi - lo + 1 > window else 0
         p = counts / counts.sum()
         weights = np.zeros(window + k + 1, dtype=np.float64)
+        possible = np.zeros(window + k + 1, dtype=bool)
         weights[:window] = p[:window]
+        possible[:window] = True
         weights[window + k] = p[window]
+        possible[window + k] = counts[window] > 0
         zero = -base
         if 0 <= zero < window:
             p0 = p[zero]
             weights[zero] = 0.0                       # zeros only travel as runs
+            possible[zero] = False
             runs = np.arange(1, k + 1)
             weights[window:window + k] = p0 ** runs * (1.0 - p0)
             weights[window + k - 1] = p0 ** k         # a full chunk may be followed by anything
-        lengths = lengths_for(weights_from_probabilities(weights), window + k)
+            possible[window:window + k] = True
+        lengths = lengths_for(weights_from_probabilities(weights, possible), window + k)
         return SHSPlan(base, window, k, lengths)
 
     def _encode(self, levels):

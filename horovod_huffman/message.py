@@ -1,0 +1,97 @@
+"""One message per quantized tensor: shape, dtype, scales and the encoded levels.
+
+    offset  size   field
+    0       4      magic b"HHQT"
+    4       1      format version (1)
+    5       1      float dtype code (FLOAT_CODES)
+    6       1      ndim (<= MAX_NDIM)
+    7       1      flags (0)
+    8       8      bucket size (elements per scale)
+    16      8*ndim dims
+    ...     4*S    scales, float32 little-endian, S = ceil(numel / bucket size)
+    ...            level stream (wire.py), which carries its own checksum
+    end-4   4      CRC-32 of every preceding byte
+"""
+import struct
+import zlib
+
+import numpy as np
+
+from . import wire
+from .encoders import get_encoder, decode
+from .errors import DecodeError
+from .quantizers import QuantizedTensor
+
+MAGIC = b"HHQT"
+VERSION = 1
+HEAD = struct.Struct("<4sBBBBQ")
+MAX_NDIM = 32
+FLOAT_CODES = {"float16": 1, "float32": 2, "float64": 3, "bfloat16": 4}
+_FLOAT_NAMES = {code: name for name, code in FLOAT_CODES.items()}
+
+
+def _float_dtype(name):
+    if name == "bfloat16":
+        try:
+            import ml_dtypes
+            return np.dtype(ml_dtypes.bfloat16)
+        except ImportError:
+            return np.dtype(np.float32)
+    return np.dtype(name)
+
+
+def pack(qt, encoder="rlh"):
+    """Bytes (uint8 array) of a QuantizedTensor; ``encoder`` is a name or an Encoder."""
+    enc = get_encoder(encoder) if isinstance(encoder, str) else encoder
+    if qt.dtype.name not in FLOAT_CODES:
+        raise TypeError(f"unsupported tensor dtype {qt.dtype}")
+    if len(qt.shape) > MAX_NDIM:
+        raise ValueError(f"tensors of more than {MAX_NDIM} dimensions are not supported")
+    stream = enc.encode(qt.levels)
+    scales = np.ascontiguousarray(qt.scales, dtype="<f4")
+    head = HEAD.pack(MAGIC, VERSION, FLOAT_CODES[qt.dtype.name], len(qt.shape), 0, qt.bucket_size)
+    dims = struct.pack(f"<{len(qt.shape)}Q", *qt.shape)
+    body = b"".join([head, dims, scales.tobytes(), stream.tobytes()])
+    return np.frombuffer(body + struct.pack("<I", zlib.crc32(body)), dtype=np.uint8)
+
+
+def unpack(buf, max_elements=None):
+    """The QuantizedTensor in a ``pack`` message; raises DecodeError on any malformed input."""
+    data = wire.as_bytes(buf)
+    if len(data) < HEAD.size + 4:
+        raise DecodeError(f"message truncated: {len(data)} bytes")
+    (crc,) = struct.unpack_from("<I", data, len(data) - 4)
+    if zlib.crc32(data[:-4]) != crc:
+        raise DecodeError("message checksum mismatch: message corrupted")
+    magic, version, dtype_code, ndim, flags, bucket = HEAD.unpack_from(data, 0)
+    if magic != MAGIC:
+        raise DecodeError(f"bad magic {magic!r}: not a horovod-huffman tensor message")
+    if version != VERSION:
+        raise DecodeError(f"unsupported message version {version}")
+    if dtype_code not in _FLOAT_NAMES:
+        raise DecodeError(f"unknown tensor dtype code {dtype_code}")
+    if ndim > MAX_NDIM or flags:
+        raise DecodeError(f"bad ndim {ndim} or flags {flags:#x}")
+    if bucket < 1 or bucket > wire.MAX_ELEMENTS:
+        raise DecodeError(f"bucket size {bucket} out of range")
+    pos = HEAD.size
+    if len(data) < pos + 8 * ndim + 4:
+        raise DecodeError("message truncated in the shape")
+    shape = struct.unpack_from(f"<{ndim}Q", data, pos)
+    pos += 8 * ndim
+    numel = 1
+    for d in shape:
+        numel *= d
+    limit = wire.DEFAULT_MAX_ELEMENTS if max_elements is None else int(max_elements)
+    if numel > min(limit, wire.MAX_ELEMENTS):
+        raise DecodeError(f"tensor of {numel} elements exceeds max_elements={limit}")
+    n_scales = -(-numel // bucket)
+    if len(data) < pos + 4 * n_scales + 4:
+        raise DecodeError("message truncated in the scales")
+    scales = np.frombuffer(data, dtype="<f4", count=n_scales, offset=pos).astype(np.float32)
+    pos += 4 * n_scales
+    levels = decode(data[pos:len(data) - 4], max_elements=numel)
+    if levels.size != numel:
+        raise DecodeError(f"level stream holds {levels.size} levels, the shape needs {numel}")
+    return QuantizedTensor(levels, scales, tuple(int(d) for d in shape),
+                           _float_dtype(_FLOAT_NAMES[dtype_code]), int(bucket))

@@ -1,0 +1,102 @@
+"""QSGD and TernGrad quantization kernels, and dequantization.
+
+READ ME FIRST
+1. Randomness is counter-based: the uniform for element i is a hash of (seed, i) (SplitMix64),
+   so results do not depend on thread count or device, and the GPU kernels can reproduce them.
+2. Scales are stored ready to multiply: QSGD stores norm / s, TernGrad the max-norm, so
+   dequantization is ``scale[i // bucket] * level[i]`` for every quantizer.
+3. A bucket holding NaN or Inf gets scale NaN and zero levels, so the non-finite value survives
+   dequantization (loss scalers look for it) instead of turning into garbage levels.
+Units: buckets count elements; levels are signed integers in [-s, s].
+"""
+import math
+
+import numpy as np
+from numba import njit, uint64, float64
+
+_GOLDEN = uint64(0x9E3779B97F4A7C15)       # 2**64 / golden ratio: SplitMix64's increment
+_MIX1 = uint64(0xBF58476D1CE4E5B9)          # SplitMix64 finalizer constants (Vigna)
+_MIX2 = uint64(0x94D049BB133111EB)
+_TO_UNIT = 1.0 / 9007199254740992.0         # 2**-53: 53 random bits -> [0, 1)
+
+
+@njit(cache=True, inline="always")
+def uniform(seed, index):
+    """A uniform float64 in [0, 1) for (seed, index)."""
+    z = uint64(seed) + uint64(index + 1) * _GOLDEN
+    z = (z ^ (z >> uint64(30))) * _MIX1
+    z = (z ^ (z >> uint64(27))) * _MIX2
+    z = z ^ (z >> uint64(31))
+    return float64(z >> uint64(11)) * _TO_UNIT
+
+
+@njit(cache=True)
+def qsgd(x, s, bucket, seed, levels, scales):
+    """QSGD: per bucket L2 norm; level = sign(x) * stochastic_round(|x| / norm * s)."""
+    n = x.shape[0]
+    for b in range(scales.shape[0]):
+        start = b * bucket
+        stop = min(start + bucket, n)
+        sq = 0.0
+        for i in range(start, stop):
+            sq += float64(x[i]) * float64(x[i])
+        norm = math.sqrt(sq)
+        if not math.isfinite(norm) or norm == 0.0:
+            scales[b] = np.nan if not math.isfinite(norm) else 0.0
+            for i in range(start, stop):
+                levels[i] = 0
+            continue
+        scales[b] = norm / s
+        inv = s / norm
+        for i in range(start, stop):
+            v = float64(x[i])
+            p = abs(v) * inv
+            q = math.floor(p)
+            if uniform(seed, i) < p - q:
+                q += 1.0
+            if q > s:
+                q = s
+            levels[i] = -q if v < 0 else q
+
+
+@njit(cache=True)
+def terngrad(x, bucket, clip_at, seed, levels, scales):
+    """TernGrad: per bucket max-norm m; level = sign(x) * Bernoulli(|x| / m), x clipped to
+    [-clip_at, clip_at] first when clip_at > 0."""
+    n = x.shape[0]
+    for b in range(scales.shape[0]):
+        start = b * bucket
+        stop = min(start + bucket, n)
+        m = 0.0
+        finite = True
+        for i in range(start, stop):
+            a = abs(float64(x[i]))
+            if not math.isfinite(a):
+                finite = False
+            if clip_at > 0.0 and a > clip_at:
+                a = clip_at
+            if a > m:
+                m = a
+        if not finite or m == 0.0:
+            scales[b] = 0.0 if finite else np.nan
+            for i in range(start, stop):
+                levels[i] = 0
+            continue
+        scales[b] = m
+        for i in range(start, stop):
+            v = float64(x[i])
+            a = abs(v)
+            if clip_at > 0.0 and a > clip_at:
+                a = clip_at
+            levels[i] = 0
+            if uniform(seed, i) < a / m:
+                levels[i] = -1 if v < 0 else 1
+
+
+@njit(cache=True)
+def dequantize(levels, scales, bucket, out):
+    """out[i] = scales[i // bucket] * levels[i]."""
+    for b in range(scales.shape[0]):
+        scale = scales[b]
+        for i in range(b * bucket, min((b + 1) * bucket, levels.shape[0])):
+            out[i] = scale * levels[i]

@@ -1,0 +1,39 @@
+"""``auto`` picks an encoder within 3% of the smallest, on tensors of >= 64K levels."""
+import numpy as np
+import pytest
+
+import horovod_huffman as hh
+
+CANDIDATES = [n for n in hh.ENCODERS if n != "auto"]
+
+
+def tensors():
+    rng = np.random.default_rng(11)
+    g = rng.standard_normal(1 << 16) * np.exp(rng.standard_normal(1 << 16))
+    yield "terngrad", hh.TernGrad(seed=0).quantize(g).levels
+    for s in (1, 2, 4, 8, 16, 127):
+        yield f"qsgd{s}", hh.QSGD(levels=s, seed=0).quantize(g).levels
+    sparse = np.zeros(1 << 17, dtype=np.int8)
+    sparse[rng.integers(0, sparse.size, 300)] = rng.integers(-3, 4, 300)
+    yield "sparse", sparse
+    yield "uniform16", rng.integers(-40, 40, 1 << 16).astype(np.int16)
+
+
+@pytest.mark.parametrize("label,levels", list(tensors()))
+def test_auto_is_within_three_percent_of_the_best(label, levels):
+    sizes = {n: hh.get_encoder(n, seed=0).encode(levels).size if n in ("sh", "shs")
+             else hh.get_encoder(n).encode(levels).size for n in CANDIDATES}
+    auto = hh.get_encoder("auto", seed=0)
+    buf = auto.encode(levels)
+    assert buf.size <= 1.03 * min(sizes.values()), (auto.last_choice, sizes)
+    np.testing.assert_array_equal(hh.decode(buf), levels)
+
+
+def test_estimates_match_real_sizes():
+    g = np.random.default_rng(5).standard_normal(1 << 16)
+    levels = hh.QSGD(levels=4, seed=0).quantize(g).levels
+    auto = hh.get_encoder("auto", seed=3)
+    est = auto.estimate(levels)
+    for name, (size, _) in est.items():
+        enc = hh.get_encoder(name, seed=3) if name in ("sh", "shs") else hh.get_encoder(name)
+        assert abs(size - enc.encode(levels).size) <= 0.01 * size + 16, name

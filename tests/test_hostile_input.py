@@ -1,0 +1,145 @@
+"""Decoders treat their input as hostile: every bad stream raises DecodeError, promptly."""
+import struct
+import zlib
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st, HealthCheck, settings
+
+import horovod_huffman as hh
+from horovod_huffman import wire
+from strategies import level_arrays
+
+NAMES = [n for n in hh.ENCODERS if n != "auto"]
+
+
+def encoder(name):
+    """A deterministic encoder (sampling encoders get a fixed seed)."""
+    return hh.get_encoder(name, seed=0) if name in ("sh", "shs") else hh.get_encoder(name)
+
+
+def sample_levels(seed=0, n=2000):
+    rng = np.random.default_rng(seed)
+    x = np.clip(np.rint(rng.laplace(0, 1.5, n)), -8, 8).astype(np.int8)
+    x[500:900] = 0
+    return x
+
+
+def reseal(buf):
+    """Recompute the trailing CRC so a forgery gets past the checksum to the real checks."""
+    body = bytes(buf[:-4])
+    return body + struct.pack("<I", zlib.crc32(body))
+
+
+def decode_or_error(buf, **kw):
+    try:
+        return hh.decode(buf, **kw)
+    except hh.DecodeError as e:
+        assert str(e)
+        return None
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_truncation_raises(name):
+    buf = bytes(hh.get_encoder(name).encode(sample_levels()))
+    for cut in list(range(0, 64)) + list(range(64, len(buf), 37)):
+        with pytest.raises(hh.DecodeError):
+            hh.decode(buf[:cut])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_bit_flips_are_caught_by_the_checksum(name):
+    buf = bytearray(hh.get_encoder(name).encode(sample_levels()))
+    for pos in range(0, len(buf), max(1, len(buf) // 50)):
+        flipped = bytearray(buf)
+        flipped[pos] ^= 1 << (pos % 8)
+        with pytest.raises(hh.DecodeError):
+            hh.decode(bytes(flipped))
+
+
+@pytest.mark.parametrize("name", NAMES)
+@settings(suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_resealed_mutations_never_crash_or_overallocate(name, data):
+    x = data.draw(level_arrays(max_size=500))
+    buf = bytearray(encoder(name).encode(x))
+    for _ in range(data.draw(st.integers(1, 8))):
+        pos = data.draw(st.integers(0, len(buf) - 5))
+        op = data.draw(st.sampled_from(["flip", "byte", "insert", "delete"]))
+        if op == "flip":
+            buf[pos] ^= 1 << data.draw(st.integers(0, 7))
+        elif op == "byte":
+            buf[pos] = data.draw(st.integers(0, 255))
+        elif op == "insert":
+            buf[pos:pos] = bytes([data.draw(st.integers(0, 255))])
+        elif len(buf) > 5:
+            del buf[pos]
+    out = decode_or_error(reseal(buf), max_elements=10_000)
+    if out is not None:
+        assert out.size <= 10_000
+
+
+@given(st.binary(min_size=0, max_size=400))
+def test_random_bytes_raise(data):
+    assert decode_or_error(data) is None
+
+
+@given(st.binary(min_size=0, max_size=200), st.integers(0, 9), st.integers(1, 4),
+       st.integers(0, 5000))
+def test_forged_headers_with_valid_checksums(body, encoder_id, dtype_code, n):
+    params = body[: len(body) // 2]
+    payload = body[len(body) // 2:]
+    head = wire.HEADER.pack(wire.MAGIC, wire.VERSION, encoder_id, dtype_code, 0, n,
+                            len(params), 8 * len(payload))
+    out = decode_or_error(reseal(head + params + payload + b"\0\0\0\0"))
+    if out is not None:
+        assert out.size == n
+
+
+def test_forged_element_count_is_capped_before_allocation():
+    buf = hh.get_encoder("rlh").encode(np.zeros(1000, dtype=np.int8))
+    forged = bytearray(buf)
+    struct.pack_into("<Q", forged, 8, 1 << 39)
+    with pytest.raises(hh.DecodeError, match="max_elements"):
+        hh.decode(reseal(forged))
+    with pytest.raises(hh.DecodeError, match="max_elements"):
+        hh.decode(buf, max_elements=999)
+    assert hh.decode(buf, max_elements=1000).size == 1000
+
+
+def test_forged_run_past_the_element_count_raises():
+    buf = bytearray(hh.get_encoder("rlh").encode(np.zeros(1000, dtype=np.int8)))
+    struct.pack_into("<Q", buf, 8, 999)
+    with pytest.raises(hh.DecodeError, match="run"):
+        hh.decode(reseal(buf))
+
+
+@pytest.mark.parametrize("field,value,match", [(0, b"XXXX", "magic"), (4, b"\x09", "version"),
+                                               (5, b"\x77", "encoder id"),
+                                               (6, b"\x09", "dtype"), (7, b"\x01", "flags")])
+def test_each_header_field_is_checked(field, value, match):
+    buf = bytearray(hh.get_encoder("huffman").encode(sample_levels()))
+    buf[field:field + len(value)] = value
+    with pytest.raises(hh.DecodeError, match=match):
+        hh.decode(reseal(buf))
+
+
+def test_length_mismatch_names_the_header():
+    buf = bytearray(hh.get_encoder("huffman").encode(sample_levels()))
+    struct.pack_into("<Q", buf, 20, 10**12)
+    with pytest.raises(hh.DecodeError, match="length"):
+        hh.decode(reseal(buf))
+
+
+def test_quantized_message_rejects_bad_input():
+    qt = hh.QSGD(levels=4, seed=0).quantize(np.random.default_rng(0).standard_normal((30, 7)))
+    msg = bytes(hh.pack(qt, "shs"))
+    for cut in range(0, len(msg), 7):
+        with pytest.raises(hh.DecodeError):
+            hh.unpack(msg[:cut])
+    forged = bytearray(msg)
+    struct.pack_into("<Q", forged, 16, 10**9)       # first dim
+    with pytest.raises(hh.DecodeError):
+        hh.unpack(reseal(forged))
+    with pytest.raises(hh.DecodeError, match="max_elements"):
+        hh.unpack(msg, max_elements=100)

@@ -1,0 +1,127 @@
+"""Elias codes and canonical Huffman against textbook bit strings and independent references."""
+import heapq
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import horovod_huffman as hh
+from horovod_huffman.kernels.huffman import code_lengths, canonical_codes, MAX_CODE_BITS
+from horovod_huffman.wire import HEADER, CRC
+
+
+def payload_bits(buf):
+    """The payload bit string of a stream as '0'/'1' characters."""
+    n_params = int.from_bytes(bytes(buf[16:20]), "little")
+    n_bits = int.from_bytes(bytes(buf[20:28]), "little")
+    payload = bytes(buf[HEADER.size + n_params:len(buf) - CRC.size])
+    return "".join(f"{b:08b}" for b in payload)[:n_bits]
+
+
+def zigzag_level(value):
+    """The level whose zigzag form + 1 is ``value``."""
+    u = value - 1
+    return (u >> 1) if u % 2 == 0 else -((u + 1) >> 1)
+
+
+# Textbook codes (Elias 1975) of 1..17.
+GAMMA = {1: "1", 2: "010", 3: "011", 4: "00100", 5: "00101", 8: "0001000", 17: "000010001"}
+DELTA = {1: "1", 2: "0100", 3: "0101", 4: "01100", 5: "01101", 8: "00100000", 17: "001010001"}
+OMEGA = {1: "0", 2: "100", 3: "110", 4: "101000", 5: "101010", 8: "1110000", 16: "10100100000",
+         17: "10100100010"}
+
+
+@pytest.mark.parametrize("name,table", [("elias_gamma", GAMMA), ("elias_delta", DELTA),
+                                        ("elias_omega", OMEGA)])
+def test_elias_codes_match_the_textbook(name, table):
+    for value, bits in table.items():
+        buf = hh.get_encoder(name).encode(np.array([zigzag_level(value)], dtype=np.int32))
+        assert payload_bits(buf) == bits, value
+
+
+def test_elias_rle_is_omega_level_then_omega_run():
+    x = np.array([0, 0, 0, 1], dtype=np.int8)   # runs (0, 3), (1, 1): levels zigzag+1 = 1, 3
+    assert payload_bits(hh.get_encoder("elias_rle").encode(x)) == "0" + "110" + "110" + "0"
+
+
+def test_qsgd_elias_is_gap_sign_magnitude():
+    x = np.array([0, 0, -2, 3], dtype=np.int8)   # gaps 3, 1; signs 1, 0; magnitudes 2, 3
+    bits = payload_bits(hh.get_encoder("qsgd_elias").encode(x))
+    assert bits == "110" + "1" + "100" + "0" + "0" + "110"
+
+
+def test_raw_packs_at_fixed_width():
+    x = np.array([-2, 1, 0, 5], dtype=np.int8)   # offsets 0, 3, 2, 7 in 3 bits
+    assert payload_bits(hh.get_encoder("raw").encode(x)) == "000011010111"
+
+
+def test_canonical_huffman_codes_for_known_lengths():
+    # Lengths (2, 1, 3, 3) -> canonical codes 10, 0, 110, 111 (RFC 1951, section 3.2.2).
+    codes = canonical_codes(np.array([2, 1, 3, 3]))
+    assert [format(int(c), f"0{n}b") for c, n in zip(codes, [2, 1, 3, 3])] == \
+        ["10", "0", "110", "111"]
+
+
+def test_huffman_stream_uses_the_canonical_code():
+    x = np.array([0] * 6 + [1] * 3 + [2] * 2 + [3], dtype=np.int8)   # lengths 1, 2, 3, 3
+    assert payload_bits(hh.get_encoder("huffman").encode(x)) == \
+        "0" * 6 + "10" * 3 + "110" * 2 + "111"
+
+
+def reference_huffman_bits(counts):
+    """Total bits of an optimal (unlimited) Huffman code, from the classic heap merge."""
+    heap = [c for c in counts if c > 0]
+    if len(heap) == 1:
+        return heap[0]
+    heapq.heapify(heap)
+    total = 0
+    while len(heap) > 1:
+        merged = heapq.heappop(heap) + heapq.heappop(heap)
+        total += merged        # each merge adds one bit to every symbol below it
+        heapq.heappush(heap, merged)
+    return total
+
+
+def reference_limited_bits(counts, max_bits):
+    """Total bits of an optimal length-limited code by exhaustive package-merge on multisets."""
+    leaves = sorted((c, (i,)) for i, c in enumerate(counts) if c > 0)
+    items = list(leaves)
+    for _ in range(max_bits - 1):
+        packages = [(items[k][0] + items[k + 1][0], items[k][1] + items[k + 1][1])
+                    for k in range(0, len(items) - 1, 2)]
+        items = sorted(leaves + packages)
+    chosen = items[:2 * len(leaves) - 2]
+    lengths = {}
+    for _, members in chosen:
+        for s in members:
+            lengths[s] = lengths.get(s, 0) + 1
+    return sum(counts[s] * n for s, n in lengths.items())
+
+
+@given(st.lists(st.integers(0, 10**6), min_size=2, max_size=300))
+def test_huffman_total_bits_equal_an_independent_reference(counts):
+    c = np.array(counts, dtype=np.int64)
+    if np.count_nonzero(c) < 2:
+        return
+    lengths = code_lengths(c, 64)
+    assert int((lengths * c).sum()) == reference_huffman_bits(counts)
+
+
+@given(st.lists(st.integers(1, 2**40), min_size=2, max_size=40))
+def test_length_limited_code_is_optimal(counts):
+    c = np.array(counts, dtype=np.int64)
+    for max_bits in (6, MAX_CODE_BITS):
+        if len(counts) > 2**max_bits:
+            continue
+        lengths = code_lengths(c, max_bits)
+        assert lengths.max() <= max_bits
+        assert sum(2.0 ** -int(n) for n in lengths) <= 1.0
+        assert int((lengths * c).sum()) == reference_limited_bits(counts, max_bits)
+
+
+def test_huffman_payload_equals_histogram_cost():
+    rng = np.random.default_rng(3)
+    x = np.clip(np.rint(rng.laplace(0, 2, 100_000)), -8, 8).astype(np.int8)
+    counts = np.bincount(x.astype(np.int64) + 8)
+    buf = hh.get_encoder("huffman").encode(x)
+    assert len(payload_bits(buf)) == reference_huffman_bits(list(counts))

@@ -1,0 +1,48 @@
+"""Every encoder reproduces every level array exactly, in the same dtype."""
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import horovod_huffman as hh
+from strategies import level_arrays
+
+NAMES = list(hh.ENCODERS)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@given(levels=level_arrays())
+def test_decode_of_encode_is_identity(name, levels):
+    buf = hh.get_encoder(name).encode(levels)
+    assert buf.dtype == np.uint8 and buf.ndim == 1
+    out = hh.decode(buf)
+    assert out.dtype == levels.dtype
+    np.testing.assert_array_equal(out, levels)
+
+
+@pytest.mark.parametrize("name", ["sh", "shs", "auto"])
+@given(levels=level_arrays(), seed=st.integers(0, 2**32), sample=st.integers(1, 3000))
+def test_sampled_encoders_roundtrip_for_any_sample(name, levels, seed, sample):
+    enc = hh.get_encoder(name, sample_size=sample, seed=seed)
+    np.testing.assert_array_equal(hh.decode(enc.encode(levels)), levels)
+
+
+@given(levels=level_arrays(), k=st.integers(1, 2048))
+def test_shs_roundtrips_for_any_sparsity_factor(levels, k):
+    np.testing.assert_array_equal(hh.decode(hh.get_encoder("shs", k=k).encode(levels)), levels)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_large_tensors_with_long_runs_and_many_symbols(name):
+    rng = np.random.default_rng(7)
+    x = np.zeros(300_000, dtype=np.int16)
+    x[100_000:100_050] = rng.integers(-30000, 30000, 50)    # > 4096 distinct needs no escape here
+    x[200_000:] = rng.integers(-32768, 32767, 100_000)       # > 4096 distinct: rare ones escape
+    np.testing.assert_array_equal(hh.decode(hh.get_encoder(name).encode(x)), x)
+
+
+def test_a_stream_decodes_without_knowing_its_encoder():
+    x = np.array([0, 0, 0, 5, -5, 0, 1], dtype=np.int8)
+    for name in NAMES:
+        buf = hh.get_encoder(name).encode(x)
+        assert hh.encoder_name(buf) in hh.ENCODERS
+        np.testing.assert_array_equal(hh.decode(bytes(buf)), x)
