@@ -6,9 +6,13 @@ READ ME FIRST
 2. The writer emits 32-bit words into a native ``uint32`` array; the caller turns that into
    big-endian bytes once at the end (``words_to_bytes``). The accumulator keeps fewer than 32
    pending bits between calls, so one ``put_bits`` of up to 32 bits never overflows 64 bits.
-3. The reader never trusts a length: ``peek64`` reads two words, so callers must keep
+3. The reader never trusts a length: a window reads two words, so callers must keep
    ``bit_pos <= payload_bits`` and the word array must carry ``READ_PAD_WORDS`` zero words past
    the payload. Every decoder checks ``bit_pos`` against ``payload_bits`` before each peek.
+4. Hot loops use only the scalar helpers (``push_bits``, ``word_below``, ``window64``): passing
+   an array into a jitted helper costs an atomic reference-count pair per call in Numba
+   (measured: 12 ns per call, 12x the whole per-symbol budget). Helpers that take arrays
+   (``put_bits``, ``put_bits_long``, ``peek64``) are for rare paths: escapes, long codes, headers.
 
 Writer state is three locals threaded through calls: ``acc`` (uint64, pending bits right-aligned),
 ``n_pending`` (bits in ``acc``, 0..31) and ``word_pos`` (next uint32 slot).
@@ -23,6 +27,32 @@ MAX_PUT_BITS = 32
 # peek64 reads words[j] and words[j + 1] where j = bit_pos >> 6 and bit_pos may sit at the very
 # end of the payload; two zero words cover that read and one 48-bit multi-symbol step beyond it.
 READ_PAD_WORDS = 2
+
+
+WORD_BITS = 32
+
+
+@njit(cache=True, inline="always")
+def push_bits(acc, n_pending, value, n_bits):
+    """Append the low ``n_bits`` (0..32) of ``value`` to the accumulator (n_pending < 32 before).
+
+    The caller then stores a word when ``n_pending >= WORD_BITS`` (see ``word_below``).
+    """
+    return (acc << uint64(n_bits)) | uint64(value), n_pending + n_bits
+
+
+@njit(cache=True, inline="always")
+def word_below(acc, n_pending):
+    """The 32-bit word sitting just above the ``n_pending`` newest bits of ``acc``."""
+    return np.uint32((acc >> uint64(n_pending)) & uint64(0xFFFFFFFF))
+
+
+@njit(cache=True, inline="always")
+def window64(word, next_word, bit_offset):
+    """64 stream bits starting ``bit_offset`` (0..63) bits into ``word``, first bit in the MSB."""
+    s = uint64(bit_offset)
+    # (x >> 1) >> (63 - s) is x >> (64 - s) without the undefined shift by 64 when s == 0.
+    return (word << s) | ((next_word >> uint64(1)) >> (uint64(63) - s))
 
 
 @njit(cache=True, inline="always")
@@ -60,11 +90,9 @@ def flush_bits(out32, acc, n_pending, word_pos):
 
 @njit(cache=True, inline="always")
 def peek64(words, bit_pos):
-    """The 64 bits starting at ``bit_pos``, first bit in the MSB (needs READ_PAD_WORDS padding)."""
+    """The 64 bits starting at ``bit_pos`` (rare paths; hot loops inline ``window64``)."""
     j = bit_pos >> 6
-    s = uint64(bit_pos & 63)
-    # (x >> 1) >> (63 - s) is x >> (64 - s) without the undefined shift by 64 when s == 0.
-    return (words[j] << s) | ((words[j + 1] >> uint64(1)) >> (uint64(63) - s))
+    return window64(words[j], words[j + 1], bit_pos & 63)
 
 
 @njit(cache=True, inline="always")

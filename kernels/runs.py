@@ -14,8 +14,8 @@ READ ME FIRST
 import numpy as np
 from numba import njit, uint64, int64
 
-from .bits import put_bits, put_bits_long, flush_bits, peek64, top_bits, bit_length, \
-    zigzag, unzigzag
+from .bits import (push_bits, word_below, window64, WORD_BITS, put_bits, put_bits_long,
+                   flush_bits, peek64, top_bits, bit_length, zigzag, unzigzag)
 from .elias import put_gamma, read_gamma
 from .errors import OK, PAYLOAD_OVERRUN, INVALID_CODE, RUN_OVERFLOW, VALUE_OVERFLOW, \
     PAYLOAD_UNDERRUN
@@ -104,12 +104,20 @@ def encode_rlh(levels, base, window, entries, value_bits, bucket_extra, out32):
         if v >= 0 and v < window:
             b = run_bucket(run)
             e = uint64(entries[v * RUN_BUCKETS + b])
-            length = e & 0xF
+            length = int64(e & uint64(0xF))
         if length > 0:
             extra = bucket_extra[b]
-            acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos, e >> 4, length)
-            acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos,
-                                                run & ((1 << extra) - 1), extra)
+            acc, n_pending = push_bits(acc, n_pending, e >> uint64(4), length)
+            if n_pending >= WORD_BITS:
+                n_pending -= WORD_BITS
+                out32[word_pos] = word_below(acc, n_pending)
+                word_pos += 1
+            if extra > 0:
+                acc, n_pending = push_bits(acc, n_pending, run & ((1 << extra) - 1), extra)
+                if n_pending >= WORD_BITS:
+                    n_pending -= WORD_BITS
+                    out32[word_pos] = word_below(acc, n_pending)
+                    word_pos += 1
             n_bits += length + extra
         else:
             acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos, esc_code, esc_len)
@@ -157,7 +165,8 @@ def decode_tokens(words, total_bits, table, base, value_bits, esc_has_run, lo, h
     while i < n:
         if bit_pos > total_bits:
             return PAYLOAD_OVERRUN
-        win = peek64(words, bit_pos)
+        j = bit_pos >> 6
+        win = window64(words[j], words[j + 1], bit_pos & 63)
         e = table[win >> uint64(64 - MAX_CODE_BITS)]
         length = int64(e & uint64(0xF))
         if length == 0:
@@ -221,21 +230,25 @@ def encode_shs(levels, base, window, run_limit, entries, value_bits, out32):
             while j < n and levels[j] == 0:
                 j += 1
             run = j - i
-            for _ in range(run // run_limit):
-                acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos,
-                                                    full_run >> 4, full_run & 0xF)
-                n_bits += full_run & 0xF
             rem = run % run_limit
-            if rem > 0:
-                e = entries[window + rem - 1]
-                acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos, e >> 4, e & 0xF)
+            for c in range(run // run_limit + (1 if rem > 0 else 0)):
+                e = full_run if c < run // run_limit else entries[window + rem - 1]
+                acc, n_pending = push_bits(acc, n_pending, e >> 4, e & 0xF)
+                if n_pending >= WORD_BITS:
+                    n_pending -= WORD_BITS
+                    out32[word_pos] = word_below(acc, n_pending)
+                    word_pos += 1
                 n_bits += e & 0xF
             i = j
             continue
         v = level - base
         e = entries[v] if v >= 0 and v < window else np.uint32(0)
         if e & 0xF:
-            acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos, e >> 4, e & 0xF)
+            acc, n_pending = push_bits(acc, n_pending, e >> 4, e & 0xF)
+            if n_pending >= WORD_BITS:
+                n_pending -= WORD_BITS
+                out32[word_pos] = word_below(acc, n_pending)
+                word_pos += 1
             n_bits += e & 0xF
         else:
             acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos, esc >> 4, esc & 0xF)

@@ -11,7 +11,8 @@ READ ME FIRST
 import numpy as np
 from numba import njit, uint64, int64
 
-from .bits import put_bits, put_bits_long, flush_bits, peek64, top_bits, zigzag, unzigzag
+from .bits import (push_bits, word_below, window64, WORD_BITS, put_bits, put_bits_long,
+                   flush_bits, peek64, top_bits, zigzag, unzigzag)
 from .errors import OK, PAYLOAD_OVERRUN, INVALID_CODE, VALUE_OVERFLOW, PAYLOAD_UNDERRUN
 from .huffman import MAX_CODE_BITS, LENGTH_SHIFT, LENGTH_MASK
 
@@ -20,14 +21,31 @@ SYMBOLS_PER_WINDOW = 4
 ENTRY_CODE_SHIFT = 4
 
 
+# Histograms count into this many interleaved tables: consecutive equal levels (runs of zeros)
+# would otherwise serialize on one counter's store-to-load latency.
+HISTOGRAM_LANES = 4
+
+
+@njit(cache=True, inline="always")
+def _symbol(level, base, window):
+    v = int64(level) - base
+    return v if v >= 0 and v < window else window
+
+
 @njit(cache=True)
 def level_histogram(levels, base, window, counts):
     """Add symbol counts of ``levels`` to ``counts`` (size window + 1; last slot = escapes)."""
-    for i in range(levels.shape[0]):
-        v = int64(levels[i]) - base
-        if v < 0 or v >= window:
-            v = window
-        counts[v] += 1
+    n = levels.shape[0]
+    lanes = np.zeros((HISTOGRAM_LANES, window + 1), dtype=np.int64)
+    stop = n - n % HISTOGRAM_LANES
+    for i in range(0, stop, HISTOGRAM_LANES):
+        for lane in range(HISTOGRAM_LANES):
+            lanes[lane, _symbol(levels[i + lane], base, window)] += 1
+    for i in range(stop, n):
+        lanes[0, _symbol(levels[i], base, window)] += 1
+    for lane in range(HISTOGRAM_LANES):
+        for v in range(window + 1):
+            counts[v] += lanes[lane, v]
 
 
 @njit(cache=True)
@@ -53,12 +71,15 @@ def encode_levels(levels, base, window, entries, value_bits, out32):
         level = int64(levels[i])
         v = level - base
         e = entries[v] if v >= 0 and v < window else np.uint32(0)
-        length = e & LENGTH_MASK
+        length = int64(e & LENGTH_MASK)
         if length > 0:
-            acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos,
-                                                e >> ENTRY_CODE_SHIFT, length)
+            acc, n_pending = push_bits(acc, n_pending, e >> ENTRY_CODE_SHIFT, length)
+            if n_pending >= WORD_BITS:
+                n_pending -= WORD_BITS
+                out32[word_pos] = word_below(acc, n_pending)
+                word_pos += 1
             n_bits += length
-        else:
+        else:   # rare: escape code, then the raw value
             acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos, esc_code, esc_len)
             acc, n_pending, word_pos = put_bits_long(out32, acc, n_pending, word_pos,
                                                      zigzag(level), value_bits)
@@ -79,7 +100,8 @@ def decode_levels(words, total_bits, table, base, window, value_bits, lo, hi, ou
     while i < n:
         if bit_pos > total_bits:
             return PAYLOAD_OVERRUN
-        win = peek64(words, bit_pos)
+        j = bit_pos >> 6
+        win = window64(words[j], words[j + 1], bit_pos & 63)
         used = 0
         for _ in range(SYMBOLS_PER_WINDOW):
             e = table[(win << uint64(used)) >> uint64(64 - MAX_CODE_BITS)]
@@ -88,7 +110,7 @@ def decode_levels(words, total_bits, table, base, window, value_bits, lo, hi, ou
                 return INVALID_CODE
             s = int64(e >> LENGTH_SHIFT)
             used += length
-            if s == window:                      # escape: raw value follows the code
+            if s == window:                      # rare: escape, raw value follows the code
                 bit_pos += used
                 used = 0
                 if bit_pos > total_bits:
