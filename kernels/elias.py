@@ -12,8 +12,9 @@ READ ME FIRST
 import numpy as np
 from numba import njit, uint64, int64
 
-from .bits import put_bits, put_bits_long, flush_bits, peek64, top_bits, bit_length, \
-    count_leading_zeros, zigzag, unzigzag
+from .bits import (push_bits, word_below, window64, WORD_BITS, put_bits, put_bits_long,
+                   flush_bits, peek64, top_bits, bit_length, count_leading_zeros, zigzag,
+                   unzigzag)
 from .errors import OK, PAYLOAD_OVERRUN, INVALID_CODE, RUN_OVERFLOW, VALUE_OVERFLOW, \
     PAYLOAD_UNDERRUN, BAD_ELIAS
 from .huffman import MAX_CODE_BITS, TABLE_SIZE
@@ -57,6 +58,34 @@ def code_bits(kind, value):
     if kind == DELTA:
         return delta_bits(value)
     return omega_bits(value)
+
+
+@njit(cache=True, inline="always")
+def short_code(kind, value):
+    """(code bits, length) of a code of value >= 1, when it is at most WORD_BITS long;
+    length 0 means the code is longer (use ``put_code``)."""
+    n = bit_length(value)
+    if kind == GAMMA:
+        if 2 * n - 1 > WORD_BITS:
+            return uint64(0), 0
+        return uint64(value), 2 * n - 1
+    if kind == DELTA:
+        g = 2 * bit_length(n) - 1
+        if g + n - 1 > WORD_BITS:
+            return uint64(0), 0
+        low = uint64(value) & ((uint64(1) << uint64(n - 1)) - uint64(1))
+        return (uint64(n) << uint64(n - 1)) | low, g + n - 1
+    code = uint64(0)
+    total = 1
+    m = int64(value)
+    while m > 1:
+        k = bit_length(m)
+        code |= uint64(m) << uint64(total)
+        total += k
+        m = k - 1
+    if total > WORD_BITS:
+        return uint64(0), 0
+    return code, total
 
 
 @njit(cache=True, inline="always")
@@ -166,12 +195,9 @@ def _build_table(kind):
     return table
 
 
-@njit(cache=True, inline="always")
-def read_code(kind, table, words, bit_pos, total_bits):
-    """One code: a table lookup for short codes, the slow path for long ones."""
-    e = table[peek64(words, bit_pos) >> uint64(64 - MAX_CODE_BITS)]
-    if e != 0:
-        return e >> uint64(4), bit_pos + int64(e & uint64(0xF)), OK
+@njit(cache=True)
+def read_long(kind, words, bit_pos, total_bits):
+    """Rare path: a code longer than the table's 12 bits (takes arrays; see bits.py)."""
     return read_slow(kind, words, bit_pos, total_bits)
 
 
@@ -196,9 +222,18 @@ def encode_symbols(levels, kind, out32):
     word_pos = 0
     n_bits = 0
     for i in range(levels.shape[0]):
-        acc, n_pending, word_pos, b = put_code(kind, out32, acc, n_pending, word_pos,
-                                               zigzag(levels[i]) + uint64(1))
-        n_bits += b
+        value = zigzag(levels[i]) + uint64(1)
+        code, length = short_code(kind, value)
+        if length > 0:
+            acc, n_pending = push_bits(acc, n_pending, code, length)
+            if n_pending >= WORD_BITS:
+                n_pending -= WORD_BITS
+                out32[word_pos] = word_below(acc, n_pending)
+                word_pos += 1
+        else:
+            acc, n_pending, word_pos, length = put_code(kind, out32, acc, n_pending, word_pos,
+                                                        value)
+        n_bits += length
     return flush_bits(out32, acc, n_pending, word_pos), n_bits
 
 
@@ -215,9 +250,15 @@ def decode_symbols(words, total_bits, kind, table, lo, hi, out):
     for i in range(out.shape[0]):
         if bit_pos > total_bits:
             return PAYLOAD_OVERRUN
-        value, bit_pos, status = read_code(kind, table, words, bit_pos, total_bits)
-        if status != OK:
-            return status
+        j = bit_pos >> 6
+        e = table[window64(words[j], words[j + 1], bit_pos & 63) >> uint64(64 - MAX_CODE_BITS)]
+        if e != 0:
+            value = e >> uint64(4)
+            bit_pos += int64(e & uint64(0xF))
+        else:
+            value, bit_pos, status = read_long(kind, words, bit_pos, total_bits)
+            if status != OK:
+                return status
         level, ok = _level_from(value, lo, hi)
         if not ok:
             return VALUE_OVERFLOW
@@ -262,10 +303,18 @@ def encode_rle(levels, out32):
         j = i + 1
         while j < n and levels[j] == levels[i] and j - i < MAX_RUN:
             j += 1
-        acc, n_pending, word_pos, b1 = put_omega(out32, acc, n_pending, word_pos,
-                                                 zigzag(levels[i]) + uint64(1))
-        acc, n_pending, word_pos, b2 = put_omega(out32, acc, n_pending, word_pos, j - i)
-        n_bits += b1 + b2
+        for value in (zigzag(levels[i]) + uint64(1), uint64(j - i)):
+            code, length = short_code(OMEGA, value)
+            if length > 0:
+                acc, n_pending = push_bits(acc, n_pending, code, length)
+                if n_pending >= WORD_BITS:
+                    n_pending -= WORD_BITS
+                    out32[word_pos] = word_below(acc, n_pending)
+                    word_pos += 1
+            else:
+                acc, n_pending, word_pos, length = put_omega(out32, acc, n_pending, word_pos,
+                                                             value)
+            n_bits += length
         i = j
     return flush_bits(out32, acc, n_pending, word_pos), n_bits
 
@@ -278,17 +327,29 @@ def decode_rle(words, total_bits, table, lo, hi, out):
     while i < n:
         if bit_pos > total_bits:
             return PAYLOAD_OVERRUN
-        value, bit_pos, status = read_code(OMEGA, table, words, bit_pos, total_bits)
-        if status != OK:
-            return status
+        j = bit_pos >> 6
+        e = table[window64(words[j], words[j + 1], bit_pos & 63) >> uint64(64 - MAX_CODE_BITS)]
+        if e != 0:
+            value = e >> uint64(4)
+            bit_pos += int64(e & uint64(0xF))
+        else:
+            value, bit_pos, status = read_long(OMEGA, words, bit_pos, total_bits)
+            if status != OK:
+                return status
         level, ok = _level_from(value, lo, hi)
         if not ok:
             return VALUE_OVERFLOW
         if bit_pos > total_bits:
             return PAYLOAD_OVERRUN
-        run, bit_pos, status = read_code(OMEGA, table, words, bit_pos, total_bits)
-        if status != OK:
-            return status
+        j = bit_pos >> 6
+        e = table[window64(words[j], words[j + 1], bit_pos & 63) >> uint64(64 - MAX_CODE_BITS)]
+        if e != 0:
+            run = e >> uint64(4)
+            bit_pos += int64(e & uint64(0xF))
+        else:
+            run, bit_pos, status = read_long(OMEGA, words, bit_pos, total_bits)
+            if status != OK:
+                return status
         if run > uint64(n - i):
             return RUN_OVERFLOW
         for k in range(i, i + int64(run)):
@@ -321,11 +382,22 @@ def encode_qsgd(levels, out32):
     for i in range(levels.shape[0]):
         v = int64(levels[i])
         if v != 0:
-            acc, n_pending, word_pos, b1 = put_omega(out32, acc, n_pending, word_pos, i - prev)
-            acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos,
-                                                1 if v < 0 else 0, 1)
-            acc, n_pending, word_pos, b2 = put_omega(out32, acc, n_pending, word_pos, abs(v))
-            n_bits += b1 + 1 + b2
+            gap_code, gap_len = short_code(OMEGA, uint64(i - prev))
+            mag_code, mag_len = short_code(OMEGA, uint64(abs(v)))
+            if gap_len > 0 and mag_len > 0 and gap_len + 1 + mag_len <= WORD_BITS:
+                code = (((gap_code << uint64(1)) | uint64(v < 0)) << uint64(mag_len)) | mag_code
+                acc, n_pending = push_bits(acc, n_pending, code, gap_len + 1 + mag_len)
+                if n_pending >= WORD_BITS:
+                    n_pending -= WORD_BITS
+                    out32[word_pos] = word_below(acc, n_pending)
+                    word_pos += 1
+                n_bits += gap_len + 1 + mag_len
+            else:
+                acc, n_pending, word_pos, b1 = put_omega(out32, acc, n_pending, word_pos, i - prev)
+                acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos,
+                                                    1 if v < 0 else 0, 1)
+                acc, n_pending, word_pos, b2 = put_omega(out32, acc, n_pending, word_pos, abs(v))
+                n_bits += b1 + 1 + b2
             prev = i
     return flush_bits(out32, acc, n_pending, word_pos), n_bits
 
@@ -337,18 +409,31 @@ def decode_qsgd(words, total_bits, table, lo, hi, out):
     bit_pos = 0
     prev = -1
     while bit_pos < total_bits:
-        gap, bit_pos, status = read_code(OMEGA, table, words, bit_pos, total_bits)
-        if status != OK:
-            return status
+        j = bit_pos >> 6
+        e = table[window64(words[j], words[j + 1], bit_pos & 63) >> uint64(64 - MAX_CODE_BITS)]
+        if e != 0:
+            gap = e >> uint64(4)
+            bit_pos += int64(e & uint64(0xF))
+        else:
+            gap, bit_pos, status = read_long(OMEGA, words, bit_pos, total_bits)
+            if status != OK:
+                return status
         if gap > uint64(n - 1 - prev):
             return RUN_OVERFLOW
         if bit_pos >= total_bits:
             return PAYLOAD_OVERRUN
-        negative = (peek64(words, bit_pos) >> uint64(63)) == 1
+        j = bit_pos >> 6
+        negative = (window64(words[j], words[j + 1], bit_pos & 63) >> uint64(63)) == 1
         bit_pos += 1
-        mag, bit_pos, status = read_code(OMEGA, table, words, bit_pos, total_bits)
-        if status != OK:
-            return status
+        j = bit_pos >> 6
+        e = table[window64(words[j], words[j + 1], bit_pos & 63) >> uint64(64 - MAX_CODE_BITS)]
+        if e != 0:
+            mag = e >> uint64(4)
+            bit_pos += int64(e & uint64(0xF))
+        else:
+            mag, bit_pos, status = read_long(OMEGA, words, bit_pos, total_bits)
+            if status != OK:
+                return status
         if mag > uint64(1) << uint64(32):
             return VALUE_OVERFLOW
         level = -int64(mag) if negative else int64(mag)

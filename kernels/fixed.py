@@ -5,7 +5,7 @@ and the payload is empty.
 """
 from numba import njit, uint64, int64
 
-from .bits import put_bits, flush_bits, peek64, top_bits
+from .bits import push_bits, word_below, window64, WORD_BITS, flush_bits, top_bits
 from .errors import OK, PAYLOAD_OVERRUN, VALUE_OVERFLOW, PAYLOAD_UNDERRUN
 
 
@@ -15,8 +15,11 @@ def encode_fixed(levels, base, width, out32):
     n_pending = 0
     word_pos = 0
     for i in range(levels.shape[0]):
-        acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos,
-                                            uint64(int64(levels[i]) - base), width)
+        acc, n_pending = push_bits(acc, n_pending, uint64(int64(levels[i]) - base), width)
+        if n_pending >= WORD_BITS:
+            n_pending -= WORD_BITS
+            out32[word_pos] = word_below(acc, n_pending)
+            word_pos += 1
     return flush_bits(out32, acc, n_pending, word_pos), levels.shape[0] * width
 
 
@@ -33,7 +36,8 @@ def decode_fixed(words, total_bits, base, width, hi, out):
         return OK
     bit_pos = 0
     for i in range(n):
-        level = base + int64(top_bits(peek64(words, bit_pos), width))
+        j = bit_pos >> 6
+        level = base + int64(top_bits(window64(words[j], words[j + 1], bit_pos & 63), width))
         if level > hi:
             return VALUE_OVERFLOW
         out[i] = level

@@ -156,8 +156,9 @@ def token_table(lengths, codes, sym_level_index, sym_run_base, sym_extra, esc_sy
 def decode_tokens(words, total_bits, table, base, value_bits, esc_has_run, lo, hi, out):
     """Fill ``out`` from (level, run) tokens; returns a status code (errors.py).
 
-    An escape carries a zigzag level in ``value_bits`` bits, then, when ``esc_has_run``, an
-    Elias-gamma run length (otherwise the run is 1).
+    Tokens are decoded from one 64-bit window while code and extra bits fit in it. An escape
+    carries a zigzag level in ``value_bits`` bits, then, when ``esc_has_run``, an Elias-gamma
+    run length (otherwise the run is 1).
     """
     n = out.shape[0]
     i = 0
@@ -167,44 +168,65 @@ def decode_tokens(words, total_bits, table, base, value_bits, esc_has_run, lo, h
             return PAYLOAD_OVERRUN
         j = bit_pos >> 6
         win = window64(words[j], words[j + 1], bit_pos & 63)
-        e = table[win >> uint64(64 - MAX_CODE_BITS)]
-        length = int64(e & uint64(0xF))
-        if length == 0:
-            return INVALID_CODE
-        if e & uint64(ENTRY_ESCAPE):
-            bit_pos += length
-            if bit_pos > total_bits:
-                return PAYLOAD_OVERRUN
-            level = unzigzag(top_bits(peek64(words, bit_pos), value_bits))
-            bit_pos += value_bits
-            if level < lo or level > hi:
-                return VALUE_OVERFLOW
-            run = int64(1)
-            if esc_has_run:
-                if bit_pos > total_bits:
-                    return PAYLOAD_OVERRUN
-                r, bit_pos, status = read_gamma(words, bit_pos, total_bits)
+        used = 0
+        while i < n:
+            e = table[(win << uint64(used)) >> uint64(64 - MAX_CODE_BITS)]
+            length = int64(e & uint64(0xF))
+            if length == 0:
+                return INVALID_CODE
+            if e & uint64(ENTRY_ESCAPE):
+                status, i, bit_pos = _escaped_token(words, total_bits, bit_pos + used + length,
+                                                    value_bits, esc_has_run, lo, hi, out, i)
                 if status != OK:
                     return status
-                run = int64(r)
-        else:
+                used = 0
+                break
             extra = int64((e >> uint64(EXTRA_SHIFT)) & uint64(0x3F))
+            if used + length + extra > 64:
+                break                              # refill the window first
             run = int64((e >> uint64(RUN_SHIFT)) & uint64(0xFFFFFFFF))
-            level = base + int64(e >> uint64(LEVEL_SHIFT))
             if extra > 0:
-                # code and extra bits come from one window: length + extra <= 12 + 31 < 64
-                run += int64(((win << uint64(length)) >> uint64(64 - extra)))
-            bit_pos += length + extra
-        if run > n - i:
-            return RUN_OVERFLOW
-        for k in range(i, i + run):
-            out[k] = level
-        i += run
+                run += int64((win << uint64(used + length)) >> uint64(64 - extra))
+            used += length + extra
+            if run > n - i:
+                return RUN_OVERFLOW
+            level = base + int64(e >> uint64(LEVEL_SHIFT))
+            if run == 1:
+                out[i] = level
+            else:
+                out[i:i + run] = level
+            i += run
+            if used > 64 - MAX_CODE_BITS:
+                break
+        bit_pos += used
     if bit_pos > total_bits:
         return PAYLOAD_OVERRUN
     if bit_pos < total_bits:
         return PAYLOAD_UNDERRUN
     return OK
+
+
+@njit(cache=True)
+def _escaped_token(words, total_bits, bit_pos, value_bits, esc_has_run, lo, hi, out, i):
+    """Rare path: raw level (and gamma run) after an escape code; returns (status, i, bit_pos)."""
+    if bit_pos > total_bits:
+        return PAYLOAD_OVERRUN, i, bit_pos
+    level = unzigzag(top_bits(peek64(words, bit_pos), value_bits))
+    bit_pos += value_bits
+    if level < lo or level > hi:
+        return VALUE_OVERFLOW, i, bit_pos
+    run = int64(1)
+    if esc_has_run:
+        if bit_pos > total_bits:
+            return PAYLOAD_OVERRUN, i, bit_pos
+        r, bit_pos, status = read_gamma(words, bit_pos, total_bits)
+        if status != OK:
+            return status, i, bit_pos
+        run = int64(r)
+    if run > out.shape[0] - i:
+        return RUN_OVERFLOW, i, bit_pos
+    out[i:i + run] = level
+    return OK, i + run, bit_pos
 
 
 @njit(cache=True)

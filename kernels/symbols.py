@@ -5,8 +5,10 @@ READ ME FIRST
    followed by the level's zigzag form in ``value_bits`` bits (8, 16 or 32). Levels outside the
    window, or without a code, take the escape, so any level round-trips.
 2. The encoder reads one packed entry per element: ``code << 4 | length`` (length 0 = escape).
-3. The decoder takes one 64-bit window and decodes up to SYMBOLS_PER_WINDOW symbols from it
-   before peeking again: 4 codes of <= 12 bits use at most 48 of the 64 bits.
+3. The decoder reads a multi-symbol table: one 12-bit lookup yields up to MULTI_SYMBOLS whole
+   codes that fit in those 12 bits (1-bit codes are common for quantized gradients), and one
+   64-bit window feeds LOOKUPS_PER_WINDOW lookups (4 x 12 = 48 bits). Escapes, symbols beyond
+   MULTI_SYMBOL_MAX and the last few elements go through the single-symbol table.
 """
 import numpy as np
 from numba import njit, uint64, int64
@@ -14,9 +16,13 @@ from numba import njit, uint64, int64
 from .bits import (push_bits, word_below, window64, WORD_BITS, put_bits, put_bits_long,
                    flush_bits, peek64, top_bits, zigzag, unzigzag)
 from .errors import OK, PAYLOAD_OVERRUN, INVALID_CODE, VALUE_OVERFLOW, PAYLOAD_UNDERRUN
-from .huffman import MAX_CODE_BITS, LENGTH_SHIFT, LENGTH_MASK
+from .huffman import MAX_CODE_BITS, TABLE_SIZE, LENGTH_SHIFT, LENGTH_MASK
 
-SYMBOLS_PER_WINDOW = 4
+MULTI_SYMBOLS = 4            # symbols per multi-table entry
+LOOKUPS_PER_WINDOW = 4       # 12-bit lookups per 64-bit window: 4 * 12 = 48 <= 64
+MULTI_SYMBOL_BITS = 14       # 4 symbols * 14 bits + 8 header bits = 64
+MULTI_SYMBOL_MAX = (1 << MULTI_SYMBOL_BITS) - 1
+MULTI_SHIFT = 8              # entry: bits consumed (0-3), count (4-6), symbols from bit 8
 # A packed encoder entry: code << ENTRY_CODE_SHIFT | length (length <= 12 needs 4 bits).
 ENTRY_CODE_SHIFT = 4
 
@@ -89,44 +95,88 @@ def encode_levels(levels, base, window, entries, value_bits, out32):
 
 
 @njit(cache=True)
-def decode_levels(words, total_bits, table, base, window, value_bits, lo, hi, out):
+def multi_symbol_table(table, window):
+    """Multi-symbol entries from a single-symbol table (see module doc); 0 = use the single path.
+
+    Entry: bits consumed | count << 4 | symbol_k << (8 + 14 k), for the codes that lie wholly
+    inside the 12-bit prefix, stopping before an escape or a symbol above MULTI_SYMBOL_MAX.
+    """
+    multi = np.zeros(TABLE_SIZE, dtype=np.uint64)
+    for prefix in range(TABLE_SIZE):
+        used = 0
+        count = 0
+        entry = uint64(0)
+        while count < MULTI_SYMBOLS:
+            e = table[(prefix << used) & (TABLE_SIZE - 1)]
+            length = int64(e & LENGTH_MASK)
+            s = int64(e >> LENGTH_SHIFT)
+            if length == 0 or length > MAX_CODE_BITS - used or s == window or s > MULTI_SYMBOL_MAX:
+                break
+            entry |= uint64(s) << uint64(MULTI_SHIFT + MULTI_SYMBOL_BITS * count)
+            used += length
+            count += 1
+        if count > 0:
+            multi[prefix] = entry | uint64(used) | uint64(count << 4)
+    return multi
+
+
+@njit(cache=True)
+def decode_levels(words, total_bits, table, multi, base, window, value_bits, lo, hi, out):
     """Fill ``out`` from the payload; returns a status code (errors.py).
 
-    ``lo``/``hi`` bound escaped levels to the output dtype.
+    ``table``/``multi`` are the single- and multi-symbol tables; ``lo``/``hi`` bound escaped
+    levels to the output dtype.
     """
     n = out.shape[0]
     i = 0
     bit_pos = 0
+    sym_mask = uint64(MULTI_SYMBOL_MAX)
     while i < n:
         if bit_pos > total_bits:
             return PAYLOAD_OVERRUN
         j = bit_pos >> 6
         win = window64(words[j], words[j + 1], bit_pos & 63)
         used = 0
-        for _ in range(SYMBOLS_PER_WINDOW):
-            e = table[(win << uint64(used)) >> uint64(64 - MAX_CODE_BITS)]
-            length = int64(e & LENGTH_MASK)
-            if length == 0:
-                return INVALID_CODE
-            s = int64(e >> LENGTH_SHIFT)
-            used += length
-            if s == window:                      # rare: escape, raw value follows the code
-                bit_pos += used
-                used = 0
-                if bit_pos > total_bits:
-                    return PAYLOAD_OVERRUN
-                level = unzigzag(top_bits(peek64(words, bit_pos), value_bits))
-                bit_pos += value_bits
-                if level < lo or level > hi:
-                    return VALUE_OVERFLOW
-                out[i] = level
-                i += 1
+        single = False
+        for _ in range(LOOKUPS_PER_WINDOW):
+            if i > n - MULTI_SYMBOLS:
+                single = i < n                   # the last few symbols, one at a time
                 break
-            out[i] = base + s
-            i += 1
-            if i >= n:
+            e = multi[(win << uint64(used)) >> uint64(64 - MAX_CODE_BITS)]
+            if e == 0:
+                single = True
                 break
+            out[i] = base + int64((e >> uint64(MULTI_SHIFT)) & sym_mask)
+            out[i + 1] = base + int64((e >> uint64(MULTI_SHIFT + MULTI_SYMBOL_BITS)) & sym_mask)
+            out[i + 2] = base + int64((e >> uint64(MULTI_SHIFT + 2 * MULTI_SYMBOL_BITS)) & sym_mask)
+            out[i + 3] = base + int64((e >> uint64(MULTI_SHIFT + 3 * MULTI_SYMBOL_BITS)) & sym_mask)
+            i += int64((e >> uint64(4)) & uint64(7))
+            used += int64(e & uint64(0xF))
         bit_pos += used
+        if not single:
+            continue
+        # One symbol through the single-symbol table: escapes, large symbols, the tail.
+        if bit_pos > total_bits:
+            return PAYLOAD_OVERRUN
+        j = bit_pos >> 6
+        win = window64(words[j], words[j + 1], bit_pos & 63)
+        e = table[win >> uint64(64 - MAX_CODE_BITS)]
+        length = int64(e & LENGTH_MASK)
+        if length == 0:
+            return INVALID_CODE
+        s = int64(e >> LENGTH_SHIFT)
+        bit_pos += length
+        if s == window:                          # escape: raw zigzag value follows the code
+            if bit_pos > total_bits:
+                return PAYLOAD_OVERRUN
+            level = unzigzag(top_bits(peek64(words, bit_pos), value_bits))
+            bit_pos += value_bits
+            if level < lo or level > hi:
+                return VALUE_OVERFLOW
+            out[i] = level
+        else:
+            out[i] = base + s
+        i += 1
     if bit_pos > total_bits:
         return PAYLOAD_OVERRUN
     if bit_pos < total_bits:

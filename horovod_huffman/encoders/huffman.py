@@ -13,7 +13,7 @@ import numpy as np
 from horovod_huffman.kernels.bits import bytes_to_words
 from horovod_huffman.kernels.huffman import MAX_CODE_BITS, canonical_codes, decode_table
 from horovod_huffman.kernels.symbols import level_histogram, pack_entries, encode_levels, \
-    decode_levels
+    decode_levels, multi_symbol_table
 
 from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
@@ -80,8 +80,9 @@ class Huffman(Encoder):
         base = reader.sint("base", lo, hi)
         window = reader.uint("window", 1, min(MAX_WINDOW, hi - base + 1))
         lengths, codes = read_lengths(reader, window + 1, cls.name)
-        status = decode_levels(words, payload_bits, decode_table(lengths, codes), base, window,
-                               value_bits(out.dtype), lo, hi, out)
+        table = decode_table(lengths, codes)
+        status = decode_levels(words, payload_bits, table, multi_symbol_table(table, window),
+                               base, window, value_bits(out.dtype), lo, hi, out)
         check_status(status, cls.name)
 
 

@@ -1,0 +1,244 @@
+"""``python -m horovod_huffman.bench``: sizes and speeds of every encoder on real gradients.
+
+For each trace (bench/traces.py) and quantizer (QSGD s in {1, 2, 4, 8, 16, 127}, TernGrad) it
+reports, per encoder: bits per coordinate, ratio to the levels' zeroth-order entropy, ratio to
+``elias_rle`` and ``elias_gamma`` (the paper's comparison), and encode/decode speed in M levels/s
+on one core (best of ``--repeats``), with zstd -1, zstd -19 and lz4 on the same int8 levels
+measured in the same run. Then it checks the targets and prints the machine.
+"""
+import argparse
+import datetime
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+import horovod_huffman as hh
+from horovod_huffman.bench import traces as tr
+
+QUANTIZERS = {f"qsgd-s{s}": (lambda s: lambda: hh.QSGD(levels=s, seed=0))(s)
+              for s in (1, 2, 4, 8, 16, 127)}
+QUANTIZERS["terngrad"] = lambda: hh.TernGrad(seed=0)
+ENCODERS = [n for n in hh.ENCODERS]
+REFERENCES = ["zstd-1", "zstd-19", "lz4"]
+SPEED_TARGET = 300.0          # M levels/s, encode and decode, huffman and rlh
+AUTO_SLACK = 1.03             # auto within 3% of the smallest encoder
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+
+
+def machine():
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    import numba
+    return (f"{cpu}, {os.cpu_count()} cores visible, one used; Python {platform.python_version()}, "
+            f"NumPy {np.__version__}, Numba {numba.__version__}, {platform.system()} {platform.release()}")
+
+
+def entropy_bits(levels):
+    """Zeroth-order entropy of the levels in bits per coordinate."""
+    _, counts = np.unique(levels, return_counts=True)
+    p = counts / counts.sum()
+    return float(-(p * np.log2(p)).sum())
+
+
+def best_time(fn, repeats):
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def make_encoder(name):
+    return hh.get_encoder(name, seed=0) if name in ("sh", "shs", "auto") else hh.get_encoder(name)
+
+
+def measure_encoder(name, levels, repeats):
+    enc = make_encoder(name)
+    buf = enc.encode(levels)
+    assert np.array_equal(hh.decode(buf), levels), name
+    t_enc = best_time(lambda: make_encoder(name).encode(levels), repeats)
+    t_dec = best_time(lambda: hh.decode(buf), repeats)
+    return {"bytes": buf.size, "enc_s": t_enc, "dec_s": t_dec,
+            "choice": enc.last_choice if name == "auto" else None}
+
+
+def measure_reference(name, levels, repeats):
+    import lz4.frame
+    import zstandard
+    raw = levels.astype(np.int8).tobytes() if levels.dtype == np.int8 else levels.tobytes()
+    if name.startswith("zstd"):
+        level = int(name.split("-")[1])
+        comp = zstandard.ZstdCompressor(level=level)
+        dec = zstandard.ZstdDecompressor()
+        packed = comp.compress(raw)
+        reps = 1 if level > 10 else repeats
+        t_enc = best_time(lambda: comp.compress(raw), reps)
+        t_dec = best_time(lambda: dec.decompress(packed), repeats)
+    else:
+        packed = lz4.frame.compress(raw)
+        t_enc = best_time(lambda: lz4.frame.compress(raw), repeats)
+        t_dec = best_time(lambda: lz4.frame.decompress(packed), repeats)
+    return {"bytes": len(packed), "enc_s": t_enc, "dec_s": t_dec, "choice": None}
+
+
+def compile_times():
+    """Seconds for import + first encode/decode of every encoder: with an empty Numba cache
+    (compiles every kernel) and again with the cache it just filled."""
+    code = ("import time; t=time.perf_counter(); import numpy as np, horovod_huffman as hh; "
+            "x=np.arange(-3, 4, dtype=np.int8).repeat(9); "
+            "[hh.decode(hh.get_encoder(n).encode(x)) for n in hh.ENCODERS]; "
+            "hh.unpack(hh.pack(hh.QSGD().quantize(np.ones(9, np.float32)))); "
+            "print(time.perf_counter()-t)")
+    out = {}
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+        for label in ("cold", "warm"):
+            res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                                 text=True, check=True)
+            out[label] = float(res.stdout.strip().splitlines()[-1])
+    return out
+
+
+def run(args):
+    from tqdm import tqdm
+    import torch
+    torch.set_num_threads(1)
+    results = {}       # (trace, quantizer) -> {"H0": bits, name: measurement}
+    jobs = [(t, q) for t in args.traces for q in args.quantizers]
+    with tqdm(total=len(args.traces) + len(jobs), desc="benchmark", unit="step") as bar:
+        grads = {}
+        for t in args.traces:
+            bar.set_postfix_str(f"training {t}")
+            grads[t] = tr.TRACES[t](args.coords)
+            bar.update()
+        for t, q in jobs:
+            bar.set_postfix_str(f"{t} {q}")
+            levels = QUANTIZERS[q]().quantize(grads[t]).levels
+            row = {"H0": entropy_bits(levels), "n": levels.size}
+            for name in ENCODERS:
+                row[name] = measure_encoder(name, levels, args.repeats)
+            for name in REFERENCES:
+                row[name] = measure_reference(name, levels, args.repeats)
+            auto = make_encoder("auto")
+            row["auto_choose_s"] = best_time(lambda: auto.estimate(levels), args.repeats)
+            results[(t, q)] = row
+            bar.update()
+    return results
+
+
+def bits(row, name):
+    return 8 * row[name]["bytes"] / row["n"]
+
+
+def speed(row, name, key):
+    return row["n"] / row[name][key] / 1e6
+
+
+def tables(results, compile_s, args):
+    lines = []
+    add = lines.append
+    add(f"Machine: {machine()}.")
+    add(f"Run: `python -m horovod_huffman.bench --coords {args.coords} --repeats {args.repeats}` "
+        f"on {datetime.date.today().isoformat()}; {args.coords} coordinates per tensor; "
+        "speeds are best of the repeats, one core, including framing and the CRC.")
+    add("")
+    add(f"Numba compile, import + first call of every encoder: {compile_s['cold']:.1f} s with an "
+        f"empty cache, {compile_s['warm']:.2f} s once cached (`cache=True`).")
+    for (t, q), row in results.items():
+        add("")
+        add(f"### {t}, {q} (H0 = {row['H0']:.3f} bits/coord)")
+        add("")
+        add("| encoder | bits/coord | x H0 | x elias_rle | x elias_gamma | encode M/s | decode M/s |")
+        add("|---|---:|---:|---:|---:|---:|---:|")
+        for name in ENCODERS + REFERENCES:
+            b = bits(row, name)
+            label = name + (f" ({row[name]['choice']})" if row[name]["choice"] else "")
+            add(f"| {label} | {b:.3f} | {b / row['H0'] if row['H0'] else float('inf'):.2f} | "
+                f"{b / bits(row, 'elias_rle'):.2f} | {b / bits(row, 'elias_gamma'):.2f} | "
+                f"{speed(row, name, 'enc_s'):.0f} | {speed(row, name, 'dec_s'):.0f} |")
+    add("")
+    add("### Targets")
+    add("")
+    add("| tensor | huffman enc/dec M/s | rlh enc/dec M/s | zstd -1 enc/dec M/s | "
+        "auto / best | auto choose cost / encode-all | rlh < elias_rle, qsgd_elias |")
+    add("|---|---|---|---|---|---|---|")
+    for (t, q), row in results.items():
+        candidates = [n for n in ENCODERS if n != "auto"]
+        best = min(row[n]["bytes"] for n in candidates)
+        encode_all = sum(row[n]["enc_s"] for n in candidates)
+        rlh_ok = row["rlh"]["bytes"] < min(row["elias_rle"]["bytes"], row["qsgd_elias"]["bytes"])
+        add(f"| {t} {q} | {speed(row, 'huffman', 'enc_s'):.0f} / {speed(row, 'huffman', 'dec_s'):.0f} | "
+            f"{speed(row, 'rlh', 'enc_s'):.0f} / {speed(row, 'rlh', 'dec_s'):.0f} | "
+            f"{speed(row, 'zstd-1', 'enc_s'):.0f} / {speed(row, 'zstd-1', 'dec_s'):.0f} | "
+            f"{row['auto']['bytes'] / best:.4f} | {row['auto_choose_s'] / encode_all:.3f} | "
+            f"{'yes' if rlh_ok else 'NO'} |")
+    return lines
+
+
+def plot(results, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    traces = sorted({t for t, _ in results})
+    quants = list(dict.fromkeys(q for _, q in results))
+    fig, axes = plt.subplots(1, len(traces), figsize=(6 * len(traces), 4.5), squeeze=False)
+    for ax, t in zip(axes[0], traces):
+        for name in ["huffman", "rlh", "sh", "shs", "elias_rle", "qsgd_elias", "elias_gamma",
+                     "zstd-1", "zstd-19"]:
+            ax.plot(quants, [bits(results[(t, q)], name) for q in quants], marker="o", label=name)
+        ax.plot(quants, [results[(t, q)]["H0"] for q in quants], "k--", label="H0")
+        ax.set_yscale("log")
+        ax.set_title(t)
+        ax.set_ylabel("bits per coordinate")
+        ax.tick_params(axis="x", rotation=45)
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def write_markdown(path, lines):
+    text = open(path).read() if os.path.exists(path) else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
+    if BEGIN not in text:
+        text += f"\n{BEGIN}\n{END}\n"
+    head, rest = text.split(BEGIN, 1)
+    tail = rest.split(END, 1)[1] if END in rest else ""
+    with open(path, "w") as f:
+        f.write(head + BEGIN + "\n" + "\n".join(lines) + "\n" + END + tail)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m horovod_huffman.bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--coords", type=int, default=1 << 20, help="coordinates per tensor (1M)")
+    p.add_argument("--repeats", type=int, default=5, help="timing repeats, best kept")
+    p.add_argument("--traces", nargs="+", default=list(tr.TRACES), choices=list(tr.TRACES))
+    p.add_argument("--quantizers", nargs="+", default=list(QUANTIZERS), choices=list(QUANTIZERS))
+    p.add_argument("--plot", metavar="PNG", help="write bits/coordinate plots to this file")
+    p.add_argument("--markdown", metavar="MD", help="write the tables into this file "
+                   f"between {BEGIN} and {END}")
+    args = p.parse_args(argv)
+    os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+    compile_s = compile_times()
+    results = run(args)
+    lines = tables(results, compile_s, args)
+    print("\n".join(lines))
+    if args.plot:
+        plot(results, args.plot)
+        print(f"plot written to {args.plot}")
+    if args.markdown:
+        write_markdown(args.markdown, lines)
+        print(f"tables written to {args.markdown}")
+    return 0

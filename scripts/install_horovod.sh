@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Install Horovod 0.28.1 built from its PyPI sdist against the installed torch (Gloo, no MPI),
+# building the wheel once into a cache directory and reusing it on later runs.
+#
+# Two fixes make 0.28.1 build against torch 2.13 with a current CMake:
+#   - CMAKE_POLICY_VERSION_MINIMUM=3.5: CMake 4 refuses the sdist's old cmake_minimum_required;
+#   - CMAKE_CXX_STANDARD 14 -> 17 in CMakeLists.txt and horovod/torch/CMakeLists.txt:
+#     torch 2.x headers need C++17.
+# Environment: PYTHON (default: python), HOROVOD_WHEEL_CACHE (default: ~/.cache/horovod-huffman).
+set -euo pipefail
+
+HOROVOD_VERSION=0.28.1
+PY=${PYTHON:-python}
+CACHE=${HOROVOD_WHEEL_CACHE:-$HOME/.cache/horovod-huffman}
+
+if "$PY" -c "import horovod.torch" 2>/dev/null; then
+    echo "horovod.torch already importable"
+    exit 0
+fi
+
+torch_version=$("$PY" -c "import torch; print(torch.__version__)")
+py_tag=$("$PY" -c "import sys; print(f'cp{sys.version_info[0]}{sys.version_info[1]}')")
+wheel_dir="$CACHE/horovod-$HOROVOD_VERSION-torch-$torch_version-$py_tag-gloo"
+
+if ! ls "$wheel_dir"/horovod-*.whl >/dev/null 2>&1; then
+    echo "building Horovod $HOROVOD_VERSION against torch $torch_version (a few minutes, once)"
+    work=$(mktemp -d)
+    trap 'rm -rf "$work"' EXIT
+    "$PY" -m pip install -q "cmake>=3.13" wheel setuptools
+    "$PY" -m pip download -q --no-deps --no-binary :all: "horovod==$HOROVOD_VERSION" -d "$work"
+    tar -xzf "$work"/horovod-"$HOROVOD_VERSION".tar.gz -C "$work"
+    src="$work/horovod-$HOROVOD_VERSION"
+    sed -i 's/CMAKE_CXX_STANDARD 14/CMAKE_CXX_STANDARD 17/' \
+        "$src/CMakeLists.txt" "$src/horovod/torch/CMakeLists.txt"
+    mkdir -p "$wheel_dir"
+    (cd "$src" && CMAKE_POLICY_VERSION_MINIMUM=3.5 \
+        HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 HOROVOD_WITH_PYTORCH=1 \
+        HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1 \
+        MAKEFLAGS="-j$(nproc)" \
+        "$PY" -m pip wheel -q --no-deps --no-build-isolation . -w "$wheel_dir")
+fi
+"$PY" -m pip install -q --no-deps "$wheel_dir"/horovod-*.whl
+"$PY" -m pip install -q cloudpickle psutil pyyaml packaging cffi
+"$PY" -c "import horovod.torch as hvd; print('horovod', __import__('horovod').__version__, 'gloo built:', hvd.gloo_built())"
