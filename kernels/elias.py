@@ -284,7 +284,8 @@ def rle_bits(levels):
     i = 0
     while i < n:
         j = i + 1
-        while j < n and levels[j] == levels[i] and j - i < MAX_RUN:
+        stop = min(n, i + MAX_RUN)
+        while j < stop and levels[j] == levels[i]:
             j += 1
         total += omega_bits(zigzag(levels[i]) + uint64(1)) + omega_bits(j - i)
         i = j
@@ -301,7 +302,8 @@ def encode_rle(levels, out32):
     i = 0
     while i < n:
         j = i + 1
-        while j < n and levels[j] == levels[i] and j - i < MAX_RUN:
+        stop = min(n, i + MAX_RUN)
+        while j < stop and levels[j] == levels[i]:
             j += 1
         for value in (zigzag(levels[i]) + uint64(1), uint64(j - i)):
             code, length = short_code(OMEGA, value)

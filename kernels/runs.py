@@ -69,7 +69,8 @@ def rlh_histogram(levels, base, window, counts):
     while i < n:
         level = levels[i]
         j = i + 1
-        while j < n and levels[j] == level and j - i < MAX_RUN:
+        stop = min(n, i + MAX_RUN)
+        while j < stop and levels[j] == level:
             j += 1
         v = int64(level) - base
         if v >= 0 and v < window:
@@ -94,7 +95,8 @@ def encode_rlh(levels, base, window, entries, value_bits, bucket_extra, out32):
     while i < n:
         level = levels[i]
         j = i + 1
-        while j < n and levels[j] == level and j - i < MAX_RUN:
+        stop = min(n, i + MAX_RUN)
+        while j < stop and levels[j] == level:
             j += 1
         run = j - i
         v = int64(level) - base

@@ -30,7 +30,8 @@ def run_statistics(levels, base, window, shs_k, level_counts, rlh_counts, zero_r
     while i < n:
         level = levels[i]
         j = i + 1
-        while j < n and levels[j] == level and j - i < MAX_RUN:
+        stop = min(n, i + MAX_RUN)
+        while j < stop and levels[j] == level:
             j += 1
         run = j - i
         v = int64(level) - base
