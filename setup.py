@@ -8,7 +8,7 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.9",
     packages=["horovod_huffman", "horovod_huffman.encoders", "horovod_huffman.bench",
-              "horovod_huffman.kernels"],
+              "horovod_huffman.torch", "horovod_huffman.kernels"],
     package_dir={"horovod_huffman.kernels": "kernels"},
     install_requires=["numpy>=1.24", "numba>=0.59"],
     extras_require={

@@ -64,8 +64,10 @@ class _Seeded:
         self.seed = seed
         self._rng = np.random.default_rng(seed)
 
-    def _next_seed(self):
-        return int(self._rng.integers(0, 2**63 - 1))
+    def _next_seed(self, seed=None):
+        """The kernel seed for one call: ``seed`` when given, else the next from the sequence."""
+        # Kernels take an int64 seed: keep 63 bits of whatever the caller passes.
+        return int(seed) & (2**63 - 1) if seed is not None else int(self._rng.integers(0, 2**63 - 1))
 
 
 class QSGD(_Seeded):
@@ -87,12 +89,13 @@ class QSGD(_Seeded):
     def __repr__(self):
         return f"QSGD(levels={self.levels}, bucket_size={self.bucket_size}, seed={self.seed!r})"
 
-    def quantize(self, grad):
-        """QuantizedTensor of a float array of any shape."""
+    def quantize(self, grad, seed=None):
+        """QuantizedTensor of a float array of any shape; ``seed`` (< 2**64) fixes this call's
+        random rounding (default: the next seed of this quantizer's sequence)."""
         flat, shape, dtype = _flat_float(grad)
         levels = np.empty(flat.size, dtype=self.level_dtype)
         scales = np.empty(_bucket_count(flat.size, self.bucket_size), dtype=np.float32)
-        qk.qsgd(flat, float(self.levels), self.bucket_size, self._next_seed(), levels, scales)
+        qk.qsgd(flat, float(self.levels), self.bucket_size, self._next_seed(seed), levels, scales)
         return QuantizedTensor(levels, scales, shape, dtype, self.bucket_size)
 
 
@@ -121,13 +124,14 @@ class TernGrad(_Seeded):
     def __repr__(self):
         return f"TernGrad(clip={self.clip!r}, bucket_size={self.bucket_size!r}, seed={self.seed!r})"
 
-    def quantize(self, grad):
+    def quantize(self, grad, seed=None):
+        """As QSGD.quantize."""
         flat, shape, dtype = _flat_float(grad)
         bucket = self.bucket_size or max(flat.size, 1)
         clip_at = float(self.clip * flat.std()) if self.clip is not None and flat.size else 0.0
         levels = np.empty(flat.size, dtype=np.int8)
         scales = np.empty(_bucket_count(flat.size, bucket), dtype=np.float32)
-        qk.terngrad(flat, bucket, clip_at, self._next_seed(), levels, scales)
+        qk.terngrad(flat, bucket, clip_at, self._next_seed(seed), levels, scales)
         return QuantizedTensor(levels, scales, shape, dtype, bucket)
 
 

@@ -1,0 +1,47 @@
+"""The PyTorch adapter under real Horovod (horovodrun --gloo, 2 and 3 ranks): no mocks."""
+import json
+
+import pytest
+
+from horovod_run import horovodrun
+
+pytest.importorskip("horovod.torch")
+
+
+@pytest.mark.parametrize("n_ranks,dtype,variants", [
+    (2, "float32", "plain groups bpps2 predivide sum sparse_as_dense"),
+    (2, "float16", "plain"),
+    (2, "bfloat16", "plain groups"),
+    (3, "float32", "plain groups sum"),
+])
+def test_every_rank_gets_the_exact_reduction_of_all_round_trips(n_ranks, dtype, variants):
+    rc, out = horovodrun(n_ranks, "tests/workers/torch_exact.py", dtype, *variants.split())
+    assert rc == 0 and "OK" in out, out[-4000:]
+
+
+@pytest.mark.parametrize("case,error", [("corrupt", "DecodeError"), ("adasum", "Adasum"),
+                                        ("min", "Average or Sum")])
+def test_faults_raise_promptly_on_every_rank(case, error):
+    rc, out = horovodrun(2, "tests/workers/torch_faults.py", case, timeout=120)
+    assert rc == 0, out[-4000:]
+    for rank in (0, 1):
+        lines = [l for l in out.splitlines() if f"RAISED {rank} " in l]
+        assert lines and error in lines[0], out[-4000:]
+
+
+def run_example(compression, epochs=8):
+    rc, out = horovodrun(2, "examples/pytorch_digits.py", "--compression", compression,
+                         "--epochs", epochs, timeout=300)
+    assert rc == 0, out[-4000:]
+    line = next(l for l in out.splitlines() if "RESULT " in l)
+    return json.loads(line.split("RESULT ", 1)[1])
+
+
+def test_training_with_huffman_encoders_matches_uncompressed_accuracy():
+    baseline = run_example("none")
+    assert baseline["identical_parameters"]
+    for name in ("rlh", "sh", "shs", "huffman"):
+        r = run_example(name)
+        assert r["identical_parameters"], name
+        assert r["test_accuracy"] >= baseline["test_accuracy"] - 0.02, (name, r, baseline)
+        assert r["stats"]["ratio"] > 10, (name, r["stats"])

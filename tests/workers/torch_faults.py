@@ -1,0 +1,52 @@
+"""Worker: faults that every rank must report promptly, never hang on.
+
+Usage: torch_faults.py CASE, CASE one of
+  corrupt: rank 1's encoder corrupts its stream -> DecodeError on every rank;
+  adasum:  op=hvd.Adasum -> ValueError naming Adasum on every rank;
+  min:     op=hvd.Min -> ValueError naming the supported ops on every rank.
+Prints "RAISED <rank> <exception type>: <message>" and exits 0 when the expected error came.
+"""
+import sys
+
+import torch
+import horovod.torch as hvd
+
+import horovod_huffman as hh
+from horovod_huffman.torch import Compression
+
+
+class CorruptingRLH(hh.Encoder):
+    """rlh, with one payload byte flipped after encoding (stands for a faulty link or peer)."""
+    name, encoder_id = "rlh", hh.get_encoder("rlh").encoder_id
+
+    def encode(self, levels):
+        buf = hh.get_encoder("rlh").encode(levels).copy()
+        buf[len(buf) // 2] ^= 0x5A
+        return buf
+
+
+def main():
+    case = sys.argv[1]
+    hvd.init()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+    encoder = CorruptingRLH() if case == "corrupt" and hvd.rank() == 1 else "rlh"
+    comp = Compression.build(encoder=encoder, min_numel=16)
+    op = {"corrupt": hvd.Average, "adasum": hvd.Adasum, "min": getattr(hvd, "Min", None)}[case]
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                   named_parameters=model.named_parameters(), compression=comp,
+                                   op=op)
+    expected = {"corrupt": hh.DecodeError, "adasum": ValueError, "min": ValueError}[case]
+    x = torch.randn(8, 32, generator=torch.Generator().manual_seed(hvd.rank()))
+    try:
+        model(x).square().mean().backward()
+        opt.step()
+    except expected as e:
+        print(f"RAISED {hvd.rank()} {type(e).__name__}: {e}", flush=True)
+        return 0
+    print(f"NO ERROR on rank {hvd.rank()}", flush=True)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
