@@ -74,8 +74,10 @@ def test_decode_sum_adds_every_rank_and_counts_stats():
         parts.append(hh.dequantize(hh.QSGD(levels=8).quantize(g, seed=derive_seed(1 + r, "layer", 0))))
     total = codec.decode_sum(np.concatenate(frames), 3, "layer", 0, (20, 30))
     np.testing.assert_array_equal(total, parts[0] + parts[1] + parts[2])
-    stats = codec.end_step().as_dict()
-    assert stats["coords"] == 600 and stats["raw_bytes"] == 2400 and 0 < stats["bits_per_coord"] < 32
+    assert codec.current.decode_s > 0
+    sent = c.end_step().as_dict()
+    assert sent["coords"] == 600 and sent["raw_bytes"] == 2400 and 0 < sent["bits_per_coord"] < 32
+    assert c.total.coords == 600 and c.current.coords == 0
 
 
 def test_a_corrupt_rank_is_named():
