@@ -45,3 +45,8 @@ def test_training_with_huffman_encoders_matches_uncompressed_accuracy():
         assert r["identical_parameters"], name
         assert r["test_accuracy"] >= baseline["test_accuracy"] - 0.02, (name, r, baseline)
         assert r["stats"]["ratio"] > 10, (name, r["stats"])
+
+
+def test_process_sets_reduce_over_their_members_only():
+    rc, out = horovodrun(3, "tests/workers/torch_process_set.py", timeout=120)
+    assert rc == 0 and "OK process set" in out, out[-4000:]
