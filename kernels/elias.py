@@ -244,28 +244,6 @@ def _level_from(value, lo, hi):
     return level, ok
 
 
-@njit(cache=True)
-def decode_symbols(words, total_bits, kind, table, lo, hi, out):
-    bit_pos = 0
-    for i in range(out.shape[0]):
-        if bit_pos > total_bits:
-            return PAYLOAD_OVERRUN
-        j = bit_pos >> 6
-        e = table[window64(words[j], words[j + 1], bit_pos & 63) >> uint64(64 - MAX_CODE_BITS)]
-        if e != 0:
-            value = e >> uint64(4)
-            bit_pos += int64(e & uint64(0xF))
-        else:
-            value, bit_pos, status = read_long(kind, words, bit_pos, total_bits)
-            if status != OK:
-                return status
-        level, ok = _level_from(value, lo, hi)
-        if not ok:
-            return VALUE_OVERFLOW
-        out[i] = level
-    return _end_status(bit_pos, total_bits)
-
-
 @njit(cache=True, inline="always")
 def _end_status(bit_pos, total_bits):
     if bit_pos > total_bits:
@@ -321,45 +299,6 @@ def encode_rle(levels, out32):
     return flush_bits(out32, acc, n_pending, word_pos), n_bits
 
 
-@njit(cache=True)
-def decode_rle(words, total_bits, table, lo, hi, out):
-    n = out.shape[0]
-    bit_pos = 0
-    i = 0
-    while i < n:
-        if bit_pos > total_bits:
-            return PAYLOAD_OVERRUN
-        j = bit_pos >> 6
-        e = table[window64(words[j], words[j + 1], bit_pos & 63) >> uint64(64 - MAX_CODE_BITS)]
-        if e != 0:
-            value = e >> uint64(4)
-            bit_pos += int64(e & uint64(0xF))
-        else:
-            value, bit_pos, status = read_long(OMEGA, words, bit_pos, total_bits)
-            if status != OK:
-                return status
-        level, ok = _level_from(value, lo, hi)
-        if not ok:
-            return VALUE_OVERFLOW
-        if bit_pos > total_bits:
-            return PAYLOAD_OVERRUN
-        j = bit_pos >> 6
-        e = table[window64(words[j], words[j + 1], bit_pos & 63) >> uint64(64 - MAX_CODE_BITS)]
-        if e != 0:
-            run = e >> uint64(4)
-            bit_pos += int64(e & uint64(0xF))
-        else:
-            run, bit_pos, status = read_long(OMEGA, words, bit_pos, total_bits)
-            if status != OK:
-                return status
-        if run > uint64(n - i):
-            return RUN_OVERFLOW
-        for k in range(i, i + int64(run)):
-            out[k] = level
-        i += int64(run)
-    return _end_status(bit_pos, total_bits)
-
-
 # ---- qsgd_elias: per non-zero, omega(gap), sign bit, omega(|level|) -------------------------
 
 @njit(cache=True)
@@ -404,43 +343,76 @@ def encode_qsgd(levels, out32):
     return flush_bits(out32, acc, n_pending, word_pos), n_bits
 
 
+# ---- one decoder for every Elias stream ------------------------------------------------------
+
+SYMBOLS = 0     # elias_gamma/delta/omega: one code per level
+RUNS = 1        # elias_rle: omega(level), omega(run) per run
+GAPS = 2        # qsgd_elias: omega(gap), sign bit, omega(|level|) per non-zero
+
+
 @njit(cache=True)
-def decode_qsgd(words, total_bits, table, lo, hi, out):
-    """``out`` must arrive zero-filled; only non-zeros are written."""
+def decode_stream(words, total_bits, kind, table, layout, lo, hi, out):
+    """Fill ``out`` from an Elias stream of the given layout; returns a status code.
+
+    For GAPS, ``out`` must arrive zero-filled: only the non-zeros are written. Every code is
+    read at one place: a table lookup for codes of <= 12 bits, ``read_long`` otherwise.
+    """
     n = out.shape[0]
+    i = 0               # SYMBOLS, RUNS: next element to write
+    prev = -1           # GAPS: index of the previous non-zero
+    second = False      # RUNS, GAPS: the next code is the second of a pair
+    level = int64(0)
+    negative = False
     bit_pos = 0
-    prev = -1
-    while bit_pos < total_bits:
-        j = bit_pos >> 6
-        e = table[window64(words[j], words[j + 1], bit_pos & 63) >> uint64(64 - MAX_CODE_BITS)]
-        if e != 0:
-            gap = e >> uint64(4)
-            bit_pos += int64(e & uint64(0xF))
-        else:
-            gap, bit_pos, status = read_long(OMEGA, words, bit_pos, total_bits)
-            if status != OK:
-                return status
-        if gap > uint64(n - 1 - prev):
-            return RUN_OVERFLOW
-        if bit_pos >= total_bits:
+    while True:
+        if layout == GAPS:
+            if not second and bit_pos >= total_bits:
+                break
+        elif i >= n:
+            break
+        if bit_pos > total_bits:
             return PAYLOAD_OVERRUN
         j = bit_pos >> 6
-        negative = (window64(words[j], words[j + 1], bit_pos & 63) >> uint64(63)) == 1
-        bit_pos += 1
-        j = bit_pos >> 6
         e = table[window64(words[j], words[j + 1], bit_pos & 63) >> uint64(64 - MAX_CODE_BITS)]
         if e != 0:
-            mag = e >> uint64(4)
+            value = e >> uint64(4)
             bit_pos += int64(e & uint64(0xF))
         else:
-            mag, bit_pos, status = read_long(OMEGA, words, bit_pos, total_bits)
+            value, bit_pos, status = read_long(kind, words, bit_pos, total_bits)
             if status != OK:
                 return status
-        if mag > uint64(1) << uint64(32):
-            return VALUE_OVERFLOW
-        level = -int64(mag) if negative else int64(mag)
-        if level < lo or level > hi:
-            return VALUE_OVERFLOW
-        prev += int64(gap)
-        out[prev] = level
+        if layout == SYMBOLS or (layout == RUNS and not second):
+            level, ok = _level_from(value, lo, hi)
+            if not ok:
+                return VALUE_OVERFLOW
+            if layout == SYMBOLS:
+                out[i] = level
+                i += 1
+            second = layout == RUNS
+        elif layout == RUNS:
+            if value > uint64(n - i):
+                return RUN_OVERFLOW
+            out[i:i + int64(value)] = level
+            i += int64(value)
+            second = False
+        elif not second:                      # GAPS: the gap, then the sign bit
+            if value > uint64(n - 1 - prev):
+                return RUN_OVERFLOW
+            prev += int64(value)
+            if bit_pos >= total_bits:
+                return PAYLOAD_OVERRUN
+            j = bit_pos >> 6
+            negative = (window64(words[j], words[j + 1], bit_pos & 63) >> uint64(63)) == 1
+            bit_pos += 1
+            second = True
+        else:                                 # GAPS: the magnitude
+            if value > uint64(1) << uint64(32):
+                return VALUE_OVERFLOW
+            level = -int64(value) if negative else int64(value)
+            if level < lo or level > hi:
+                return VALUE_OVERFLOW
+            out[prev] = level
+            second = False
+    if second:
+        return PAYLOAD_OVERRUN
     return _end_status(bit_pos, total_bits)

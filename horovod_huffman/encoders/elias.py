@@ -27,8 +27,8 @@ class _EliasSymbols(Encoder):
     def _decode(cls, reader, words, payload_bits, out):
         reader.done()
         lo, hi = dtype_range(out.dtype)
-        status = k.decode_symbols(words, payload_bits, cls.kind, k.ELIAS_TABLES[cls.kind],
-                                  lo, hi, out)
+        status = k.decode_stream(words, payload_bits, cls.kind, k.ELIAS_TABLES[cls.kind],
+                                 k.SYMBOLS, lo, hi, out)
         check_status(status, cls.name)
 
 
@@ -60,8 +60,8 @@ class EliasRLE(Encoder):
     def _decode(cls, reader, words, payload_bits, out):
         reader.done()
         lo, hi = dtype_range(out.dtype)
-        check_status(k.decode_rle(words, payload_bits, k.ELIAS_TABLES[k.OMEGA], lo, hi, out),
-                     cls.name)
+        check_status(k.decode_stream(words, payload_bits, k.OMEGA, k.ELIAS_TABLES[k.OMEGA],
+                                     k.RUNS, lo, hi, out), cls.name)
 
 
 class QSGDElias(Encoder):
@@ -78,5 +78,5 @@ class QSGDElias(Encoder):
         reader.done()
         lo, hi = dtype_range(out.dtype)
         out.fill(0)
-        check_status(k.decode_qsgd(words, payload_bits, k.ELIAS_TABLES[k.OMEGA], lo, hi, out),
-                     cls.name)
+        check_status(k.decode_stream(words, payload_bits, k.OMEGA, k.ELIAS_TABLES[k.OMEGA],
+                                     k.GAPS, lo, hi, out), cls.name)
