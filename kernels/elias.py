@@ -41,14 +41,23 @@ def delta_bits(value):
 
 
 @njit(cache=True, inline="always")
-def omega_bits(value):
+def omega_code(value):
+    """(code bits, length) of omega(value), value >= 1; built right to left: the terminating 0,
+    then each group prepended. Values below 2**41 keep the length within 64 bits."""
+    code = uint64(0)
     total = 1
     m = int64(value)
     while m > 1:
         n = bit_length(m)
+        code |= uint64(m) << uint64(total)
         total += n
         m = n - 1
-    return total
+    return code, total
+
+
+@njit(cache=True, inline="always")
+def omega_bits(value):
+    return omega_code(value)[1]
 
 
 @njit(cache=True, inline="always")
@@ -75,14 +84,7 @@ def short_code(kind, value):
             return uint64(0), 0
         low = uint64(value) & ((uint64(1) << uint64(n - 1)) - uint64(1))
         return (uint64(n) << uint64(n - 1)) | low, g + n - 1
-    code = uint64(0)
-    total = 1
-    m = int64(value)
-    while m > 1:
-        k = bit_length(m)
-        code |= uint64(m) << uint64(total)
-        total += k
-        m = k - 1
+    code, total = omega_code(value)
     if total > WORD_BITS:
         return uint64(0), 0
     return code, total
@@ -108,15 +110,7 @@ def put_delta(out32, acc, n_pending, word_pos, value):
 
 @njit(cache=True, inline="always")
 def put_omega(out32, acc, n_pending, word_pos, value):
-    # Build the code right to left: terminating 0, then each group prepended.
-    code = uint64(0)
-    total = 1
-    m = int64(value)
-    while m > 1:
-        n = bit_length(m)
-        code |= uint64(m) << uint64(total)
-        total += n
-        m = n - 1
+    code, total = omega_code(value)
     acc, n_pending, word_pos = put_bits_long(out32, acc, n_pending, word_pos, code, total)
     return acc, n_pending, word_pos, total
 
