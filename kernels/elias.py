@@ -12,10 +12,10 @@ READ ME FIRST
 import numpy as np
 from numba import njit, uint64, int64
 
-from .bits import (push_bits, word_below, window64, WORD_BITS, put_bits, put_bits_long,
+from .bits import (push_bits, word_below, window64, WORD_BITS, put_bits_long,
                    flush_bits, peek64, top_bits, bit_length, count_leading_zeros, zigzag,
                    unzigzag)
-from .errors import OK, PAYLOAD_OVERRUN, INVALID_CODE, RUN_OVERFLOW, VALUE_OVERFLOW, \
+from .errors import OK, PAYLOAD_OVERRUN, RUN_OVERFLOW, VALUE_OVERFLOW, \
     PAYLOAD_UNDERRUN, BAD_ELIAS
 from .huffman import MAX_CODE_BITS, TABLE_SIZE
 
@@ -209,28 +209,6 @@ def encoded_bits(levels, kind):
     return total
 
 
-@njit(cache=True)
-def encode_symbols(levels, kind, out32):
-    acc = uint64(0)
-    n_pending = 0
-    word_pos = 0
-    n_bits = 0
-    for i in range(levels.shape[0]):
-        value = zigzag(levels[i]) + uint64(1)
-        code, length = short_code(kind, value)
-        if length > 0:
-            acc, n_pending = push_bits(acc, n_pending, code, length)
-            if n_pending >= WORD_BITS:
-                n_pending -= WORD_BITS
-                out32[word_pos] = word_below(acc, n_pending)
-                word_pos += 1
-        else:
-            acc, n_pending, word_pos, length = put_code(kind, out32, acc, n_pending, word_pos,
-                                                        value)
-        n_bits += length
-    return flush_bits(out32, acc, n_pending, word_pos), n_bits
-
-
 @njit(cache=True, inline="always")
 def _level_from(value, lo, hi):
     level = unzigzag(value - uint64(1))
@@ -264,35 +242,6 @@ def rle_bits(levels):
     return total
 
 
-@njit(cache=True)
-def encode_rle(levels, out32):
-    n = levels.shape[0]
-    acc = uint64(0)
-    n_pending = 0
-    word_pos = 0
-    n_bits = 0
-    i = 0
-    while i < n:
-        j = i + 1
-        stop = min(n, i + MAX_RUN)
-        while j < stop and levels[j] == levels[i]:
-            j += 1
-        for value in (zigzag(levels[i]) + uint64(1), uint64(j - i)):
-            code, length = short_code(OMEGA, value)
-            if length > 0:
-                acc, n_pending = push_bits(acc, n_pending, code, length)
-                if n_pending >= WORD_BITS:
-                    n_pending -= WORD_BITS
-                    out32[word_pos] = word_below(acc, n_pending)
-                    word_pos += 1
-            else:
-                acc, n_pending, word_pos, length = put_omega(out32, acc, n_pending, word_pos,
-                                                             value)
-            n_bits += length
-        i = j
-    return flush_bits(out32, acc, n_pending, word_pos), n_bits
-
-
 # ---- qsgd_elias: per non-zero, omega(gap), sign bit, omega(|level|) -------------------------
 
 @njit(cache=True)
@@ -307,41 +256,59 @@ def qsgd_bits(levels):
     return total
 
 
+# ---- one encoder and one decoder for every Elias stream ------------------------------------
+
+SYMBOLS = 0     # elias_gamma/delta/omega: one code per level
+RUNS = 1        # elias_rle: omega(level), omega(run) per run
+GAPS = 2        # qsgd_elias: omega(gap), sign bit, omega(|level|) per non-zero
+
+
 @njit(cache=True)
-def encode_qsgd(levels, out32):
+def encode_stream(levels, kind, layout, out32):
+    """Write an Elias stream of the given layout; returns (words used, payload bits).
+
+    Each code is emitted at one place: pushed from a register when it is at most 32 bits
+    (``short_code``), through ``put_code`` otherwise.
+    """
+    n = levels.shape[0]
     acc = uint64(0)
     n_pending = 0
     word_pos = 0
     n_bits = 0
     prev = -1
-    for i in range(levels.shape[0]):
+    i = 0
+    while i < n:
         v = int64(levels[i])
-        if v != 0:
-            gap_code, gap_len = short_code(OMEGA, uint64(i - prev))
-            mag_code, mag_len = short_code(OMEGA, uint64(abs(v)))
-            if gap_len > 0 and mag_len > 0 and gap_len + 1 + mag_len <= WORD_BITS:
-                code = (((gap_code << uint64(1)) | uint64(v < 0)) << uint64(mag_len)) | mag_code
-                acc, n_pending = push_bits(acc, n_pending, code, gap_len + 1 + mag_len)
+        j = i + 1
+        if layout == RUNS:
+            stop = min(n, i + MAX_RUN)
+            while j < stop and levels[j] == levels[i]:
+                j += 1
+        elif layout == GAPS and v == 0:
+            i = j
+            continue
+        for part in range(3 if layout == GAPS else (2 if layout == RUNS else 1)):
+            if layout == GAPS:
+                value = uint64(i - prev) if part == 0 else uint64(abs(v))
+            else:
+                value = zigzag(v) + uint64(1) if part == 0 else uint64(j - i)
+            if layout == GAPS and part == 1:
+                code, length = uint64(v < 0), 1          # the sign bit, 1 = negative
+            else:
+                code, length = short_code(kind, value)
+            if length > 0:
+                acc, n_pending = push_bits(acc, n_pending, code, length)
                 if n_pending >= WORD_BITS:
                     n_pending -= WORD_BITS
                     out32[word_pos] = word_below(acc, n_pending)
                     word_pos += 1
-                n_bits += gap_len + 1 + mag_len
             else:
-                acc, n_pending, word_pos, b1 = put_omega(out32, acc, n_pending, word_pos, i - prev)
-                acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos,
-                                                    1 if v < 0 else 0, 1)
-                acc, n_pending, word_pos, b2 = put_omega(out32, acc, n_pending, word_pos, abs(v))
-                n_bits += b1 + 1 + b2
-            prev = i
+                acc, n_pending, word_pos, length = put_code(kind, out32, acc, n_pending,
+                                                            word_pos, value)
+            n_bits += length
+        prev = i
+        i = j
     return flush_bits(out32, acc, n_pending, word_pos), n_bits
-
-
-# ---- one decoder for every Elias stream ------------------------------------------------------
-
-SYMBOLS = 0     # elias_gamma/delta/omega: one code per level
-RUNS = 1        # elias_rle: omega(level), omega(run) per run
-GAPS = 2        # qsgd_elias: omega(gap), sign bit, omega(|level|) per non-zero
 
 
 @njit(cache=True)

@@ -19,7 +19,7 @@ from .bits import (push_bits, word_below, window64, WORD_BITS, put_bits, put_bit
 from .elias import put_gamma, read_gamma
 from .errors import OK, PAYLOAD_OVERRUN, INVALID_CODE, RUN_OVERFLOW, VALUE_OVERFLOW, \
     PAYLOAD_UNDERRUN
-from .huffman import MAX_CODE_BITS, TABLE_SIZE, LENGTH_SHIFT
+from .huffman import MAX_CODE_BITS, TABLE_SIZE
 
 MAX_RUN = (1 << 32) - 1
 # Buckets 0..2 are runs 1..3; then two per octave for bit lengths 3..32: 3 + 2 * 30 = 63.

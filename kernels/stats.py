@@ -5,7 +5,6 @@ joint (level, run bucket) counts of ``rlh``, the per-level element counts of the
 codes, the zero-run chunking of ``shs``, and the exact payload bits of ``elias_rle`` and
 ``qsgd_elias`` (whose codes depend on each run, not on a histogram).
 """
-import numpy as np
 from numba import njit, int64, uint64
 
 from .bits import zigzag

@@ -6,7 +6,6 @@ within the escape cost otherwise. Then only the winner encodes (reusing its plan
 """
 import numpy as np
 
-from horovod_huffman.kernels import elias as ek
 from horovod_huffman.kernels.codebook import write_codebook
 from horovod_huffman.kernels.estimate import elias_level_bits
 from horovod_huffman.kernels.runs import RUN_BUCKETS

@@ -5,11 +5,9 @@ zigzag(level) + 1. ``elias_rle``: each maximal run as omega(zigzag(level) + 1), 
 ``qsgd_elias``: QSGD's own encoding: per non-zero, omega(gap since the previous non-zero),
 a sign bit (1 = negative), omega(|level|). None has parameters.
 """
-import numpy as np
 
 from horovod_huffman.kernels import elias as k
 
-from ..errors import DecodeError
 from ..params import dtype_range
 from .base import Encoder, out_words, check_status
 
@@ -20,7 +18,7 @@ class _EliasSymbols(Encoder):
     def _encode(self, levels):
         n_bits = k.encoded_bits(levels, self.kind)
         out32 = out_words(n_bits)
-        n_words, n_bits = k.encode_symbols(levels, self.kind, out32)
+        n_words, n_bits = k.encode_stream(levels, self.kind, k.SYMBOLS, out32)
         return b"", out32, n_words, n_bits
 
     @classmethod
@@ -53,7 +51,7 @@ class EliasRLE(Encoder):
 
     def _encode(self, levels):
         out32 = out_words(k.rle_bits(levels))
-        n_words, n_bits = k.encode_rle(levels, out32)
+        n_words, n_bits = k.encode_stream(levels, k.OMEGA, k.RUNS, out32)
         return b"", out32, n_words, n_bits
 
     @classmethod
@@ -70,7 +68,7 @@ class QSGDElias(Encoder):
 
     def _encode(self, levels):
         out32 = out_words(k.qsgd_bits(levels))
-        n_words, n_bits = k.encode_qsgd(levels, out32)
+        n_words, n_bits = k.encode_stream(levels, k.OMEGA, k.GAPS, out32)
         return b"", out32, n_words, n_bits
 
     @classmethod

@@ -10,7 +10,6 @@ over window + 1 symbols (symbol window = escape).
 """
 import numpy as np
 
-from horovod_huffman.kernels.bits import bytes_to_words
 from horovod_huffman.kernels.huffman import MAX_CODE_BITS, canonical_codes, decode_table
 from horovod_huffman.kernels.symbols import level_histogram, pack_entries, encode_levels, \
     decode_levels, multi_symbol_table

@@ -13,10 +13,8 @@ lengths. Parameters: base, window, k, codebook over window + k + 1 symbols.
 """
 import numpy as np
 
-from horovod_huffman.kernels.bits import bytes_to_words
 from horovod_huffman.kernels.huffman import MAX_CODE_BITS, MAX_CODED_SYMBOLS, canonical_codes
-from horovod_huffman.kernels.runs import (RUN_BUCKETS, BUCKET_BASE, BUCKET_EXTRA, MAX_RUN,
-                                          rlh_histogram, encode_rlh, encode_shs, token_table,
+from horovod_huffman.kernels.runs import (RUN_BUCKETS, BUCKET_BASE, BUCKET_EXTRA, rlh_histogram, encode_rlh, encode_shs, token_table,
                                           decode_tokens)
 from horovod_huffman.kernels.symbols import level_histogram, pack_entries
 

@@ -15,7 +15,6 @@ gradients and scales the sum the way the allreduce of the placeholder says the o
 import sys
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
 import horovod.torch as hvd
