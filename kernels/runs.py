@@ -2,14 +2,20 @@
 ``rlh`` and ``shs`` share.
 
 READ ME FIRST
-1. A token is (level, run length). ``rlh`` codes the pair jointly: symbol = level index *
-   RUN_BUCKETS + run bucket, followed by the bucket's extra bits. Runs 1..3 have a bucket each;
-   from 4 on, every octave splits in two buckets (one mantissa bit), like DEFLATE's lengths.
+1. A token is (level, run length). ``rlh`` codes the pair jointly: symbol = run bucket *
+   window + level index (bucket-major: the run-1 symbols of every level sit together, so their
+   counters and code entries share cache lines), followed by the bucket's extra bits. Runs 1..3
+   have a bucket each; from 4 on, every octave splits in two buckets (one mantissa bit), like
+   DEFLATE's lengths. The escape is symbol RUN_BUCKETS * window.
+4. Encoding first compacts run boundaries without data-dependent branches (``run_ends``), then
+   walks tokens: a branch per run length costs a misprediction whenever run lengths vary.
 2. A run never exceeds MAX_RUN (2**32 - 1) elements; longer runs become several tokens of the
    same level, so a bucket base always fits 32 bits.
 3. The decoder reads one uint64 table entry per token, which says everything about it:
    bits 0-3 code length, bit 4 escape, bits 5-10 extra bits, bits 11-42 run base,
-   bits 43-63 level index (level = base + index).
+   bits 43-63 level index (level = base + index). A second table (``pair_table``) decodes two
+   run-1 tokens per lookup when both codes fit in the 12-bit prefix, which halves the serial
+   lookup chain on dense levels, where most runs have length 1.
 """
 import numpy as np
 from numba import njit, uint64, int64
@@ -61,73 +67,128 @@ BUCKET_BASE, BUCKET_EXTRA = bucket_tables()
 
 
 @njit(cache=True)
-def rlh_histogram(levels, base, window, counts):
-    """Joint (level index, run bucket) counts; ``counts[window * RUN_BUCKETS]`` = escapes."""
+def run_ends(levels, ends):
+    """Write the index of the last element of every maximal run into ``ends``; returns the
+    number of runs. Branch-free: every index is stored, the count advances at run ends only."""
     n = levels.shape[0]
-    esc = window * RUN_BUCKETS
-    i = 0
-    while i < n:
-        level = levels[i]
-        j = i + 1
-        stop = min(n, i + MAX_RUN)
-        while j < stop and levels[j] == level:
-            j += 1
-        v = int64(level) - base
-        if v >= 0 and v < window:
-            counts[v * RUN_BUCKETS + run_bucket(j - i)] += 1
-        else:
-            counts[esc] += 1
-        i = j
+    t = 0
+    for i in range(n - 1):
+        ends[t] = i
+        t += levels[i] != levels[i + 1]
+    ends[t] = n - 1
+    return t + 1
+
+
+def split_long_runs(ends, n_runs, max_run=MAX_RUN):
+    """Run ends with extra boundaries so that no run exceeds ``max_run`` (NumPy; only tensors of
+    more than MAX_RUN elements can need it). Returns (ends, n_runs)."""
+    e = ends[:n_runs].astype(np.int64)
+    runs = np.diff(e, prepend=-1)
+    if runs.max() <= max_run:
+        return ends, n_runs
+    starts = e - runs + 1
+    pieces = [np.arange(st + max_run - 1, en, max_run) if r > max_run else np.empty(0, np.int64)
+              for st, en, r in zip(starts, e, runs)]
+    out = np.sort(np.concatenate([e] + pieces))
+    return out, out.size
 
 
 @njit(cache=True)
-def encode_rlh(levels, base, window, entries, value_bits, bucket_extra, out32):
-    """Write (level, run) tokens; returns (words used, payload bits)."""
-    n = levels.shape[0]
-    esc = entries[window * RUN_BUCKETS]
-    esc_code = esc >> 4
-    esc_len = esc & 0xF
+def rlh_histogram(levels, ends, n_runs, base, window, counts):
+    """Joint (run bucket, level index) token counts; ``counts[RUN_BUCKETS * window]`` = escapes."""
+    esc = RUN_BUCKETS * window
+    prev = -1
+    for k in range(n_runs):
+        end = int64(ends[k])
+        run = end - prev
+        prev = end
+        v = int64(levels[end]) - base
+        if v >= 0 and v < window:
+            counts[run_bucket(run) * window + v] += 1
+        else:
+            counts[esc] += 1
+
+
+@njit(cache=True)
+def _encode_until_escape(levels, ends, k, n_runs, prev, base, window, entries, bucket_extra,
+                         out32, acc, n_pending, word_pos, n_bits):
+    """Hot loop of ``encode_rlh``: write tokens from run ``k`` on until one needs the escape
+    (or a code with extra bits over 32); returns the state and the index of that token."""
+    while k < n_runs:
+        end = int64(ends[k])
+        run = end - prev
+        v = int64(levels[end]) - base
+        if v < 0 or v >= window:
+            break
+        if run < 4:                               # buckets 0..2: no extra bits
+            e = uint64(entries[(run - 1) * window + v])
+            length = int64(e & uint64(0xF))
+            if length == 0:
+                break
+            acc, n_pending = push_bits(acc, n_pending, e >> uint64(4), length)
+        else:
+            b = run_bucket(run)
+            e = uint64(entries[b * window + v])
+            extra = bucket_extra[b]
+            length = int64(e & uint64(0xF)) + extra
+            if length == extra or length > WORD_BITS:
+                break
+            code = ((e >> uint64(4)) << uint64(extra)) | uint64(run & ((1 << extra) - 1))
+            acc, n_pending = push_bits(acc, n_pending, code, length)
+        n_bits += length
+        if n_pending >= WORD_BITS:
+            n_pending -= WORD_BITS
+            out32[word_pos] = word_below(acc, n_pending)
+            word_pos += 1
+        prev = end
+        k += 1
+    return k, prev, acc, n_pending, word_pos, n_bits
+
+
+@njit(cache=True)
+def encode_rlh(levels, ends, n_runs, base, window, entries, value_bits, bucket_extra, out32):
+    """Write (level, run) tokens; returns (words used, payload bits).
+
+    The hot loop runs until a token it cannot write from registers; that token (an escape, or a
+    code with more than 32 extra bits) is written here with the array-taking helpers.
+    """
+    esc = entries[RUN_BUCKETS * window]
     acc = uint64(0)
     n_pending = 0
     word_pos = 0
     n_bits = 0
-    i = 0
-    while i < n:
-        level = levels[i]
-        j = i + 1
-        stop = min(n, i + MAX_RUN)
-        while j < stop and levels[j] == level:
-            j += 1
-        run = j - i
+    prev = -1
+    k = 0
+    while True:
+        k, prev, acc, n_pending, word_pos, n_bits = _encode_until_escape(
+            levels, ends, k, n_runs, prev, base, window, entries, bucket_extra, out32, acc,
+            n_pending, word_pos, n_bits)
+        if k >= n_runs:
+            break
+        end = int64(ends[k])
+        run = end - prev
+        level = levels[end]
         v = int64(level) - base
-        length = 0
-        b = 0
         e = uint64(0)
         if v >= 0 and v < window:
             b = run_bucket(run)
-            e = uint64(entries[v * RUN_BUCKETS + b])
-            length = int64(e & uint64(0xF))
-        if length > 0:
+            e = uint64(entries[b * window + v])
+        if e & uint64(0xF):                       # a code with long extra bits
             extra = bucket_extra[b]
-            acc, n_pending = push_bits(acc, n_pending, e >> uint64(4), length)
-            if n_pending >= WORD_BITS:
-                n_pending -= WORD_BITS
-                out32[word_pos] = word_below(acc, n_pending)
-                word_pos += 1
-            if extra > 0:
-                acc, n_pending = push_bits(acc, n_pending, run & ((1 << extra) - 1), extra)
-                if n_pending >= WORD_BITS:
-                    n_pending -= WORD_BITS
-                    out32[word_pos] = word_below(acc, n_pending)
-                    word_pos += 1
-            n_bits += length + extra
-        else:
-            acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos, esc_code, esc_len)
+            acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos, e >> uint64(4),
+                                                int64(e & uint64(0xF)))
+            acc, n_pending, word_pos = put_bits_long(out32, acc, n_pending, word_pos,
+                                                     run & ((1 << extra) - 1), extra)
+            n_bits += int64(e & uint64(0xF)) + extra
+        else:                                     # escape: code, raw level, gamma run
+            acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos, esc >> 4,
+                                                esc & 0xF)
             acc, n_pending, word_pos = put_bits_long(out32, acc, n_pending, word_pos,
                                                      zigzag(level), value_bits)
             acc, n_pending, word_pos, g_bits = put_gamma(out32, acc, n_pending, word_pos, run)
-            n_bits += esc_len + value_bits + g_bits
-        i = j
+            n_bits += (esc & 0xF) + value_bits + g_bits
+        prev = end
+        k += 1
     word_pos = flush_bits(out32, acc, n_pending, word_pos)
     return word_pos, n_bits
 
@@ -154,8 +215,39 @@ def token_table(lengths, codes, sym_level_index, sym_run_base, sym_extra, esc_sy
     return table
 
 
+PAIR_FLAG = 1 << 4
+PAIR_SHIFT = 8          # pair entry: length | flag | first index << 8 | second index << 32
+PAIR_INDEX_MASK = (1 << 24) - 1
+
+
+@njit(cache=True, inline="always")
+def _plain_single(e):
+    """A table entry for a run-1 token without extra bits or escape."""
+    return (e & uint64(0xF)) != 0 and (e & uint64(ENTRY_ESCAPE)) == 0 and \
+        ((e >> uint64(EXTRA_SHIFT)) & uint64(0x3F)) == 0 and \
+        ((e >> uint64(RUN_SHIFT)) & uint64(0xFFFFFFFF)) == 1
+
+
 @njit(cache=True)
-def decode_tokens(words, total_bits, table, base, value_bits, esc_has_run, lo, hi, out):
+def pair_table(table):
+    """Entries decoding two run-1 tokens whose codes both lie in the 12-bit prefix; else 0."""
+    pairs = np.zeros(TABLE_SIZE, dtype=np.uint64)
+    for prefix in range(TABLE_SIZE):
+        first = table[prefix]
+        if not _plain_single(first):
+            continue
+        used = int64(first & uint64(0xF))
+        second = table[(prefix << used) & (TABLE_SIZE - 1)]
+        if not _plain_single(second) or int64(second & uint64(0xF)) > MAX_CODE_BITS - used:
+            continue
+        pairs[prefix] = uint64(used + int64(second & uint64(0xF))) | uint64(PAIR_FLAG) \
+            | ((first >> uint64(LEVEL_SHIFT)) << uint64(PAIR_SHIFT)) \
+            | ((second >> uint64(LEVEL_SHIFT)) << uint64(32))
+    return pairs
+
+
+@njit(cache=True)
+def decode_tokens(words, total_bits, table, pairs, base, value_bits, esc_has_run, lo, hi, out):
     """Fill ``out`` from (level, run) tokens; returns a status code (errors.py).
 
     Tokens are decoded from one 64-bit window while code and extra bits fit in it. An escape
@@ -172,7 +264,17 @@ def decode_tokens(words, total_bits, table, base, value_bits, esc_has_run, lo, h
         win = window64(words[j], words[j + 1], bit_pos & 63)
         used = 0
         while i < n:
-            e = table[(win << uint64(used)) >> uint64(64 - MAX_CODE_BITS)]
+            prefix = (win << uint64(used)) >> uint64(64 - MAX_CODE_BITS)
+            pe = pairs[prefix]
+            if pe != 0 and i + 1 < n:             # two run-1 tokens in one lookup
+                out[i] = base + int64((pe >> uint64(PAIR_SHIFT)) & uint64(PAIR_INDEX_MASK))
+                out[i + 1] = base + int64(pe >> uint64(32))
+                i += 2
+                used += int64(pe & uint64(0xF))
+                if used > 64 - MAX_CODE_BITS:
+                    break
+                continue
+            e = table[prefix]
             length = int64(e & uint64(0xF))
             if length == 0:
                 return INVALID_CODE

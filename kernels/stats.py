@@ -36,10 +36,10 @@ def run_statistics(levels, base, window, shs_k, level_counts, rlh_counts, zero_r
         v = int64(level) - base
         if v >= 0 and v < window:
             level_counts[v] += run
-            rlh_counts[v * RUN_BUCKETS + run_bucket(run)] += 1
+            rlh_counts[run_bucket(run) * window + v] += 1
         else:
             level_counts[window] += run
-            rlh_counts[window * RUN_BUCKETS] += 1
+            rlh_counts[RUN_BUCKETS * window] += 1
         rle_bits += omega_bits(zigzag(level) + uint64(1)) + omega_bits(run)
         if level == 0:
             chunks += run // shs_k

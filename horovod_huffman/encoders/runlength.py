@@ -1,9 +1,9 @@
 """``rlh`` and ``shs``: Huffman codes over run-length tokens.
 
 ``rlh`` (run-length Huffman): the tensor becomes maximal runs (level, run length); each token is
-one joint symbol (level, run bucket) from the full token histogram, then the bucket's extra
-bits (kernels/runs.py). Parameters: base, window, codebook over window * RUN_BUCKETS + 1
-symbols (the last is the escape: raw level, Elias-gamma run).
+one joint symbol (run bucket, level) from the full token histogram, then the bucket's extra
+bits (kernels/runs.py). Parameters: base, window, codebook over RUN_BUCKETS * window + 1
+symbols (symbol b * window + v; the last is the escape: raw level, Elias-gamma run).
 
 ``shs`` (sample Huffman with sparsity): non-zero levels are coded one by one with probabilities
 sampled as in ``sh``; zeros travel as runs of 1..k under a geometric model: with sampled zero
@@ -14,7 +14,9 @@ lengths. Parameters: base, window, k, codebook over window + k + 1 symbols.
 import numpy as np
 
 from horovod_huffman.kernels.huffman import MAX_CODE_BITS, MAX_CODED_SYMBOLS, canonical_codes
-from horovod_huffman.kernels.runs import (RUN_BUCKETS, BUCKET_BASE, BUCKET_EXTRA, rlh_histogram, encode_rlh, encode_shs, token_table,
+from horovod_huffman.kernels.runs import (RUN_BUCKETS, BUCKET_BASE, BUCKET_EXTRA, MAX_RUN,
+                                          run_ends, split_long_runs, pair_table,
+                                          rlh_histogram, encode_rlh, encode_shs, token_table,
                                           decode_tokens)
 from horovod_huffman.kernels.symbols import level_histogram, pack_entries
 
@@ -44,15 +46,19 @@ class RLH(Encoder):
     encoder_id = 2
 
     def token_counts(self, levels):
-        """(base, window, joint token counts) of ``levels``."""
+        """(base, window, joint token counts, run ends, number of runs) of ``levels``."""
         lo, hi = int(levels.min()), int(levels.max())
         base, window = lo, min(hi - lo + 1, RLH_MAX_WINDOW)
+        ends = np.empty(levels.size, dtype=np.int32 if levels.size < 2**31 else np.int64)
+        n_runs = run_ends(levels, ends)
+        if levels.size > MAX_RUN:
+            ends, n_runs = split_long_runs(ends, n_runs)
         counts = np.zeros(window * RUN_BUCKETS + 1, dtype=np.int64)
-        rlh_histogram(levels, base, window, counts)
-        return base, window, counts
+        rlh_histogram(levels, ends, n_runs, base, window, counts)
+        return base, window, counts, ends, n_runs
 
     def _encode(self, levels):
-        base, window, counts = self.token_counts(levels)
+        base, window, counts, ends, n_runs = self.token_counts(levels)
         escape = window * RUN_BUCKETS
         lengths = lengths_for(counts, escape)
         writer = ParamWriter().sint(base).uint(window)
@@ -62,7 +68,8 @@ class RLH(Encoder):
         worst = rlh_payload_bits(counts, lengths, window) + \
             int(counts[escape]) * (vbits + RLH_ESCAPE_RUN_BITS + MAX_CODE_BITS)
         out32 = out_words(worst)
-        n_words, n_bits = encode_rlh(levels, base, window, entries, vbits, BUCKET_EXTRA, out32)
+        n_words, n_bits = encode_rlh(levels, ends, n_runs, base, window, entries, vbits,
+                                     BUCKET_EXTRA, out32)
         return writer.getvalue(), out32, n_words, n_bits
 
     @classmethod
@@ -73,19 +80,19 @@ class RLH(Encoder):
         n_symbols = window * RUN_BUCKETS + 1
         lengths, codes = read_lengths(reader, n_symbols, cls.name)
         symbols = np.arange(n_symbols - 1)
-        buckets = symbols % RUN_BUCKETS
-        table = token_table(lengths, codes, symbols // RUN_BUCKETS, BUCKET_BASE[buckets],
+        buckets = symbols // window
+        table = token_table(lengths, codes, symbols % window, BUCKET_BASE[buckets],
                             BUCKET_EXTRA[buckets], n_symbols - 1)
-        status = decode_tokens(words, payload_bits, table, base, value_bits(out.dtype), True,
-                               lo, hi, out)
+        status = decode_tokens(words, payload_bits, table, pair_table(table), base,
+                               value_bits(out.dtype), True, lo, hi, out)
         check_status(status, cls.name)
 
 
 def rlh_payload_bits(counts, lengths, window):
     """Payload bits of the non-escaped rlh tokens: codes plus bucket extra bits."""
-    joint = counts[:window * RUN_BUCKETS].reshape(window, RUN_BUCKETS)
-    code_bits = lengths[:window * RUN_BUCKETS].reshape(window, RUN_BUCKETS)
-    return int((joint * (code_bits + BUCKET_EXTRA[None, :])).sum())
+    joint = counts[:window * RUN_BUCKETS].reshape(RUN_BUCKETS, window)
+    code_bits = lengths[:window * RUN_BUCKETS].reshape(RUN_BUCKETS, window)
+    return int((joint * (code_bits + BUCKET_EXTRA[:, None])).sum())
 
 
 class SHSPlan:
@@ -167,8 +174,8 @@ class SHS(Encoder):
         run_base = np.concatenate([np.ones(window, np.int64), np.arange(1, k + 1)])
         table = token_table(lengths, codes, level_index, run_base,
                             np.zeros(window + k, np.int64), n_symbols - 1)
-        status = decode_tokens(words, payload_bits, table, base, value_bits(out.dtype), False,
-                               lo, hi, out)
+        status = decode_tokens(words, payload_bits, table, pair_table(table), base,
+                               value_bits(out.dtype), False, lo, hi, out)
         check_status(status, cls.name)
 
 
