@@ -26,8 +26,10 @@ def make_compression(name, args):
     if name in ("none", "fp16"):
         return getattr(Compression, name)
     quantizer = hh.QSGD(levels=args.levels, bucket_size=args.bucket_size)
+    # A distinct seed per rank: ranks must not share their random rounding.
     return Compression.build(encoder=name, quantizer=quantizer,
-                             error_feedback=not args.no_error_feedback, seed=args.seed)
+                             error_feedback=not args.no_error_feedback,
+                             seed=args.seed * 65536 + hvd.rank())
 
 
 def evaluate(model, x, y):
