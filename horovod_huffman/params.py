@@ -64,6 +64,10 @@ class ParamReader:
             raise DecodeError(f"parameter {name}={value} out of range [{lo}, {hi}]")
         return value
 
+    def remaining(self):
+        """Bytes not read yet."""
+        return len(self._data) - self._pos
+
     def rest(self):
         """The remaining bytes (the codebook); marks the block as fully read."""
         data = self._data[self._pos:]

@@ -9,8 +9,8 @@ READ ME FIRST
    DEFLATE's lengths. The escape is symbol RUN_BUCKETS * window.
 4. Encoding first compacts run boundaries without data-dependent branches (``run_ends``), then
    walks tokens: a branch per run length costs a misprediction whenever run lengths vary.
-2. A run never exceeds MAX_RUN (2**32 - 1) elements; longer runs become several tokens of the
-   same level, so a bucket base always fits 32 bits.
+2. A run never exceeds MAX_RUN (2**32 - 1) elements, so a bucket base always fits 32 bits;
+   runs are cut at chunk boundaries (kernels/chunks.py, 2**16 levels), far below that.
 3. The decoder reads one uint64 table entry per token, which says everything about it:
    bits 0-3 code length, bit 4 escape, bits 5-10 extra bits, bits 11-42 run base,
    bits 43-63 level index (level = base + index). A second table (``pair_table``) decodes two
@@ -67,30 +67,25 @@ BUCKET_BASE, BUCKET_EXTRA = bucket_tables()
 
 
 @njit(cache=True)
-def run_ends(levels, ends):
-    """Write the index of the last element of every maximal run into ``ends``; returns the
-    number of runs. Branch-free: every index is stored, the count advances at run ends only."""
+def run_ends(levels, chunk, ends, chunk_runs):
+    """Write the index of the last element of every run into ``ends``, runs cut at chunk
+    boundaries (kernels/chunks.py); ``chunk_runs[c]`` = runs in chunks 0..c. Returns the number
+    of runs. Branch-free: every index is stored, the count advances at run ends only."""
     n = levels.shape[0]
-    t = 0
-    for i in range(n - 1):
-        ends[t] = i
-        t += levels[i] != levels[i + 1]
-    ends[t] = n - 1
-    return t + 1
-
-
-def split_long_runs(ends, n_runs, max_run=MAX_RUN):
-    """Run ends with extra boundaries so that no run exceeds ``max_run`` (NumPy; only tensors of
-    more than MAX_RUN elements can need it). Returns (ends, n_runs)."""
-    e = ends[:n_runs].astype(np.int64)
-    runs = np.diff(e, prepend=-1)
-    if runs.max() <= max_run:
-        return ends, n_runs
-    starts = e - runs + 1
-    pieces = [np.arange(st + max_run - 1, en, max_run) if r > max_run else np.empty(0, np.int64)
-              for st, en, r in zip(starts, e, runs)]
-    out = np.sort(np.concatenate([e] + pieces))
-    return out, out.size
+    one = uint64(1)
+    t = uint64(0)
+    for c in range(chunk_runs.shape[0]):
+        # Unsigned indices: Numba skips its negative-index wraparound check (3x faster here).
+        i = uint64(c * chunk)
+        stop = uint64(min(n, (c + 1) * chunk))
+        while i < stop - one:
+            ends[t] = i
+            t += uint64(levels[i] != levels[i + one])
+            i += one
+        ends[t] = stop - one
+        t += one
+        chunk_runs[c] = t
+    return int64(t)
 
 
 @njit(cache=True)
@@ -146,30 +141,27 @@ def _encode_until_escape(levels, ends, k, n_runs, prev, base, window, entries, b
 
 
 @njit(cache=True)
-def encode_rlh(levels, ends, n_runs, base, window, entries, value_bits, bucket_extra, out32):
-    """Write (level, run) tokens; returns (words used, payload bits).
-
-    The hot loop runs until a token it cannot write from registers; that token (an escape, or a
-    code with more than 32 extra bits) is written here with the array-taking helpers.
-    """
+def _encode_rlh_chunk(levels, ends, k, k_end, prev, base, window, entries, value_bits,
+                      bucket_extra, out32, word_pos):
+    """Write tokens k..k_end-1 (one chunk, first element prev + 1) from ``word_pos``; returns
+    (words end, bits). The hot loop runs until a token it cannot write from registers; that
+    token (an escape, or a code with more than 32 extra bits) is written here."""
     esc = entries[RUN_BUCKETS * window]
     acc = uint64(0)
     n_pending = 0
-    word_pos = 0
     n_bits = 0
-    prev = -1
-    k = 0
     while True:
         k, prev, acc, n_pending, word_pos, n_bits = _encode_until_escape(
-            levels, ends, k, n_runs, prev, base, window, entries, bucket_extra, out32, acc,
+            levels, ends, k, k_end, prev, base, window, entries, bucket_extra, out32, acc,
             n_pending, word_pos, n_bits)
-        if k >= n_runs:
+        if k >= k_end:
             break
         end = int64(ends[k])
         run = end - prev
         level = levels[end]
         v = int64(level) - base
         e = uint64(0)
+        b = 0
         if v >= 0 and v < window:
             b = run_bucket(run)
             e = uint64(entries[b * window + v])
@@ -189,8 +181,21 @@ def encode_rlh(levels, ends, n_runs, base, window, entries, value_bits, bucket_e
             n_bits += (esc & 0xF) + value_bits + g_bits
         prev = end
         k += 1
-    word_pos = flush_bits(out32, acc, n_pending, word_pos)
-    return word_pos, n_bits
+    return flush_bits(out32, acc, n_pending, word_pos), n_bits
+
+
+@njit(cache=True)
+def encode_rlh(levels, ends, chunk_runs, chunk, base, window, entries, value_bits, bucket_extra,
+               out32, chunk_bits):
+    """Write (level, run) tokens chunk by chunk; fills ``chunk_bits``, returns the words used."""
+    word_pos = 0
+    k = 0
+    for c in range(chunk_runs.shape[0]):
+        word_pos, chunk_bits[c] = _encode_rlh_chunk(
+            levels, ends, k, chunk_runs[c], c * chunk - 1, base, window, entries, value_bits,
+            bucket_extra, out32, word_pos)
+        k = chunk_runs[c]
+    return word_pos
 
 
 @njit(cache=True)
@@ -247,16 +252,15 @@ def pair_table(table):
 
 
 @njit(cache=True)
-def decode_tokens(words, total_bits, table, pairs, base, value_bits, esc_has_run, lo, hi, out):
-    """Fill ``out`` from (level, run) tokens; returns a status code (errors.py).
+def _decode_token_range(words, bit_pos, total_bits, table, pairs, base, value_bits, esc_has_run,
+                        lo, hi, out, i, n):
+    """Decode elements [i, n) of one chunk from ``bit_pos``; the chunk must end exactly at
+    ``total_bits``. Returns a status code (errors.py).
 
     Tokens are decoded from one 64-bit window while code and extra bits fit in it. An escape
     carries a zigzag level in ``value_bits`` bits, then, when ``esc_has_run``, an Elias-gamma
     run length (otherwise the run is 1).
     """
-    n = out.shape[0]
-    i = 0
-    bit_pos = 0
     while i < n:
         if bit_pos > total_bits:
             return PAYLOAD_OVERRUN
@@ -280,7 +284,7 @@ def decode_tokens(words, total_bits, table, pairs, base, value_bits, esc_has_run
                 return INVALID_CODE
             if e & uint64(ENTRY_ESCAPE):
                 status, i, bit_pos = _escaped_token(words, total_bits, bit_pos + used + length,
-                                                    value_bits, esc_has_run, lo, hi, out, i)
+                                                    value_bits, esc_has_run, lo, hi, out, i, n)
                 if status != OK:
                     return status
                 used = 0
@@ -311,7 +315,26 @@ def decode_tokens(words, total_bits, table, pairs, base, value_bits, esc_has_run
 
 
 @njit(cache=True)
-def _escaped_token(words, total_bits, bit_pos, value_bits, esc_has_run, lo, hi, out, i):
+def decode_tokens(words, starts, chunk_bits, chunk, table, pairs, base, value_bits, esc_has_run,
+                  lo, hi, out):
+    """Fill ``out`` from a chunked token payload, chunk after chunk; returns a status code.
+
+    (Interleaving chunks as ``symbols.decode_levels`` does was measured slower here: a token's
+    run fill makes the chunks advance unevenly, and per-chunk state in arrays costs more than
+    the overlap gains.)
+    """
+    n = out.shape[0]
+    for c in range(starts.shape[0]):
+        status = _decode_token_range(words, starts[c], starts[c] + chunk_bits[c], table, pairs,
+                                     base, value_bits, esc_has_run, lo, hi, out, c * chunk,
+                                     min(n, (c + 1) * chunk))
+        if status != OK:
+            return status
+    return OK
+
+
+@njit(cache=True)
+def _escaped_token(words, total_bits, bit_pos, value_bits, esc_has_run, lo, hi, out, i, n):
     """Rare path: raw level (and gamma run) after an escape code; returns (status, i, bit_pos)."""
     if bit_pos > total_bits:
         return PAYLOAD_OVERRUN, i, bit_pos
@@ -327,7 +350,7 @@ def _escaped_token(words, total_bits, bit_pos, value_bits, esc_has_run, lo, hi, 
         if status != OK:
             return status, i, bit_pos
         run = int64(r)
-    if run > out.shape[0] - i:
+    if run > n - i:
         return RUN_OVERFLOW, i, bit_pos
     out[i:i + run] = level
     return OK, i + run, bit_pos

@@ -9,6 +9,7 @@ READ ME FIRST
    codes that fit in those 12 bits (1-bit codes are common for quantized gradients), and one
    64-bit window feeds LOOKUPS_PER_WINDOW lookups (4 x 12 = 48 bits). Escapes, symbols beyond
    MULTI_SYMBOL_MAX and the last few elements go through the single-symbol table.
+4. Payloads are chunked (kernels/chunks.py); the decoder runs four chunks interleaved.
 """
 import numpy as np
 from numba import njit, uint64, int64
@@ -64,14 +65,13 @@ def pack_entries(codes, lengths):
 
 
 @njit(cache=True)
-def encode_levels(levels, base, window, entries, value_bits, out32):
-    """Write every level's code (or escape + zigzag value); returns (words used, payload bits)."""
+def _encode_chunk(levels, base, window, entries, value_bits, out32, word_pos):
+    """Write ``levels`` (one chunk's view) from ``word_pos``; returns (words end, bits)."""
     esc = entries[window]
     esc_code = esc >> ENTRY_CODE_SHIFT
     esc_len = esc & LENGTH_MASK
     acc = uint64(0)
     n_pending = 0
-    word_pos = 0
     n_bits = 0
     for i in range(levels.shape[0]):
         level = int64(levels[i])
@@ -90,8 +90,19 @@ def encode_levels(levels, base, window, entries, value_bits, out32):
             acc, n_pending, word_pos = put_bits_long(out32, acc, n_pending, word_pos,
                                                      zigzag(level), value_bits)
             n_bits += esc_len + value_bits
-    word_pos = flush_bits(out32, acc, n_pending, word_pos)
-    return word_pos, n_bits
+    return flush_bits(out32, acc, n_pending, word_pos), n_bits
+
+
+@njit(cache=True)
+def encode_levels(levels, base, window, entries, value_bits, chunk, out32, chunk_bits):
+    """Write every level's code (or escape + zigzag value), chunk by chunk (kernels/chunks.py);
+    fills ``chunk_bits`` and returns the words used."""
+    n = levels.shape[0]
+    word_pos = 0
+    for c in range(chunk_bits.shape[0]):
+        word_pos, chunk_bits[c] = _encode_chunk(levels[c * chunk:min(n, (c + 1) * chunk)], base,
+                                                window, entries, value_bits, out32, word_pos)
+    return word_pos
 
 
 @njit(cache=True)
@@ -120,43 +131,45 @@ def multi_symbol_table(table, window):
     return multi
 
 
-@njit(cache=True)
-def decode_levels(words, total_bits, table, multi, base, window, value_bits, lo, hi, out):
-    """Fill ``out`` from the payload; returns a status code (errors.py).
+@njit(cache=True, inline="always")
+def _symbols(e, base):
+    """The 4 levels of a multi-symbol entry (the first ``count`` are real). Scalar in and out:
+    the caller stores them (an array argument would cost a refcount pair per call)."""
+    m = uint64(MULTI_SYMBOL_MAX)
+    return (base + int64((e >> uint64(MULTI_SHIFT)) & m),
+            base + int64((e >> uint64(MULTI_SHIFT + MULTI_SYMBOL_BITS)) & m),
+            base + int64((e >> uint64(MULTI_SHIFT + 2 * MULTI_SYMBOL_BITS)) & m),
+            base + int64((e >> uint64(MULTI_SHIFT + 3 * MULTI_SYMBOL_BITS)) & m))
 
-    ``table``/``multi`` are the single- and multi-symbol tables; ``lo``/``hi`` bound escaped
-    levels to the output dtype.
-    """
-    n = out.shape[0]
-    i = 0
-    bit_pos = 0
-    sym_mask = uint64(MULTI_SYMBOL_MAX)
-    while i < n:
-        if bit_pos > total_bits:
+
+@njit(cache=True)
+def _decode_range(words, bit_pos, end_bit, table, multi, base, window, value_bits, lo, hi, out,
+                  i, stop):
+    """Decode elements [i, stop) of one chunk from ``bit_pos``; the chunk must end exactly at
+    ``end_bit``. Returns a status code."""
+    while i < stop:
+        if bit_pos > end_bit:
             return PAYLOAD_OVERRUN
         j = bit_pos >> 6
         win = window64(words[j], words[j + 1], bit_pos & 63)
         used = 0
         single = False
         for _ in range(LOOKUPS_PER_WINDOW):
-            if i > n - MULTI_SYMBOLS:
-                single = i < n                   # the last few symbols, one at a time
+            if i > stop - MULTI_SYMBOLS:
+                single = i < stop                # the last few symbols, one at a time
                 break
             e = multi[(win << uint64(used)) >> uint64(64 - MAX_CODE_BITS)]
             if e == 0:
                 single = True
                 break
-            out[i] = base + int64((e >> uint64(MULTI_SHIFT)) & sym_mask)
-            out[i + 1] = base + int64((e >> uint64(MULTI_SHIFT + MULTI_SYMBOL_BITS)) & sym_mask)
-            out[i + 2] = base + int64((e >> uint64(MULTI_SHIFT + 2 * MULTI_SYMBOL_BITS)) & sym_mask)
-            out[i + 3] = base + int64((e >> uint64(MULTI_SHIFT + 3 * MULTI_SYMBOL_BITS)) & sym_mask)
+            out[i], out[i + 1], out[i + 2], out[i + 3] = _symbols(e, base)
             i += int64((e >> uint64(4)) & uint64(7))
             used += int64(e & uint64(0xF))
         bit_pos += used
         if not single:
             continue
         # One symbol through the single-symbol table: escapes, large symbols, the tail.
-        if bit_pos > total_bits:
+        if bit_pos > end_bit:
             return PAYLOAD_OVERRUN
         j = bit_pos >> 6
         win = window64(words[j], words[j + 1], bit_pos & 63)
@@ -167,7 +180,7 @@ def decode_levels(words, total_bits, table, multi, base, window, value_bits, lo,
         s = int64(e >> LENGTH_SHIFT)
         bit_pos += length
         if s == window:                          # escape: raw zigzag value follows the code
-            if bit_pos > total_bits:
+            if bit_pos > end_bit:
                 return PAYLOAD_OVERRUN
             level = unzigzag(top_bits(peek64(words, bit_pos), value_bits))
             bit_pos += value_bits
@@ -177,8 +190,70 @@ def decode_levels(words, total_bits, table, multi, base, window, value_bits, lo,
         else:
             out[i] = base + s
         i += 1
-    if bit_pos > total_bits:
+    if bit_pos > end_bit:
         return PAYLOAD_OVERRUN
-    if bit_pos < total_bits:
+    if bit_pos < end_bit:
         return PAYLOAD_UNDERRUN
+    return OK
+
+
+@njit(cache=True)
+def decode_levels(words, starts, chunk_bits, chunk, table, multi, base, window, value_bits,
+                  lo, hi, out):
+    """Fill ``out`` from a chunked payload; returns a status code (errors.py).
+
+    Chunks go four at a time: while all four have room, one multi-symbol lookup per chunk per
+    iteration (four independent chains); then each chunk finishes on the single-chunk path,
+    which checks it ends exactly at its declared bit length.
+    """
+    n = out.shape[0]
+    n_chunks = starts.shape[0]
+    top = uint64(64 - MAX_CODE_BITS)
+    for c0 in range(0, n_chunks, 4):
+        b0 = starts[c0]
+        i0 = c0 * chunk
+        s0 = min(n, i0 + chunk)
+        if c0 + 3 < n_chunks:
+            b1, b2, b3 = starts[c0 + 1], starts[c0 + 2], starts[c0 + 3]
+            i1, i2, i3 = i0 + chunk, i0 + 2 * chunk, i0 + 3 * chunk
+            s1, s2, s3 = i1 + chunk, i2 + chunk, min(n, i3 + chunk)
+            e0_end, e1_end = b0 + chunk_bits[c0], b1 + chunk_bits[c0 + 1]
+            e2_end, e3_end = b2 + chunk_bits[c0 + 2], b3 + chunk_bits[c0 + 3]
+            while (i0 <= s0 - 4 and i1 <= s1 - 4 and i2 <= s2 - 4 and i3 <= s3 - 4 and
+                   b0 <= e0_end and b1 <= e1_end and b2 <= e2_end and b3 <= e3_end):
+                j0, j1, j2, j3 = b0 >> 6, b1 >> 6, b2 >> 6, b3 >> 6
+                m0 = multi[window64(words[j0], words[j0 + 1], b0 & 63) >> top]
+                m1 = multi[window64(words[j1], words[j1 + 1], b1 & 63) >> top]
+                m2 = multi[window64(words[j2], words[j2 + 1], b2 & 63) >> top]
+                m3 = multi[window64(words[j3], words[j3 + 1], b3 & 63) >> top]
+                if m0 == 0 or m1 == 0 or m2 == 0 or m3 == 0:
+                    break
+                out[i0], out[i0 + 1], out[i0 + 2], out[i0 + 3] = _symbols(m0, base)
+                out[i1], out[i1 + 1], out[i1 + 2], out[i1 + 3] = _symbols(m1, base)
+                out[i2], out[i2 + 1], out[i2 + 2], out[i2 + 3] = _symbols(m2, base)
+                out[i3], out[i3 + 1], out[i3 + 2], out[i3 + 3] = _symbols(m3, base)
+                i0 += int64((m0 >> uint64(4)) & uint64(7))
+                i1 += int64((m1 >> uint64(4)) & uint64(7))
+                i2 += int64((m2 >> uint64(4)) & uint64(7))
+                i3 += int64((m3 >> uint64(4)) & uint64(7))
+                b0 += int64(m0 & uint64(0xF))
+                b1 += int64(m1 & uint64(0xF))
+                b2 += int64(m2 & uint64(0xF))
+                b3 += int64(m3 & uint64(0xF))
+            for c, b, i, s in ((c0 + 1, b1, i1, s1), (c0 + 2, b2, i2, s2), (c0 + 3, b3, i3, s3)):
+                status = _decode_range(words, b, starts[c] + chunk_bits[c], table, multi, base,
+                                       window, value_bits, lo, hi, out, i, s)
+                if status != OK:
+                    return status
+        else:
+            for c in range(c0 + 1, n_chunks):
+                status = _decode_range(words, starts[c], starts[c] + chunk_bits[c], table, multi,
+                                       base, window, value_bits, lo, hi, out, c * chunk,
+                                       min(n, (c + 1) * chunk))
+                if status != OK:
+                    return status
+        status = _decode_range(words, b0, starts[c0] + chunk_bits[c0], table, multi, base,
+                               window, value_bits, lo, hi, out, i0, s0)
+        if status != OK:
+            return status
     return OK

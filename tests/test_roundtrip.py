@@ -48,16 +48,17 @@ def test_a_stream_decodes_without_knowing_its_encoder():
         np.testing.assert_array_equal(hh.decode(bytes(buf)), x)
 
 
-@given(levels=level_arrays(max_size=400), max_run=st.integers(1, 9))
-def test_run_ends_mark_every_run_and_long_runs_split(levels, max_run):
-    from horovod_huffman.kernels.runs import run_ends, split_long_runs
+@given(levels=level_arrays(max_size=400), chunk=st.integers(1, 9))
+def test_run_ends_mark_every_run_and_every_chunk_end(levels, chunk):
+    from horovod_huffman.kernels.runs import run_ends
     if levels.size == 0:
         return
+    n_chunks = -(-levels.size // chunk)
     ends = np.empty(levels.size, dtype=np.int32)
-    n_runs = run_ends(levels, ends)
-    expected = np.flatnonzero(np.append(levels[1:] != levels[:-1], True))
-    np.testing.assert_array_equal(ends[:n_runs], expected)
-    split, n_split = split_long_runs(ends, n_runs, max_run)
-    runs = np.diff(np.asarray(split[:n_split], dtype=np.int64), prepend=-1)
-    assert runs.max() <= max_run and runs.sum() == levels.size
-    assert set(expected) <= set(np.asarray(split[:n_split]).tolist())
+    chunk_runs = np.empty(n_chunks, dtype=np.int64)
+    n_runs = run_ends(levels, chunk, ends, chunk_runs)
+    boundary = np.append(levels[1:] != levels[:-1], True)
+    boundary[chunk - 1::chunk] = True
+    np.testing.assert_array_equal(ends[:n_runs], np.flatnonzero(boundary))
+    np.testing.assert_array_equal(chunk_runs, [np.count_nonzero(boundary[:min(levels.size, (c + 1) * chunk)])
+                                               for c in range(n_chunks)])

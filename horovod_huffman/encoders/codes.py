@@ -2,12 +2,14 @@
 code, writing and reading the canonical codebook, and building the tables."""
 import numpy as np
 
+from horovod_huffman.kernels.chunks import CHUNK_LEVELS, chunk_starts, payload_bits
 from horovod_huffman.kernels.codebook import write_codebook, read_codebook
 from horovod_huffman.kernels.errors import OK
 from horovod_huffman.kernels.huffman import (MAX_CODE_BITS, MAX_CODED_SYMBOLS, code_lengths,
                                              canonical_codes, kraft_units)
 
 from ..errors import DecodeError
+from ..wire import MAX_ELEMENTS
 
 # Alphabet size (symbol ids) any Huffman-family stream may declare; bounds decoder tables.
 MAX_SYMBOLS = 1 << 17
@@ -57,3 +59,30 @@ def read_lengths(reader, n_symbols, name):
 def code_cost_bits(counts, lengths):
     """Total bits of the codes for ``counts`` symbols at ``lengths``."""
     return int(np.dot(counts.astype(np.int64), lengths.astype(np.int64)))
+
+
+def chunk_count(n, chunk=CHUNK_LEVELS):
+    """Chunks of ``chunk`` levels (the last may be shorter) covering ``n`` levels."""
+    return max(1, -(-n // chunk))
+
+
+def write_chunks(writer, chunk, chunk_bits):
+    """Append the chunk size and every chunk's bit count to a ParamWriter."""
+    writer.uint(chunk)
+    for bits in chunk_bits:
+        writer.uint(bits)
+
+
+def read_chunks(reader, n, total_bits, name):
+    """(chunk size, chunk start offsets, chunk bit counts) of a stream of ``n`` levels, checked
+    against the payload's ``total_bits``."""
+    chunk = reader.uint("chunk size", 1, MAX_ELEMENTS)
+    n_chunks = chunk_count(n, chunk)
+    if n_chunks > reader.remaining():
+        raise DecodeError(f"{name}: {n_chunks} chunks declared, the parameters cannot hold them")
+    bits = np.array([reader.uint("chunk bits", 0, total_bits) for _ in range(n_chunks)],
+                    dtype=np.int64)
+    if payload_bits(bits) != total_bits:
+        raise DecodeError(f"{name}: chunk lengths add up to {payload_bits(bits)} bits, the "
+                          f"header declares {total_bits}")
+    return chunk, chunk_starts(bits), bits

@@ -5,11 +5,12 @@ code lengths come from: the full histogram (``huffman``) or a uniform random sam
 positions with add-one smoothing over every level in [min, max] (``sh``, the paper's sample
 Huffman, which skips the full histogram pass).
 
-Parameters: mode (0 coded, 1 constant); constant: the level; coded: base, window, codebook
-over window + 1 symbols (symbol window = escape).
+Parameters: mode (0 coded, 1 constant); constant: the level; coded: base, window, chunk size,
+bits of every chunk, codebook over window + 1 symbols (symbol window = escape).
 """
 import numpy as np
 
+from horovod_huffman.kernels.chunks import CHUNK_LEVELS, payload_bits
 from horovod_huffman.kernels.huffman import MAX_CODE_BITS, canonical_codes, decode_table
 from horovod_huffman.kernels.symbols import level_histogram, pack_entries, encode_levels, \
     decode_levels, multi_symbol_table
@@ -17,7 +18,8 @@ from horovod_huffman.kernels.symbols import level_histogram, pack_entries, encod
 from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
 from .base import Encoder, out_words, check_status
-from .codes import lengths_for, write_lengths, read_lengths, code_cost_bits
+from .codes import (lengths_for, write_lengths, read_lengths, code_cost_bits, chunk_count,
+                    write_chunks, read_chunks)
 
 # Levels coded directly span at most this many values; others take the escape.
 MAX_WINDOW = 1 << 16
@@ -78,10 +80,12 @@ class Huffman(Encoder):
             return
         base = reader.sint("base", lo, hi)
         window = reader.uint("window", 1, min(MAX_WINDOW, hi - base + 1))
+        chunk, starts, chunk_bits = read_chunks(reader, out.size, payload_bits, cls.name)
         lengths, codes = read_lengths(reader, window + 1, cls.name)
         table = decode_table(lengths, codes)
-        status = decode_levels(words, payload_bits, table, multi_symbol_table(table, window),
-                               base, window, value_bits(out.dtype), lo, hi, out)
+        status = decode_levels(words, starts, chunk_bits, chunk, table,
+                               multi_symbol_table(table, window), base, window,
+                               value_bits(out.dtype), lo, hi, out)
         check_status(status, cls.name)
 
 
@@ -91,15 +95,17 @@ def emit(levels, plan):
     if plan.constant:
         level = plan.base + int(np.flatnonzero(plan.lengths)[0])
         return writer.uint(MODE_CONSTANT).sint(level).getvalue(), out_words(0), 0, 0
-    writer.uint(MODE_CODED).sint(plan.base).uint(plan.window)
-    write_lengths(writer, plan.lengths)
     entries = pack_entries(canonical_codes(plan.lengths), plan.lengths)
     vbits = value_bits(levels.dtype)
+    chunk_bits = np.zeros(chunk_count(levels.size), dtype=np.int64)
     # Every element costs at most the longest code plus, if escaped, a raw value.
-    worst = levels.size * (MAX_CODE_BITS + vbits)
-    out32 = out_words(worst)
-    n_words, n_bits = encode_levels(levels, plan.base, plan.window, entries, vbits, out32)
-    return writer.getvalue(), out32, n_words, n_bits
+    out32 = out_words(levels.size * (MAX_CODE_BITS + vbits) + 32 * chunk_bits.size)
+    n_words = encode_levels(levels, plan.base, plan.window, entries, vbits, CHUNK_LEVELS, out32,
+                            chunk_bits)
+    writer.uint(MODE_CODED).sint(plan.base).uint(plan.window)
+    write_chunks(writer, CHUNK_LEVELS, chunk_bits)
+    write_lengths(writer, plan.lengths)
+    return writer.getvalue(), out32, n_words, payload_bits(chunk_bits)
 
 
 def plan_bits(plan, counts, vbits):

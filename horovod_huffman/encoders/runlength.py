@@ -13,9 +13,10 @@ lengths. Parameters: base, window, k, codebook over window + k + 1 symbols.
 """
 import numpy as np
 
+from horovod_huffman.kernels.chunks import CHUNK_LEVELS, payload_bits
 from horovod_huffman.kernels.huffman import MAX_CODE_BITS, MAX_CODED_SYMBOLS, canonical_codes
-from horovod_huffman.kernels.runs import (RUN_BUCKETS, BUCKET_BASE, BUCKET_EXTRA, MAX_RUN,
-                                          run_ends, split_long_runs, pair_table,
+from horovod_huffman.kernels.runs import (RUN_BUCKETS, BUCKET_BASE, BUCKET_EXTRA, run_ends,
+                                          pair_table,
                                           rlh_histogram, encode_rlh, encode_shs, token_table,
                                           decode_tokens)
 from horovod_huffman.kernels.symbols import level_histogram, pack_entries
@@ -23,8 +24,8 @@ from horovod_huffman.kernels.symbols import level_histogram, pack_entries
 from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
 from .base import Encoder, out_words, check_status
-from .codes import MAX_SYMBOLS, lengths_for, weights_from_probabilities, write_lengths, \
-    read_lengths
+from .codes import (MAX_SYMBOLS, lengths_for, weights_from_probabilities, write_lengths,
+                    read_lengths, chunk_count, write_chunks, read_chunks)
 
 # rlh: window * RUN_BUCKETS + 1 symbols must stay within MAX_SYMBOLS.
 RLH_MAX_WINDOW = (MAX_SYMBOLS - 1) // RUN_BUCKETS
@@ -50,40 +51,42 @@ class RLH(Encoder):
         lo, hi = int(levels.min()), int(levels.max())
         base, window = lo, min(hi - lo + 1, RLH_MAX_WINDOW)
         ends = np.empty(levels.size, dtype=np.int32 if levels.size < 2**31 else np.int64)
-        n_runs = run_ends(levels, ends)
-        if levels.size > MAX_RUN:
-            ends, n_runs = split_long_runs(ends, n_runs)
+        chunk_runs = np.empty(chunk_count(levels.size), dtype=np.int64)
+        n_runs = run_ends(levels, CHUNK_LEVELS, ends, chunk_runs)
         counts = np.zeros(window * RUN_BUCKETS + 1, dtype=np.int64)
         rlh_histogram(levels, ends, n_runs, base, window, counts)
-        return base, window, counts, ends, n_runs
+        return base, window, counts, ends, chunk_runs
 
     def _encode(self, levels):
-        base, window, counts, ends, n_runs = self.token_counts(levels)
+        base, window, counts, ends, chunk_runs = self.token_counts(levels)
         escape = window * RUN_BUCKETS
         lengths = lengths_for(counts, escape)
-        writer = ParamWriter().sint(base).uint(window)
-        write_lengths(writer, lengths)
         entries = pack_entries(canonical_codes(lengths), lengths)
         vbits = value_bits(levels.dtype)
-        worst = rlh_payload_bits(counts, lengths, window) + \
+        chunk_bits = np.zeros(chunk_runs.size, dtype=np.int64)
+        worst = rlh_payload_bits(counts, lengths, window) + 32 * chunk_bits.size + \
             int(counts[escape]) * (vbits + RLH_ESCAPE_RUN_BITS + MAX_CODE_BITS)
         out32 = out_words(worst)
-        n_words, n_bits = encode_rlh(levels, ends, n_runs, base, window, entries, vbits,
-                                     BUCKET_EXTRA, out32)
-        return writer.getvalue(), out32, n_words, n_bits
+        n_words = encode_rlh(levels, ends, chunk_runs, CHUNK_LEVELS, base, window, entries, vbits,
+                             BUCKET_EXTRA, out32, chunk_bits)
+        writer = ParamWriter().sint(base).uint(window)
+        write_chunks(writer, CHUNK_LEVELS, chunk_bits)
+        write_lengths(writer, lengths)
+        return writer.getvalue(), out32, n_words, payload_bits(chunk_bits)
 
     @classmethod
     def _decode(cls, reader, words, payload_bits, out):
         lo, hi = dtype_range(out.dtype)
         base = reader.sint("base", lo, hi)
         window = reader.uint("window", 1, min(RLH_MAX_WINDOW, hi - base + 1))
+        chunk, starts, chunk_bits = read_chunks(reader, out.size, payload_bits, cls.name)
         n_symbols = window * RUN_BUCKETS + 1
         lengths, codes = read_lengths(reader, n_symbols, cls.name)
         symbols = np.arange(n_symbols - 1)
         buckets = symbols // window
         table = token_table(lengths, codes, symbols % window, BUCKET_BASE[buckets],
                             BUCKET_EXTRA[buckets], n_symbols - 1)
-        status = decode_tokens(words, payload_bits, table, pair_table(table), base,
+        status = decode_tokens(words, starts, chunk_bits, chunk, table, pair_table(table), base,
                                value_bits(out.dtype), True, lo, hi, out)
         check_status(status, cls.name)
 
@@ -165,6 +168,7 @@ class SHS(Encoder):
         base = reader.sint("base", lo, hi)
         window = reader.uint("window", 1, min(MAX_CODED_SYMBOLS, hi - base + 1))
         k = reader.uint("k", 1, SHS_MAX_K)
+        chunk, starts, chunk_bits = read_chunks(reader, out.size, payload_bits, cls.name)
         n_symbols = window + k + 1
         lengths, codes = read_lengths(reader, n_symbols, cls.name)
         zero = -base
@@ -174,17 +178,18 @@ class SHS(Encoder):
         run_base = np.concatenate([np.ones(window, np.int64), np.arange(1, k + 1)])
         table = token_table(lengths, codes, level_index, run_base,
                             np.zeros(window + k, np.int64), n_symbols - 1)
-        status = decode_tokens(words, payload_bits, table, pair_table(table), base,
+        status = decode_tokens(words, starts, chunk_bits, chunk, table, pair_table(table), base,
                                value_bits(out.dtype), False, lo, hi, out)
         check_status(status, cls.name)
 
 
 def emit_shs(levels, plan):
     """Encode ``levels`` with an SHS plan: (params, words, n_words, n_bits)."""
-    writer = ParamWriter().sint(plan.base).uint(plan.window).uint(plan.k)
-    write_lengths(writer, plan.lengths)
     entries = pack_entries(canonical_codes(plan.lengths), plan.lengths)
     vbits = value_bits(levels.dtype)
     out32 = out_words(levels.size * (MAX_CODE_BITS + vbits))
     n_words, n_bits = encode_shs(levels, plan.base, plan.window, plan.k, entries, vbits, out32)
+    writer = ParamWriter().sint(plan.base).uint(plan.window).uint(plan.k)
+    write_chunks(writer, levels.size, [n_bits])          # one chunk (see docs/wire-format.md)
+    write_lengths(writer, plan.lengths)
     return writer.getvalue(), out32, n_words, n_bits
