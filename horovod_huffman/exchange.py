@@ -94,6 +94,26 @@ def contract(x, qt):
     return type(qt)(qt.levels, scales, qt.shape, qt.dtype, qt.bucket_size)
 
 
+def placeholder_values(rank):
+    """What ``compress`` hands the optimizer's allreduce in place of the gradient: [1, rank + 1].
+    Reduced, it reads [1, (n + 1) / 2] under Average (whatever the pre/postscale factors) and
+    [n, n (n + 1) / 2] under Sum, which tells ``reduction_scale`` the op."""
+    return [1.0, rank + 1.0]
+
+
+def reduction_scale(reduced, n, name):
+    """1/n when the optimizer averaged the placeholder, 1 when it summed; other ops raise."""
+    first, second = float(reduced[0]), float(reduced[1])
+    tol = 1e-2
+    if abs(first - 1.0) < tol and abs(second - (n + 1) / 2) < tol * n:
+        return 1.0 / n
+    if abs(first - n) < tol * n and abs(second - n * (n + 1) / 2) < tol * n * n:
+        return 1.0
+    raise ValueError(f"{name}: the optimizer reduced with an op other than Average or Sum "
+                     f"(placeholder became [{first}, {second}] over {n} ranks); horovod-huffman "
+                     "supports op=hvd.Average and op=hvd.Sum")
+
+
 @dataclass
 class StepStats:
     """Counters for one step (or the whole run): bytes in units of bytes, times in seconds."""
@@ -136,6 +156,8 @@ class Codec:
     steps: dict = field(default_factory=dict)
     current: StepStats = field(default_factory=StepStats)
     total: StepStats = field(default_factory=StepStats)
+    last: StepStats = None
+    _seen: set = field(default_factory=set)
 
     def __post_init__(self):
         if isinstance(self.encoder, str):
@@ -149,6 +171,9 @@ class Codec:
         ``raw_itemsize``: bytes per element of the uncompressed gradient, for the statistics
         (default: the array's; pass 2 for a bfloat16 gradient handed over as float32).
         """
+        if name in self._seen:              # a parameter's second gradient: a new step began
+            self.end_step()
+        self._seen.add(name)
         t0 = time.perf_counter()
         work = np.asarray(grad, dtype=np.float64 if grad.dtype == np.float64 else np.float32)
         if self.error_feedback:
@@ -190,13 +215,26 @@ class Codec:
         return total
 
     def end_step(self):
-        """Close the current step's counters: add them to the total, log, and return them."""
+        """Close the current step's counters (done automatically when a parameter's next
+        gradient arrives): add them to the total, log, and return them."""
         step = self.current
         self.total.add(step)
         self.current = StepStats()
+        self.last = step
+        self._seen = set()
         if step.tensors:
             d = step.as_dict()
             log.info("horovod-huffman step: %d tensors, %d coords, %.3f bits/coord, %.1fx smaller, "
                      "encode %.1f ms, decode %.1f ms", d["tensors"], d["coords"],
                      d["bits_per_coord"], d["ratio"], 1e3 * d["encode_s"], 1e3 * d["decode_s"])
         return step
+
+    def stats(self):
+        """{"step": the last completed step, "current": the step in progress, "total": all steps};
+        each a dict of tensors, coords, raw_bytes, sent_bytes, bits_per_coord, ratio, encode_s,
+        decode_s (bytes in bytes, times in seconds, as seen by this rank)."""
+        total = StepStats()
+        total.add(self.total)
+        total.add(self.current)
+        return {"step": self.last.as_dict() if self.last else None,
+                "current": self.current.as_dict(), "total": total.as_dict()}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Install Horovod 0.28.1 built from its PyPI sdist against the installed torch (Gloo, no MPI),
-# building the wheel once into a cache directory and reusing it on later runs.
+# Install Horovod 0.28.1 built from its PyPI sdist against the installed torch (and TensorFlow,
+# when it is installed), with Gloo and without MPI, building the wheel once into a cache
+# directory and reusing it on later runs.
 #
 # Two fixes make 0.28.1 build against torch 2.13 with a current CMake:
 #   - CMAKE_POLICY_VERSION_MINIMUM=3.5: CMake 4 refuses the sdist's old cmake_minimum_required;
@@ -13,17 +14,28 @@ HOROVOD_VERSION=0.28.1
 PY=${PYTHON:-python}
 CACHE=${HOROVOD_WHEEL_CACHE:-$HOME/.cache/horovod-huffman}
 
-if "$PY" -c "import horovod.torch" 2>/dev/null; then
-    echo "horovod.torch already importable"
+tf_version=$("$PY" -c "import tensorflow as tf; print(tf.__version__)" 2>/dev/null || true)
+check="import horovod.torch"
+if [ -n "$tf_version" ]; then
+    check="$check, horovod.tensorflow"
+fi
+if "$PY" -c "$check" 2>/dev/null; then
+    echo "Horovod already importable ($check)"
     exit 0
 fi
 
 torch_version=$("$PY" -c "import torch; print(torch.__version__)")
 py_tag=$("$PY" -c "import sys; print(f'cp{sys.version_info[0]}{sys.version_info[1]}')")
-wheel_dir="$CACHE/horovod-$HOROVOD_VERSION-torch-$torch_version-$py_tag-gloo"
+frameworks="torch-$torch_version"
+tf_flag=HOROVOD_WITHOUT_TENSORFLOW=1
+if [ -n "$tf_version" ]; then
+    frameworks="$frameworks-tf-$tf_version"
+    tf_flag=HOROVOD_WITH_TENSORFLOW=1
+fi
+wheel_dir="$CACHE/horovod-$HOROVOD_VERSION-$frameworks-$py_tag-gloo"
 
 if ! ls "$wheel_dir"/horovod-*.whl >/dev/null 2>&1; then
-    echo "building Horovod $HOROVOD_VERSION against torch $torch_version (a few minutes, once)"
+    echo "building Horovod $HOROVOD_VERSION for $frameworks (a few minutes, once)"
     work=$(mktemp -d)
     trap 'rm -rf "$work"' EXIT
     "$PY" -m pip install -q "cmake>=3.13" wheel setuptools
@@ -33,12 +45,14 @@ if ! ls "$wheel_dir"/horovod-*.whl >/dev/null 2>&1; then
     sed -i 's/CMAKE_CXX_STANDARD 14/CMAKE_CXX_STANDARD 17/' \
         "$src/CMakeLists.txt" "$src/horovod/torch/CMakeLists.txt"
     mkdir -p "$wheel_dir"
-    (cd "$src" && CMAKE_POLICY_VERSION_MINIMUM=3.5 \
+    (cd "$src" && env CMAKE_POLICY_VERSION_MINIMUM=3.5 "$tf_flag" \
         HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 HOROVOD_WITH_PYTORCH=1 \
-        HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_MXNET=1 \
-        MAKEFLAGS="-j$(nproc)" \
-        "$PY" -m pip wheel -q --no-deps --no-build-isolation . -w "$wheel_dir")
+        HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS="-j$(nproc)" \
+        "$PY" -m pip wheel -q --no-deps --no-build-isolation . -w "$wheel_dir") || {
+        rmdir "$wheel_dir" 2>/dev/null || true
+        exit 1
+    }
 fi
-"$PY" -m pip install -q --no-deps "$wheel_dir"/horovod-*.whl
+"$PY" -m pip install -q --no-deps --force-reinstall "$wheel_dir"/horovod-*.whl
 "$PY" -m pip install -q cloudpickle psutil pyyaml packaging cffi
-"$PY" -c "import horovod.torch as hvd; print('horovod', __import__('horovod').__version__, 'gloo built:', hvd.gloo_built())"
+"$PY" -c "$check; import horovod; print('horovod', horovod.__version__, 'for', '$frameworks')"

@@ -19,3 +19,11 @@ def horovodrun(n_ranks, script, *args, timeout=600):
            *map(str, args)]
     proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     return proc.returncode, proc.stdout + proc.stderr
+
+
+def python_run(script, *args, timeout=600):
+    """(returncode, output) of ``python script args`` as a single process (Horovod size 1)."""
+    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, script), *map(str, args)], env=env,
+                          cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    return proc.returncode, proc.stdout + proc.stderr

@@ -21,7 +21,7 @@ import horovod.torch as hvd
 from horovod.torch.compression import Compression as _HorovodCompression
 
 from ..encoders import ENCODERS, get_encoder
-from ..exchange import Codec, StepStats
+from ..exchange import Codec, placeholder_values, reduction_scale
 from ..quantizers import QSGD
 
 __all__ = ["Compression", "HuffmanCompressor"]
@@ -66,8 +66,6 @@ class HuffmanCompressor:
         if named_parameters is not None:
             self._names = {id(p): name for name, p in named_parameters}
         self.process_set = process_set
-        self._seen_this_step = set()
-        self._last_step = None
 
     # ---- Horovod's Compressor API --------------------------------------------------------
 
@@ -81,18 +79,14 @@ class HuffmanCompressor:
                 return tensor.float(), torch.bfloat16
             return tensor, None
         name, process_set = self._identify(tensor)
-        if name in self._seen_this_step:        # a parameter's second gradient: a new step
-            self.end_step()
-        self._seen_this_step.add(name)
         grad = tensor.detach()
         host = grad.to(_HOST_DTYPES.get(grad.dtype, grad.dtype)).cpu().contiguous()
         data, step = self.codec.encode(name, host.numpy(), raw_itemsize=grad.element_size())
         handle = hvd.allgather_async(torch.from_numpy(data), name=f"horovod_huffman.{name}",
                                      process_set=process_set)
         rank = process_set.rank() if process_set is not None else hvd.rank()
-        # Reduced by the optimizer's allreduce: [1, rank + 1] -> Average [1, (n + 1) / 2],
-        # Sum [n, n (n + 1) / 2]; decompress reads the op off the result.
-        placeholder = torch.tensor([1.0, rank + 1.0], dtype=torch.float32, device=tensor.device)
+        placeholder = torch.tensor(placeholder_values(rank), dtype=torch.float32,
+                                   device=tensor.device)
         return placeholder, _Pending(handle, name, step, tuple(tensor.shape), tensor.dtype,
                                      tensor.device, process_set)
 
@@ -104,7 +98,7 @@ class HuffmanCompressor:
         gathered = hvd.synchronize(ctx.handle)
         n = ctx.process_set.size() if ctx.process_set is not None else hvd.size()
         total = self.codec.decode_sum(gathered.numpy(), n, ctx.name, ctx.step, ctx.shape)
-        scale = _reduction_scale(tensor, n, ctx.name)
+        scale = reduction_scale(tensor.detach().float().cpu().numpy(), n, ctx.name)
         out = torch.from_numpy(total)
         if scale != 1.0:
             out.mul_(scale)
@@ -113,21 +107,13 @@ class HuffmanCompressor:
     # ---- statistics --------------------------------------------------------------------------
 
     def stats(self):
-        """{"step": the last completed step, "current": the step in progress, "total": all steps};
-        each a dict of tensors, coords, raw_bytes, sent_bytes, bits_per_coord, ratio, encode_s,
-        decode_s (bytes in bytes, times in seconds, as seen by this rank)."""
-        last = self._last_step
-        total = StepStats()
-        total.add(self.codec.total)
-        total.add(self.codec.current)
-        return {"step": last.as_dict() if last else None,
-                "current": self.codec.current.as_dict(), "total": total.as_dict()}
+        """Bytes, bits per coordinate and times of this rank's last step, current step and all
+        steps (``Codec.stats``)."""
+        return self.codec.stats()
 
     def end_step(self):
         """Close the statistics of the current step (also done when the next step starts)."""
-        self._last_step = self.codec.end_step()
-        self._seen_this_step = set()
-        return self._last_step.as_dict()
+        return self.codec.end_step().as_dict()
 
     # ---- which parameter is this? --------------------------------------------------------------
 
@@ -169,19 +155,6 @@ class HuffmanCompressor:
         if process_set is None and optimizer is not None:
             process_set = getattr(optimizer, "process_set", None)
         return name, process_set
-
-
-def _reduction_scale(placeholder, n, name):
-    """1/n when the optimizer averaged the placeholder, 1 when it summed; refuses other ops."""
-    first, second = (float(v) for v in placeholder.detach().float().cpu())
-    tol = 1e-2
-    if abs(first - 1.0) < tol and abs(second - (n + 1) / 2) < tol * n:
-        return 1.0 / n
-    if abs(first - n) < tol * n and abs(second - n * (n + 1) / 2) < tol * n * n:
-        return 1.0
-    raise ValueError(f"{name}: the optimizer reduced with an op other than Average or Sum "
-                     f"(placeholder became [{first}, {second}] over {n} ranks); horovod-huffman "
-                     "supports op=hvd.Average and op=hvd.Sum")
 
 
 class _Ready:

@@ -1,0 +1,148 @@
+"""Data-parallel training of a small CNN on scikit-learn's digits with TensorFlow and
+Huffman-coded gradients.
+
+    horovodrun --gloo -np 2 python examples/tensorflow2_digits.py --compression rlh --mode keras
+
+--mode tape:      a tf.function train step with hvd.DistributedGradientTape;
+--mode keras:     a Keras model whose custom train_step uses the tape, trained with model.fit;
+--mode optimizer: hvd.DistributedOptimizer around a tf.compat.v1 optimizer.
+Rank 0 prints per-epoch loss, test accuracy and compression statistics, then a JSON line
+(``RESULT {...}``) that the tests read.
+"""
+import argparse
+import json
+import os
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np                   # noqa: E402
+import tensorflow as tf              # noqa: E402
+import horovod.tensorflow as hvd     # noqa: E402
+
+import horovod_huffman as hh                                 # noqa: E402
+from horovod_huffman.bench.traces import digits_data         # noqa: E402
+from horovod_huffman.tensorflow import Compression           # noqa: E402
+
+COMPRESSIONS = ["none", "fp16"] + list(hh.ENCODERS)
+
+
+def make_compression(name, args):
+    if name in ("none", "fp16"):
+        return getattr(Compression, name)
+    return Compression.build(encoder=name, quantizer=hh.QSGD(levels=args.levels),
+                             error_feedback=not args.no_error_feedback,
+                             seed=args.seed * 65536 + hvd.rank())
+
+
+def cnn():
+    layers = tf.keras.layers
+    return [layers.Reshape((8, 8, 1)), layers.Conv2D(32, 3, padding="same", activation="relu"),
+            layers.Conv2D(64, 3, padding="same", activation="relu"), layers.MaxPool2D(),
+            layers.Flatten(), layers.Dense(128, activation="relu"), layers.Dense(10)]
+
+
+class TapeModel(tf.keras.Sequential):
+    """A Keras model whose train_step reduces gradients with hvd.DistributedGradientTape."""
+
+    def __init__(self, compression, **kwargs):
+        super().__init__(cnn(), **kwargs)
+        self.compression = compression
+
+    def train_step(self, data):
+        x, y = data
+        with tf.GradientTape() as tape:
+            loss = self.compiled_loss(y, self(x, training=True))
+        tape = hvd.DistributedGradientTape(tape, compression=self.compression)
+        grads = tape.gradient(loss, self.trainable_variables)
+        self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
+        return {"loss": loss}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--compression", default="rlh", choices=COMPRESSIONS)
+    p.add_argument("--mode", default="tape", choices=["tape", "keras", "optimizer"])
+    p.add_argument("--epochs", type=int, default=8)
+    p.add_argument("--batch-size", type=int, default=32, help="per rank")
+    p.add_argument("--lr", type=float, default=0.02, help="scaled by the number of ranks")
+    p.add_argument("--levels", type=int, default=8, help="QSGD levels s")
+    p.add_argument("--no-error-feedback", action="store_true")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args()
+
+    hvd.init()
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    tf.random.set_seed(args.seed)
+    xtr, ytr, xte, yte = digits_data()
+    x, y = xtr[hvd.rank()::hvd.size()], ytr[hvd.rank()::hvd.size()]
+    steps = len(y) // args.batch_size
+    x, y = x[:steps * args.batch_size], y[:steps * args.batch_size]
+    compression = make_compression(args.compression, args)
+    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    lr = args.lr * hvd.size()
+
+    if args.mode == "keras":
+        model = TapeModel(compression)
+        model.compile(optimizer=tf.keras.optimizers.SGD(lr, momentum=0.9), loss=loss_fn)
+        model(x[:1])
+        hvd.broadcast_variables(model.variables, root_rank=0)
+    else:
+        model = tf.keras.Sequential(cnn())
+        model(x[:1])
+        hvd.broadcast_variables(model.variables, root_rank=0)
+        if args.mode == "tape":
+            opt = tf.keras.optimizers.SGD(lr, momentum=0.9)
+
+            @tf.function
+            def step(xb, yb):
+                with tf.GradientTape() as tape:
+                    loss = loss_fn(yb, model(xb, training=True))
+                tape = hvd.DistributedGradientTape(tape, compression=compression)
+                grads = tape.gradient(loss, model.trainable_variables)
+                opt.apply_gradients(zip(grads, model.trainable_variables))
+                return loss
+        else:
+            opt = hvd.DistributedOptimizer(tf.compat.v1.train.MomentumOptimizer(lr, 0.9),
+                                           compression=compression)
+
+            def step(xb, yb):
+                def loss():
+                    return loss_fn(yb, model(xb, training=True))
+                opt.minimize(loss, var_list=model.trainable_variables)
+                return loss()
+
+    rng = np.random.default_rng(args.seed + hvd.rank())
+    t0 = time.perf_counter()
+    for epoch in range(args.epochs):
+        order = rng.permutation(len(y))
+        if args.mode == "keras":
+            hist = model.fit(x[order], y[order], batch_size=args.batch_size, epochs=1,
+                             shuffle=False, verbose=0)
+            train_loss = float(hist.history["loss"][-1])
+        else:
+            losses = [float(step(x[order[s:s + args.batch_size]], y[order[s:s + args.batch_size]]))
+                      for s in range(0, len(y), args.batch_size)]
+            train_loss = float(np.mean(losses))
+        logits = model(xte, training=False)
+        acc = float(np.mean(np.argmax(logits, 1) == yte))
+        if hvd.rank() == 0:
+            line = f"epoch {epoch + 1}: train loss {train_loss:.4f}, test accuracy {100 * acc:.2f}%"
+            if hasattr(compression, "stats"):
+                t = compression.stats()["total"]
+                line += f", {t['bits_per_coord']:.3f} bits/coord, {t['ratio']:.1f}x smaller"
+            print(line, flush=True)
+    flat = np.concatenate([v.numpy().reshape(-1) for v in model.trainable_variables])
+    same = all(np.array_equal(flat, o) for o in hvd.allgather_object(flat))
+    if hvd.rank() == 0:
+        result = {"compression": args.compression, "mode": args.mode, "ranks": hvd.size(),
+                  "test_accuracy": acc, "identical_parameters": bool(same),
+                  "seconds": time.perf_counter() - t0}
+        if hasattr(compression, "stats"):
+            result["stats"] = compression.stats()["total"]
+        print("RESULT " + json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""TensorFlow adapter: Horovod compressors that send Huffman-coded quantized gradients.
+
+>>> import horovod.tensorflow as hvd                                # doctest: +SKIP
+>>> from horovod_huffman.tensorflow import Compression
+>>> tape = hvd.DistributedGradientTape(tape, compression=Compression.rlh)  # doctest: +SKIP
+
+The same design as the PyTorch adapter (docs/torch-adapter.md), in graph-safe form: ``compress``
+encodes the gradient in a ``tf.numpy_function`` (the shared framework-free core), starts
+Horovod's TensorFlow allgather of the bytes, and hands the allreduce a two-element placeholder;
+``decompress`` decodes and sums every rank's stream in a second ``tf.numpy_function`` with a
+static output shape, scaled as the placeholder's reduction says (Average or Sum). Works eagerly
+and inside ``tf.function``, which is where Horovod runs the tape's allreduce. Streams are the
+same bytes the PyTorch adapter sends.
+"""
+import itertools
+
+import numpy as np
+import tensorflow as tf
+
+import horovod.tensorflow as hvd
+from horovod.tensorflow.compression import Compression as _HorovodCompression
+
+from ..encoders import ENCODERS, get_encoder
+from ..exchange import Codec, placeholder_values, reduction_scale
+from ..quantizers import QSGD
+
+__all__ = ["Compression", "HuffmanCompressor"]
+
+# As in the PyTorch adapter: smaller tensors ride the ordinary allreduce.
+DEFAULT_MIN_NUMEL = 1024
+
+
+class HuffmanCompressor:
+    """A Horovod TensorFlow compressor (``compress``/``decompress``) around a ``Codec``.
+
+    ``compress(tensor) -> (placeholder, ctx)``. ctx is None when the tensor rides the ordinary
+    allreduce (fewer than ``min_numel`` elements, not floating point, or of unknown size), a
+    ``tf.DType`` when it is sent uncompressed as float32 and cast back (bfloat16), and otherwise
+    a tuple (gathered bytes tensor, step tensor, parameter key, shape tensor, dtype, ranks).
+    """
+
+    def __init__(self, codec, min_numel=DEFAULT_MIN_NUMEL, process_set=None):
+        self.codec = codec
+        self.min_numel = int(min_numel)
+        self.process_set = process_set
+        self._eager_keys = itertools.count()
+        self.parameter_shapes = {}
+        """Key -> static shape of every gradient this compressor has encoded (keys are graph
+        tensor names: the same on every rank)."""
+
+    def compress(self, tensor):
+        numel = tensor.shape.num_elements()
+        if not tensor.dtype.is_floating or numel is None or numel < self.min_numel:
+            if tensor.dtype == tf.bfloat16:
+                return tf.cast(tensor, tf.float32), tf.bfloat16
+            return tensor, None
+        process_set = self.process_set or hvd.global_process_set
+        key = self._key(tensor)
+        self.parameter_shapes[key] = tuple(tensor.shape)
+        work = tf.float64 if tensor.dtype == tf.float64 else tf.float32
+        raw_itemsize = tensor.dtype.size
+
+        def encode(grad):
+            data, step = self.codec.encode(key, grad, raw_itemsize=raw_itemsize)
+            return data, np.int64(step)
+
+        data, step = tf.numpy_function(encode, [tf.cast(tensor, work)], [tf.uint8, tf.int64],
+                                       stateful=True, name="horovod_huffman_encode")
+        data.set_shape([None])
+        step.set_shape([])
+        gathered = hvd.allgather(data, process_set=process_set)
+        placeholder = tf.constant(placeholder_values(process_set.rank()), dtype=tf.float32)
+        return placeholder, (gathered, step, key, tf.shape(tensor), tensor.dtype,
+                             process_set.size())
+
+    def decompress(self, tensor, ctx):
+        if ctx is None:
+            return tensor
+        if isinstance(ctx, tf.DType):
+            return tf.cast(tensor, ctx)
+        gathered, step, key, shape, dtype, n = ctx
+        work = tf.float64 if dtype == tf.float64 else tf.float32
+
+        def decode(buf, step, reduced, shape):
+            total = self.codec.decode_sum(buf, n, key, int(step), tuple(int(d) for d in shape))
+            scale = reduction_scale(reduced, n, key)
+            return (total * scale).astype(work.as_numpy_dtype, copy=False)
+
+        out = tf.numpy_function(decode, [gathered, step, tf.cast(tensor, tf.float32), shape],
+                                work, stateful=True, name="horovod_huffman_decode")
+        return tf.cast(tf.reshape(out, shape), dtype)
+
+    def stats(self):
+        """Bytes, bits per coordinate and times of this rank's last step, current step and all
+        steps (``Codec.stats``)."""
+        return self.codec.stats()
+
+    def end_step(self):
+        """Close the statistics of the current step (also done when the next step starts)."""
+        return self.codec.end_step().as_dict()
+
+    def _key(self, tensor):
+        """The parameter key: the gradient's graph tensor name, the same on every rank and every
+        step (Horovod runs the tape's allreduce in a tf.function); eager tensors have no name and
+        take their call order."""
+        try:
+            return tensor.name.split(":")[0]
+        except (AttributeError, ValueError):
+            return f"eager_{next(self._eager_keys)}"
+
+
+class _Ready:
+    """``Compression.<encoder>``: a fresh compressor at every access, so no state is shared."""
+
+    def __init__(self, encoder):
+        self.encoder = encoder
+
+    def __get__(self, obj, owner):
+        return Compression.build(encoder=self.encoder)
+
+
+class Compression:
+    """Compressors for ``hvd.DistributedGradientTape``/``hvd.DistributedOptimizer``.
+
+    ``Compression.none`` and ``Compression.fp16`` are Horovod's; ``Compression.<encoder>`` for
+    every encoder in ``horovod_huffman.ENCODERS`` is QSGD (s = 8, buckets of 512) followed by that
+    encoder; ``Compression.build(...)`` gives full control (same arguments as the PyTorch one,
+    without ``named_parameters``).
+    """
+    none = _HorovodCompression.none
+    fp16 = _HorovodCompression.fp16
+
+    @staticmethod
+    def build(encoder="rlh", quantizer=None, error_feedback=None, min_numel=DEFAULT_MIN_NUMEL,
+              process_set=None, seed=None, **encoder_kwargs):
+        """A HuffmanCompressor; see horovod_huffman.torch.Compression.build."""
+        enc = get_encoder(encoder, **encoder_kwargs) if isinstance(encoder, str) else encoder
+        codec = Codec(encoder=enc, quantizer=quantizer or QSGD(levels=8),
+                      error_feedback=error_feedback, seed=seed)
+        return HuffmanCompressor(codec, min_numel=min_numel, process_set=process_set)
+
+
+for _name in ENCODERS:
+    setattr(Compression, _name, _Ready(_name))
+del _name

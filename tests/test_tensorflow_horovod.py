@@ -1,0 +1,39 @@
+"""The TensorFlow adapter under real Horovod (horovodrun --gloo, 2 ranks): no mocks."""
+import json
+
+import pytest
+
+from horovod_run import horovodrun, python_run
+
+pytest.importorskip("horovod.tensorflow")
+
+
+@pytest.mark.parametrize("modes", ["tape eager", "optimizer sum"])
+def test_every_rank_gets_the_exact_reduction_of_all_round_trips(modes):
+    rc, out = horovodrun(2, "tests/workers/tf_exact.py", *modes.split())
+    assert rc == 0 and "OK" in out, out[-4000:]
+
+
+def run_example(compression, mode, epochs=8):
+    rc, out = horovodrun(2, "examples/tensorflow2_digits.py", "--compression", compression,
+                         "--mode", mode, "--epochs", epochs, timeout=600)
+    assert rc == 0, out[-4000:]
+    return json.loads(next(l for l in out.splitlines() if "RESULT " in l).split("RESULT ", 1)[1])
+
+
+@pytest.mark.parametrize("mode", ["tape", "keras", "optimizer"])
+def test_training_matches_uncompressed_accuracy(mode):
+    baseline = run_example("none", mode)
+    r = run_example("rlh", mode)
+    assert baseline["identical_parameters"] and r["identical_parameters"]
+    assert r["test_accuracy"] >= baseline["test_accuracy"] - 0.02, (r, baseline)
+    assert r["stats"]["ratio"] > 10
+
+
+def test_torch_and_tensorflow_adapters_send_the_same_bytes():
+    """Both adapters run the same core: for the same gradient, parameter key, seed and step their
+    compress() sends the same bytes, and each side's decompress() of them gives the same array.
+    (One process, Horovod of size 1 for both frameworks; the multi-rank paths are tested above.)"""
+    pytest.importorskip("horovod.torch")
+    rc, out = python_run("tests/workers/tf_torch_bytes.py", timeout=300)
+    assert rc == 0 and "SAME BYTES" in out, out[-4000:]
