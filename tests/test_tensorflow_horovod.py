@@ -5,7 +5,7 @@ import pytest
 
 from horovod_run import horovodrun, python_run
 
-pytest.importorskip("horovod.tensorflow")
+pytest.importorskip("horovod.tensorflow", exc_type=ImportError)
 
 
 @pytest.mark.parametrize("modes", ["tape eager", "optimizer sum"])

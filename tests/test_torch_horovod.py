@@ -5,7 +5,7 @@ import pytest
 
 from horovod_run import horovodrun
 
-pytest.importorskip("horovod.torch")
+pytest.importorskip("horovod.torch", exc_type=ImportError)
 
 
 @pytest.mark.parametrize("n_ranks,dtype,variants", [
