@@ -35,6 +35,13 @@ def make_compression(name, args):
                              seed=args.seed * 65536 + hvd.rank())
 
 
+def tf_variables(variables):
+    """The tf.Variables behind Keras variables: Keras 3 wraps them, and Horovod's
+    broadcast_variables, DistributedGradientTape (which calls ``.ref()``) and tf.compat.v1
+    optimizers need the tf.Variables themselves."""
+    return [getattr(v, "value", v) for v in variables]
+
+
 def cnn():
     layers = tf.keras.layers
     return [layers.Reshape((8, 8, 1)), layers.Conv2D(32, 3, padding="same", activation="relu"),
@@ -45,16 +52,17 @@ def cnn():
 class TapeModel(tf.keras.Sequential):
     """A Keras model whose train_step reduces gradients with hvd.DistributedGradientTape."""
 
-    def __init__(self, compression, **kwargs):
+    def __init__(self, compression, loss_fn, **kwargs):
         super().__init__(cnn(), **kwargs)
         self.compression = compression
+        self.loss_fn = loss_fn
 
     def train_step(self, data):
         x, y = data
         with tf.GradientTape() as tape:
-            loss = self.compiled_loss(y, self(x, training=True))
+            loss = self.loss_fn(y, self(x, training=True))
         tape = hvd.DistributedGradientTape(tape, compression=self.compression)
-        grads = tape.gradient(loss, self.trainable_variables)
+        grads = tape.gradient(loss, tf_variables(self.trainable_variables))
         self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
         return {"loss": loss}
 
@@ -84,14 +92,14 @@ def main():
     lr = args.lr * hvd.size()
 
     if args.mode == "keras":
-        model = TapeModel(compression)
+        model = TapeModel(compression, loss_fn)
         model.compile(optimizer=tf.keras.optimizers.SGD(lr, momentum=0.9), loss=loss_fn)
         model(x[:1])
-        hvd.broadcast_variables(model.variables, root_rank=0)
+        hvd.broadcast_variables(tf_variables(model.variables), root_rank=0)
     else:
         model = tf.keras.Sequential(cnn())
         model(x[:1])
-        hvd.broadcast_variables(model.variables, root_rank=0)
+        hvd.broadcast_variables(tf_variables(model.variables), root_rank=0)
         if args.mode == "tape":
             opt = tf.keras.optimizers.SGD(lr, momentum=0.9)
 
@@ -100,17 +108,18 @@ def main():
                 with tf.GradientTape() as tape:
                     loss = loss_fn(yb, model(xb, training=True))
                 tape = hvd.DistributedGradientTape(tape, compression=compression)
-                grads = tape.gradient(loss, model.trainable_variables)
+                grads = tape.gradient(loss, tf_variables(model.trainable_variables))
                 opt.apply_gradients(zip(grads, model.trainable_variables))
                 return loss
         else:
             opt = hvd.DistributedOptimizer(tf.compat.v1.train.MomentumOptimizer(lr, 0.9),
                                            compression=compression)
+            variables = tf_variables(model.trainable_variables)
 
             def step(xb, yb):
                 def loss():
                     return loss_fn(yb, model(xb, training=True))
-                opt.minimize(loss, var_list=model.trainable_variables)
+                opt.minimize(loss, var_list=variables)
                 return loss()
 
     rng = np.random.default_rng(args.seed + hvd.rank())

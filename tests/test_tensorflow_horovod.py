@@ -14,20 +14,25 @@ def test_every_rank_gets_the_exact_reduction_of_all_round_trips(modes):
     assert rc == 0 and "OK" in out, out[-4000:]
 
 
-def run_example(compression, mode, epochs=8):
+def run_example(compression, mode, seed, epochs=8):
     rc, out = horovodrun(2, "examples/tensorflow2_digits.py", "--compression", compression,
-                         "--mode", mode, "--epochs", epochs, timeout=600)
+                         "--mode", mode, "--epochs", epochs, "--seed", seed, timeout=600)
     assert rc == 0, out[-4000:]
     return json.loads(next(l for l in out.splitlines() if "RESULT " in l).split("RESULT ", 1)[1])
 
 
+SEEDS = (0, 1, 2)
+
+
 @pytest.mark.parametrize("mode", ["tape", "keras", "optimizer"])
 def test_training_matches_uncompressed_accuracy(mode):
-    baseline = run_example("none", mode)
-    r = run_example("rlh", mode)
-    assert baseline["identical_parameters"] and r["identical_parameters"]
-    assert r["test_accuracy"] >= baseline["test_accuracy"] - 0.02, (r, baseline)
-    assert r["stats"]["ratio"] > 10
+    """Mean test accuracy over three seeds within 2 points of uncompressed training: single runs
+    of this small problem differ by up to 3 points from seed to seed either way."""
+    runs = {c: [run_example(c, mode, seed) for seed in SEEDS] for c in ("none", "rlh")}
+    assert all(r["identical_parameters"] for rs in runs.values() for r in rs)
+    mean = {c: sum(r["test_accuracy"] for r in rs) / len(rs) for c, rs in runs.items()}
+    assert mean["rlh"] >= mean["none"] - 0.02, mean
+    assert all(r["stats"]["ratio"] > 10 for r in runs["rlh"])
 
 
 def test_torch_and_tensorflow_adapters_send_the_same_bytes():

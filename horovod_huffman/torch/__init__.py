@@ -84,7 +84,7 @@ class HuffmanCompressor:
         data, step = self.codec.encode(name, host.numpy(), raw_itemsize=grad.element_size())
         handle = hvd.allgather_async(torch.from_numpy(data), name=f"horovod_huffman.{name}",
                                      process_set=process_set)
-        rank = process_set.rank() if process_set is not None else hvd.rank()
+        rank = process_set.rank()
         placeholder = torch.tensor(placeholder_values(rank), dtype=torch.float32,
                                    device=tensor.device)
         return placeholder, _Pending(handle, name, step, tuple(tensor.shape), tensor.dtype,
@@ -96,7 +96,7 @@ class HuffmanCompressor:
         if isinstance(ctx, torch.dtype):
             return tensor.to(ctx)
         gathered = hvd.synchronize(ctx.handle)
-        n = ctx.process_set.size() if ctx.process_set is not None else hvd.size()
+        n = ctx.process_set.size()
         total = self.codec.decode_sum(gathered.numpy(), n, ctx.name, ctx.step, ctx.shape)
         scale = reduction_scale(tensor.detach().float().cpu().numpy(), n, ctx.name)
         out = torch.from_numpy(total)
@@ -154,7 +154,7 @@ class HuffmanCompressor:
         process_set = self.process_set
         if process_set is None and optimizer is not None:
             process_set = getattr(optimizer, "process_set", None)
-        return name, process_set
+        return name, process_set if process_set is not None else hvd.global_process_set
 
 
 class _Ready:

@@ -22,7 +22,7 @@ def main():
     hvd_tf.init()
     hvd_torch.init()
     grad = np.random.default_rng(0).standard_normal((40, 30)).astype(np.float32)
-    kwargs = dict(encoder="shs", quantizer=hh.QSGD(levels=4), seed=3, min_numel=1)
+    kwargs = dict(encoder="rlh", quantizer=hh.QSGD(levels=4), seed=3, min_numel=1)
 
     # TensorFlow: compress inside a tf.function, where the gradient's graph name is the key.
     tf_comp = TFCompression.build(**kwargs)
