@@ -42,3 +42,11 @@ def test_torch_and_tensorflow_adapters_send_the_same_bytes():
     pytest.importorskip("horovod.torch")
     rc, out = python_run("tests/workers/tf_torch_bytes.py", timeout=300)
     assert rc == 0 and "SAME BYTES" in out, out[-4000:]
+
+
+@pytest.mark.parametrize("case", ["corrupt", "min"])
+def test_faults_raise_promptly_on_every_rank(case):
+    rc, out = horovodrun(2, "tests/workers/tf_faults.py", case, timeout=180)
+    assert rc == 0, out[-4000:]
+    for rank in (0, 1):
+        assert f"RAISED {rank} " in out, out[-4000:]

@@ -20,9 +20,8 @@ import tensorflow as tf
 import horovod.tensorflow as hvd
 from horovod.tensorflow.compression import Compression as _HorovodCompression
 
-from ..encoders import ENCODERS, get_encoder
-from ..exchange import Codec, placeholder_values, reduction_scale
-from ..quantizers import QSGD
+from ..adapters import CodecStats, add_ready_compressors, make_codec
+from ..exchange import placeholder_values, reduction_scale
 
 __all__ = ["Compression", "HuffmanCompressor"]
 
@@ -30,7 +29,7 @@ __all__ = ["Compression", "HuffmanCompressor"]
 DEFAULT_MIN_NUMEL = 1024
 
 
-class HuffmanCompressor:
+class HuffmanCompressor(CodecStats):
     """A Horovod TensorFlow compressor (``compress``/``decompress``) around a ``Codec``.
 
     ``compress(tensor) -> (placeholder, ctx)``. ctx is None when the tensor rides the ordinary
@@ -90,15 +89,6 @@ class HuffmanCompressor:
                                 work, stateful=True, name="horovod_huffman_decode")
         return tf.cast(tf.reshape(out, shape), dtype)
 
-    def stats(self):
-        """Bytes, bits per coordinate and times of this rank's last step, current step and all
-        steps (``Codec.stats``)."""
-        return self.codec.stats()
-
-    def end_step(self):
-        """Close the statistics of the current step (also done when the next step starts)."""
-        return self.codec.end_step().as_dict()
-
     def _key(self, tensor):
         """The parameter key: the gradient's graph tensor name, the same on every rank and every
         step (Horovod runs the tape's allreduce in a tf.function); eager tensors have no name and
@@ -109,16 +99,7 @@ class HuffmanCompressor:
             return f"eager_{next(self._eager_keys)}"
 
 
-class _Ready:
-    """``Compression.<encoder>``: a fresh compressor at every access, so no state is shared."""
-
-    def __init__(self, encoder):
-        self.encoder = encoder
-
-    def __get__(self, obj, owner):
-        return Compression.build(encoder=self.encoder)
-
-
+@add_ready_compressors
 class Compression:
     """Compressors for ``hvd.DistributedGradientTape``/``hvd.DistributedOptimizer``.
 
@@ -134,12 +115,6 @@ class Compression:
     def build(encoder="rlh", quantizer=None, error_feedback=None, min_numel=DEFAULT_MIN_NUMEL,
               process_set=None, seed=None, **encoder_kwargs):
         """A HuffmanCompressor; see horovod_huffman.torch.Compression.build."""
-        enc = get_encoder(encoder, **encoder_kwargs) if isinstance(encoder, str) else encoder
-        codec = Codec(encoder=enc, quantizer=quantizer or QSGD(levels=8),
-                      error_feedback=error_feedback, seed=seed)
+        codec = make_codec(encoder, quantizer, error_feedback, seed, **encoder_kwargs)
         return HuffmanCompressor(codec, min_numel=min_numel, process_set=process_set)
 
-
-for _name in ENCODERS:
-    setattr(Compression, _name, _Ready(_name))
-del _name

@@ -20,9 +20,8 @@ import torch
 import horovod.torch as hvd
 from horovod.torch.compression import Compression as _HorovodCompression
 
-from ..encoders import ENCODERS, get_encoder
-from ..exchange import Codec, placeholder_values, reduction_scale
-from ..quantizers import QSGD
+from ..adapters import CodecStats, add_ready_compressors, make_codec
+from ..exchange import placeholder_values, reduction_scale
 
 __all__ = ["Compression", "HuffmanCompressor"]
 
@@ -48,7 +47,7 @@ class _Pending:
     process_set: object
 
 
-class HuffmanCompressor:
+class HuffmanCompressor(CodecStats):
     """A Horovod compressor (``compress``/``decompress``) around a ``Codec``.
 
     ``compress(tensor) -> (placeholder, ctx)``. ctx is None when the tensor is sent uncompressed
@@ -106,15 +105,6 @@ class HuffmanCompressor:
 
     # ---- statistics --------------------------------------------------------------------------
 
-    def stats(self):
-        """Bytes, bits per coordinate and times of this rank's last step, current step and all
-        steps (``Codec.stats``)."""
-        return self.codec.stats()
-
-    def end_step(self):
-        """Close the statistics of the current step (also done when the next step starts)."""
-        return self.codec.end_step().as_dict()
-
     # ---- which parameter is this? --------------------------------------------------------------
 
     def _identify(self, tensor):
@@ -157,16 +147,7 @@ class HuffmanCompressor:
         return name, process_set if process_set is not None else hvd.global_process_set
 
 
-class _Ready:
-    """``Compression.<encoder>``: a fresh compressor at every access, so no state is shared."""
-
-    def __init__(self, encoder):
-        self.encoder = encoder
-
-    def __get__(self, obj, owner):
-        return Compression.build(encoder=self.encoder)
-
-
+@add_ready_compressors
 class Compression:
     """Compressors for ``hvd.DistributedOptimizer(compression=...)``.
 
@@ -188,14 +169,8 @@ class Compression:
             optional, names gradients without Horovod's help. process_set: default: the
             optimizer's. seed: reproducible quantization per (parameter, step).
         """
-        enc = get_encoder(encoder, **encoder_kwargs) if isinstance(encoder, str) else encoder
-        codec = Codec(encoder=enc, quantizer=quantizer or QSGD(levels=8),
-                      error_feedback=error_feedback, seed=seed)
+        codec = make_codec(encoder, quantizer, error_feedback, seed, **encoder_kwargs)
         named = list(named_parameters) if named_parameters is not None else None
         return HuffmanCompressor(codec, min_numel=min_numel, named_parameters=named,
                                  process_set=process_set)
 
-
-for _name in ENCODERS:
-    setattr(Compression, _name, _Ready(_name))
-del _name

@@ -1,0 +1,61 @@
+"""Worker: faults that every rank must report promptly through TensorFlow, never hang on.
+
+Usage: tf_faults.py CASE, CASE one of
+  corrupt: rank 1's encoder corrupts its stream -> every rank's step fails with DecodeError;
+  min:     op=hvd.Min -> every rank's step fails naming the supported ops.
+Prints "RAISED <rank> <message>" and exits 0 when the expected error came.
+"""
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np                 # noqa: E402
+import tensorflow as tf            # noqa: E402
+import horovod.tensorflow as hvd   # noqa: E402
+
+import horovod_huffman as hh                           # noqa: E402
+from horovod_huffman.tensorflow import Compression     # noqa: E402
+
+
+class CorruptingRLH(hh.Encoder):
+    """rlh, with one payload byte flipped after encoding (stands for a faulty link or peer)."""
+    name, encoder_id = "rlh", hh.get_encoder("rlh").encoder_id
+
+    def encode(self, levels):
+        buf = hh.get_encoder("rlh").encode(levels).copy()
+        buf[len(buf) // 2] ^= 0x5A
+        return buf
+
+
+def main():
+    case = sys.argv[1]
+    hvd.init()
+    w = tf.Variable(np.random.default_rng(0).standard_normal((32, 64)).astype(np.float32))
+    x = np.random.default_rng(hvd.rank()).standard_normal((8, 32)).astype(np.float32)
+    encoder = CorruptingRLH() if case == "corrupt" and hvd.rank() == 1 else "rlh"
+    comp = Compression.build(encoder=encoder, min_numel=16)
+    op = hvd.Min if case == "min" else hvd.Average
+    expected = "DecodeError" if case == "corrupt" else "Average or Sum"
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.square(x @ w))
+        return hvd.DistributedGradientTape(tape, compression=comp, op=op).gradient(loss, [w])
+
+    try:
+        step()
+    except tf.errors.OpError as e:
+        cause = [line for line in e.message.splitlines() if expected in line]
+        if cause:
+            print(f"RAISED {hvd.rank()} {cause[0].strip()[:200]}", flush=True)
+            return 0
+        print(f"WRONG ERROR on rank {hvd.rank()}: {e.message[:500]}", flush=True)
+        return 1
+    print(f"NO ERROR on rank {hvd.rank()}", flush=True)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
