@@ -14,18 +14,8 @@ import numpy as np                 # noqa: E402
 import tensorflow as tf            # noqa: E402
 import horovod.tensorflow as hvd   # noqa: E402
 
-import horovod_huffman as hh                           # noqa: E402
 from horovod_huffman.tensorflow import Compression     # noqa: E402
-
-
-class CorruptingRLH(hh.Encoder):
-    """rlh, with one payload byte flipped after encoding (stands for a faulty link or peer)."""
-    name, encoder_id = "rlh", hh.get_encoder("rlh").encoder_id
-
-    def encode(self, levels):
-        buf = hh.get_encoder("rlh").encode(levels).copy()
-        buf[len(buf) // 2] ^= 0x5A
-        return buf
+from corrupting import CorruptingRLH                    # noqa: E402  (beside this file)
 
 
 def main():

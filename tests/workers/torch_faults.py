@@ -13,16 +13,7 @@ import horovod.torch as hvd
 
 import horovod_huffman as hh
 from horovod_huffman.torch import Compression
-
-
-class CorruptingRLH(hh.Encoder):
-    """rlh, with one payload byte flipped after encoding (stands for a faulty link or peer)."""
-    name, encoder_id = "rlh", hh.get_encoder("rlh").encoder_id
-
-    def encode(self, levels):
-        buf = hh.get_encoder("rlh").encode(levels).copy()
-        buf[len(buf) // 2] ^= 0x5A
-        return buf
+from corrupting import CorruptingRLH          # beside this file
 
 
 def main():
