@@ -21,14 +21,14 @@ import numpy as np
 from numba import njit, uint64, int64
 from numba.cpython.unsafe.numbers import leading_zeros
 
-# A put writes at most 32 bits; longer values are split by put_bits_long (Elias codes of
-# 33-bit values reach 65 bits).
-MAX_PUT_BITS = 32
 # peek64 reads words[j] and words[j + 1] where j = bit_pos >> 6 and bit_pos may sit at the very
 # end of the payload; two zero words cover that read and one 48-bit multi-symbol step beyond it.
 READ_PAD_WORDS = 2
 
 
+# Words are 32 bits and a put writes at most 32: with fewer than 32 bits pending, one put never
+# overflows the 64-bit accumulator. Longer values go through put_bits_long (Elias codes of
+# 33-bit values reach 65 bits).
 WORD_BITS = 32
 
 

@@ -30,7 +30,6 @@ from .huffman import MAX_CODE_BITS, TABLE_SIZE
 MAX_RUN = (1 << 32) - 1
 # Buckets 0..2 are runs 1..3; then two per octave for bit lengths 3..32: 3 + 2 * 30 = 63.
 RUN_BUCKETS = 63
-MAX_EXTRA_BITS = 31
 
 ENTRY_ESCAPE = 1 << 4
 EXTRA_SHIFT = 5
