@@ -35,7 +35,6 @@ ENTRY_ESCAPE = 1 << 4
 EXTRA_SHIFT = 5
 RUN_SHIFT = 11
 LEVEL_SHIFT = 43
-MAX_LEVEL_INDEX = (1 << 21) - 1    # 21 bits above LEVEL_SHIFT
 
 
 @njit(cache=True, inline="always")

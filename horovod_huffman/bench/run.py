@@ -23,10 +23,8 @@ from horovod_huffman.bench import traces as tr
 QUANTIZERS = {f"qsgd-s{s}": (lambda s: lambda: hh.QSGD(levels=s, seed=0))(s)
               for s in (1, 2, 4, 8, 16, 127)}
 QUANTIZERS["terngrad"] = lambda: hh.TernGrad(seed=0)
-ENCODERS = [n for n in hh.ENCODERS]
+ENCODERS = list(hh.ENCODERS)
 REFERENCES = ["zstd-1", "zstd-19", "lz4"]
-SPEED_TARGET = 300.0          # M levels/s, encode and decode, huffman and rlh
-AUTO_SLACK = 1.03             # auto within 3% of the smallest encoder
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 
 
