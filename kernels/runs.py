@@ -355,19 +355,29 @@ def _escaped_token(words, total_bits, bit_pos, value_bits, esc_has_run, lo, hi, 
 
 
 @njit(cache=True)
-def encode_shs(levels, base, window, run_limit, entries, value_bits, out32):
-    """Write ``shs`` tokens: non-zero levels one by one, zero runs as run symbols.
+def encode_shs(levels, base, window, run_limit, entries, value_bits, chunk, out32, chunk_bits):
+    """Write ``shs`` tokens chunk by chunk (zero runs cut at chunk boundaries, kernels/chunks.py):
+    non-zero levels one by one, zero runs as run symbols. Symbol ``window + r - 1`` is a run of
+    r zeros (1 <= r <= run_limit = k); a longer run is split into runs of k and one remainder;
+    symbol ``window + k`` is the escape. Fills ``chunk_bits``, returns the words used."""
+    n = levels.shape[0]
+    word_pos = 0
+    for c in range(chunk_bits.shape[0]):
+        word_pos, chunk_bits[c] = _encode_shs_chunk(levels[c * chunk:min(n, (c + 1) * chunk)],
+                                                    base, window, run_limit, entries, value_bits,
+                                                    out32, word_pos)
+    return word_pos
 
-    Symbol ``window + r - 1`` is a run of r zeros (1 <= r <= run_limit = k); a longer run is
-    split into runs of k and one remainder; symbol ``window + k`` is the escape.
-    Returns (words used, payload bits).
-    """
+
+@njit(cache=True)
+def _encode_shs_chunk(levels, base, window, run_limit, entries, value_bits, out32, word_pos):
+    """Write one chunk's ``shs`` tokens (``levels`` is the chunk's view) from ``word_pos``;
+    returns (words end, bits)."""
     n = levels.shape[0]
     esc = entries[window + run_limit]
     full_run = entries[window + run_limit - 1]
     acc = uint64(0)
     n_pending = 0
-    word_pos = 0
     n_bits = 0
     i = 0
     while i < n:
@@ -403,5 +413,4 @@ def encode_shs(levels, base, window, run_limit, entries, value_bits, out32):
                                                      zigzag(level), value_bits)
             n_bits += (esc & 0xF) + value_bits
         i += 1
-    word_pos = flush_bits(out32, acc, n_pending, word_pos)
-    return word_pos, n_bits
+    return flush_bits(out32, acc, n_pending, word_pos), n_bits

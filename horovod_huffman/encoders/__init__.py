@@ -1,12 +1,15 @@
 """Every encoder by name, and ``decode`` for any of their streams."""
 import numpy as np
+from numba import cuda
 
 from horovod_huffman.kernels.bits import bytes_to_words
 
 from .. import wire
+from ..device import stream_or_default
 from ..errors import DecodeError
 from ..params import ParamReader
 from .auto import Auto
+from . import gpu
 from .base import Encoder
 from .elias import EliasGamma, EliasDelta, EliasOmega, EliasRLE, QSGDElias
 from .huffman import Huffman, SampleHuffman
@@ -49,20 +52,42 @@ def encoder_name(buf):
     return cls.name
 
 
-def decode(buf, max_elements=None):
+def decode(buf, max_elements=None, device=None, stream=None):
     """Levels from any encoder's stream, in the dtype they were encoded from.
 
     Treats ``buf`` as hostile: anything malformed raises DecodeError naming the problem, and no
     more than ``max_elements`` (default wire.DEFAULT_MAX_ELEMENTS) levels are allocated.
+    ``device="cuda"`` returns a Numba device array, decoded on the GPU on ``stream`` (default:
+    the default stream) for huffman, sh, rlh, shs and raw streams (others decode on the host
+    and are copied over).
     """
+    if device not in (None, "cpu", "cuda"):
+        raise ValueError(f"device must be None, 'cpu' or 'cuda', got {device!r}")
     frame = wire.parse(buf, max_elements, known_ids=_BY_ID)
-    out = np.empty(frame.n, dtype=frame.dtype)
     cls = _BY_ID[frame.encoder_id]
+    if frame.n == 0 and (len(frame.params) or frame.payload_bits):
+        raise DecodeError(f"{cls.name}: empty stream with parameters or payload")
+    if device == "cuda":
+        return _decode_on_device(cls, frame, stream_or_default(stream))
+    out = np.empty(frame.n, dtype=frame.dtype)
+    if frame.n:
+        cls._decode(ParamReader(frame.params), bytes_to_words(frame.payload),
+                    frame.payload_bits, out)
+    return out
+
+
+def _decode_on_device(cls, frame, stream):
+    out = cuda.device_array(frame.n, dtype=frame.dtype, stream=stream)
     if frame.n == 0:
-        if len(frame.params) or frame.payload_bits:
-            raise DecodeError(f"{cls.name}: empty stream with parameters or payload")
         return out
-    cls._decode(ParamReader(frame.params), bytes_to_words(frame.payload), frame.payload_bits, out)
+    if cls.on_device:
+        cls._decode(ParamReader(frame.params), gpu.to_device_words(frame.payload, stream),
+                    frame.payload_bits, out, stream)
+        return out
+    host = np.empty(frame.n, dtype=frame.dtype)
+    cls._decode(ParamReader(frame.params), bytes_to_words(frame.payload), frame.payload_bits,
+                host)
+    out.copy_to_device(host, stream=stream)
     return out
 
 

@@ -115,7 +115,7 @@ class Auto(Encoder):
             return self.raw.encode(levels)
         enc, plan = self.choose(levels)
         if plan is None:
-            return enc._frame(levels, *enc._encode(levels))
+            return enc._frame(levels.dtype, levels.size, *enc._encode(levels))
         if enc is self.shs:
-            return enc._frame(levels, *emit_shs(levels, plan))
-        return enc._frame(levels, *emit(levels, plan))
+            return enc._frame(levels.dtype, levels.size, *emit_shs(levels, plan))
+        return enc._frame(levels.dtype, levels.size, *emit(levels, plan))

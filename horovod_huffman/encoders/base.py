@@ -2,10 +2,12 @@
 import numpy as np
 
 from horovod_huffman.kernels.bits import words_to_bytes
-from horovod_huffman.kernels.errors import OK, MESSAGES
+from horovod_huffman.kernels.chunks import CHUNK_LEVELS
 
 from .. import wire
-from ..errors import DecodeError
+from ..device import is_device_array, as_device_array, stream_or_default, copy_to_host
+from ..errors import check_status  # noqa: F401 (encoders import it from here)
+from .gpu import level_range as gpu_range
 
 _INT32 = np.iinfo(np.int32)
 
@@ -30,15 +32,33 @@ def check_levels(levels):
     return np.ascontiguousarray(levels)
 
 
+def check_device_levels(levels, stream):
+    """check_levels for a device array: 1-D, C-contiguous, signed integers in range."""
+    if levels.dtype not in wire.DTYPE_CODES:
+        raise TypeError(f"levels must be a signed integer array (int8/16/32/64), got {levels.dtype}")
+    if levels.ndim != 1:
+        raise ValueError(f"levels must be 1-D, got shape {levels.shape}; pass a flat view")
+    if not levels.is_c_contiguous():
+        raise ValueError("device levels must be contiguous; pass tensor.contiguous()")
+    if levels.size > wire.MAX_ELEMENTS:
+        raise ValueError(f"{levels.size} levels exceed the format maximum {wire.MAX_ELEMENTS}")
+    if levels.dtype == np.int64 and levels.size:
+        lo, hi = gpu_range(levels, stream)
+        if lo < _INT32.min or hi > _INT32.max:
+            raise ValueError("int64 levels must lie in the int32 range "
+                             f"[{_INT32.min}, {_INT32.max}]; got [{lo}, {hi}]")
+
+
+def check_chunk_levels(chunk_levels):
+    """Validate a ``chunk_levels`` argument: levels per independently decodable chunk."""
+    if not isinstance(chunk_levels, (int, np.integer)) or not 1 <= chunk_levels <= 2**31:
+        raise ValueError(f"chunk_levels must be an integer in [1, 2**31], got {chunk_levels!r}")
+    return int(chunk_levels)
+
+
 def out_words(max_bits):
     """A uint32 word buffer with room for ``max_bits`` payload bits plus one flush."""
     return np.empty(int(max_bits) // 32 + 2, dtype=np.uint32)
-
-
-def check_status(status, encoder_name):
-    """Raise DecodeError for a kernel's non-zero status."""
-    if status != OK:
-        raise DecodeError(f"{encoder_name}: {MESSAGES.get(int(status), f'status {status}')}")
 
 
 class Encoder:
@@ -50,28 +70,58 @@ class Encoder:
     name = None
     encoder_id = None
 
-    def encode(self, levels):
-        """Encode ``levels`` (1-D signed integer array) into a uint8 array (docs/wire-format.md)."""
+    # Whether ``_encode_device`` and ``_decode(..., stream)`` run on the GPU (else a device
+    # array goes through a host copy).
+    on_device = False
+
+    def encode(self, levels, stream=None):
+        """Encode ``levels`` (1-D signed integer array) into a uint8 array (docs/wire-format.md).
+
+        ``levels`` may be a GPU array (``__cuda_array_interface__``: a Numba device array, a torch
+        CUDA tensor): the encoders huffman, sh, rlh, shs and raw then encode on the device, on
+        ``stream`` (default: the default stream), and return the same bytes as for a host copy.
+        """
+        if is_device_array(levels):
+            return self._encode_on_device(as_device_array(levels), stream_or_default(stream))
         levels = check_levels(levels)
         if levels.size == 0:
             return wire.frame(self.encoder_id, levels.dtype, 0, b"", np.empty(0, np.uint8), 0)
-        return self._frame(levels, *self._encode(levels))
+        return self._frame(levels.dtype, levels.size, *self._encode(levels))
 
-    def _frame(self, levels, params, out32, n_words, n_bits):
-        """The stream for ``levels`` from an ``_encode`` result."""
+    def _encode_on_device(self, levels, stream):
+        check_device_levels(levels, stream)
+        if not self.on_device:
+            return self.encode(copy_to_host(levels, stream))
+        if levels.size == 0:
+            return wire.frame(self.encoder_id, levels.dtype, 0, b"", np.empty(0, np.uint8), 0)
+        return self._frame(levels.dtype, levels.size, *self._encode_device(levels, stream))
+
+    def _frame(self, dtype, n, params, out32, n_words, n_bits):
+        """The stream of ``n`` levels of ``dtype`` from an ``_encode`` result."""
         payload = words_to_bytes(out32, n_words, n_bits)
-        return wire.frame(self.encoder_id, levels.dtype, levels.size, params, payload, n_bits)
+        return wire.frame(self.encoder_id, dtype, n, params, payload, n_bits)
 
     def _encode(self, levels):
         raise NotImplementedError
 
+    def _encode_device(self, levels, stream):
+        """As ``_encode`` for a device array (non-empty, checked), kernels on ``stream``."""
+        raise NotImplementedError
+
     @classmethod
-    def _decode(cls, reader, words, payload_bits, out):
-        """Fill ``out`` (already of the stream's dtype and length) or raise DecodeError."""
+    def _decode(cls, reader, words, payload_bits, out, stream=None):
+        """Fill ``out`` (already of the stream's dtype and length) or raise DecodeError.
+
+        With ``stream`` (only where ``on_device``), ``words`` and ``out`` are device arrays and
+        the kernels run on that stream.
+        """
         raise NotImplementedError
 
     def __repr__(self):
-        args = ", ".join(f"{k}={v!r}" for k, v in self._config().items())
+        config = self._config()
+        if getattr(self, "chunk_levels", CHUNK_LEVELS) != CHUNK_LEVELS:
+            config["chunk_levels"] = self.chunk_levels
+        args = ", ".join(f"{k}={v!r}" for k, v in config.items())
         return f"{type(self).__name__}({args})"
 
     def _config(self):

@@ -17,7 +17,8 @@ from horovod_huffman.kernels.symbols import level_histogram, pack_entries, encod
 
 from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
-from .base import Encoder, out_words, check_status
+from . import gpu
+from .base import Encoder, out_words, check_status, check_chunk_levels
 from .codes import (lengths_for, write_lengths, read_lengths, code_cost_bits, chunk_count,
                     write_chunks, read_chunks)
 
@@ -28,11 +29,12 @@ MODE_CONSTANT = 1
 
 
 class LevelPlan:
-    """A code for one tensor: window [base, base + window) and lengths over window + 1 symbols."""
-    __slots__ = ("base", "window", "lengths")
+    """A code for one tensor: window [base, base + window), lengths over window + 1 symbols, and
+    levels per chunk."""
+    __slots__ = ("base", "window", "lengths", "chunk")
 
-    def __init__(self, base, window, lengths):
-        self.base, self.window, self.lengths = base, window, lengths
+    def __init__(self, base, window, lengths, chunk=CHUNK_LEVELS):
+        self.base, self.window, self.lengths, self.chunk = base, window, lengths, chunk
 
     @property
     def constant(self):
@@ -55,20 +57,35 @@ class Huffman(Encoder):
     """
     name = "huffman"
     encoder_id = 1
+    on_device = True
+
+    def __init__(self, chunk_levels=CHUNK_LEVELS):
+        """``chunk_levels``: levels per independently decodable chunk (kernels/chunks.py); smaller
+        chunks decode with more parallelism on a GPU and cost ~3 bytes each."""
+        self.chunk_levels = check_chunk_levels(chunk_levels)
 
     def plan(self, levels):
         """The code this encoder would use for ``levels``."""
-        lo, hi = int(levels.min()), int(levels.max())
-        base, window = level_window(lo, hi)
+        base, window = level_window(int(levels.min()), int(levels.max()))
         counts = np.zeros(window + 1, dtype=np.int64)
         level_histogram(levels, base, window, counts)
-        return LevelPlan(base, window, lengths_for(counts, window))
+        return LevelPlan(base, window, lengths_for(counts, window), self.chunk_levels)
+
+    def plan_device(self, levels, stream):
+        """``plan`` for device levels: the histogram is counted on the GPU."""
+        base, window = level_window(*gpu.level_range(levels, stream))
+        counts = gpu.token_counts(gpu.Tokens(levels, gpu.LEVELS, stream, self.chunk_levels),
+                                  base, window, window + 1)
+        return LevelPlan(base, window, lengths_for(counts, window), self.chunk_levels)
 
     def _encode(self, levels):
         return emit(levels, self.plan(levels))
 
+    def _encode_device(self, levels, stream):
+        return emit_device(levels, self.plan_device(levels, stream), stream)
+
     @classmethod
-    def _decode(cls, reader, words, payload_bits, out):
+    def _decode(cls, reader, words, payload_bits, out, stream=None):
         lo, hi = dtype_range(out.dtype)
         mode = reader.uint("mode", MODE_CODED, MODE_CONSTANT)
         if mode == MODE_CONSTANT:
@@ -76,36 +93,66 @@ class Huffman(Encoder):
             reader.done()
             if payload_bits != 0:
                 raise DecodeError(f"{cls.name}: constant stream with a non-empty payload")
-            out.fill(level)
+            fill(out, level, stream)
             return
         base = reader.sint("base", lo, hi)
         window = reader.uint("window", 1, min(MAX_WINDOW, hi - base + 1))
         chunk, starts, chunk_bits = read_chunks(reader, out.size, payload_bits, cls.name)
         lengths, codes = read_lengths(reader, window + 1, cls.name)
         table = decode_table(lengths, codes)
+        vbits = value_bits(out.dtype)
+        if stream is not None:
+            gpu.decode_levels(words, starts, chunk_bits, chunk, table, base, window, vbits, lo,
+                              hi, out, cls.name, stream)
+            return
         status = decode_levels(words, starts, chunk_bits, chunk, table,
-                               multi_symbol_table(table, window), base, window,
-                               value_bits(out.dtype), lo, hi, out)
+                               multi_symbol_table(table, window), base, window, vbits, lo, hi,
+                               out)
         check_status(status, cls.name)
+
+
+def fill(out, level, stream):
+    """out[:] = level, on the host or (with ``stream``) on the device."""
+    if stream is None:
+        out.fill(level)
+    else:
+        out.copy_to_device(np.full(out.size, level, dtype=out.dtype), stream=stream)
+
+
+def _constant_params(plan):
+    level = plan.base + int(np.flatnonzero(plan.lengths)[0])
+    return ParamWriter().uint(MODE_CONSTANT).sint(level).getvalue(), out_words(0), 0, 0
+
+
+def _coded_params(plan, chunk_bits):
+    writer = ParamWriter().uint(MODE_CODED).sint(plan.base).uint(plan.window)
+    write_chunks(writer, plan.chunk, chunk_bits)
+    write_lengths(writer, plan.lengths)
+    return writer.getvalue()
 
 
 def emit(levels, plan):
     """Encode ``levels`` with ``plan``: (params, words, n_words, n_bits)."""
-    writer = ParamWriter()
     if plan.constant:
-        level = plan.base + int(np.flatnonzero(plan.lengths)[0])
-        return writer.uint(MODE_CONSTANT).sint(level).getvalue(), out_words(0), 0, 0
+        return _constant_params(plan)
     entries = pack_entries(canonical_codes(plan.lengths), plan.lengths)
     vbits = value_bits(levels.dtype)
-    chunk_bits = np.zeros(chunk_count(levels.size), dtype=np.int64)
+    chunk_bits = np.zeros(chunk_count(levels.size, plan.chunk), dtype=np.int64)
     # Every element costs at most the longest code plus, if escaped, a raw value.
     out32 = out_words(levels.size * (MAX_CODE_BITS + vbits) + 32 * chunk_bits.size)
-    n_words = encode_levels(levels, plan.base, plan.window, entries, vbits, CHUNK_LEVELS, out32,
+    n_words = encode_levels(levels, plan.base, plan.window, entries, vbits, plan.chunk, out32,
                             chunk_bits)
-    writer.uint(MODE_CODED).sint(plan.base).uint(plan.window)
-    write_chunks(writer, CHUNK_LEVELS, chunk_bits)
-    write_lengths(writer, plan.lengths)
-    return writer.getvalue(), out32, n_words, payload_bits(chunk_bits)
+    return _coded_params(plan, chunk_bits), out32, n_words, payload_bits(chunk_bits)
+
+
+def emit_device(levels, plan, stream):
+    """``emit`` for device levels, kernels on ``stream``; the same result."""
+    if plan.constant:
+        return _constant_params(plan)
+    out32, n_words, chunk_bits = gpu.token_payload(
+        gpu.Tokens(levels, gpu.LEVELS, stream, plan.chunk), plan.base, plan.window, plan.lengths,
+        plan.window, value_bits(levels.dtype))
+    return _coded_params(plan, chunk_bits), out32, n_words, payload_bits(chunk_bits)
 
 
 def plan_bits(plan, counts, vbits):
@@ -124,9 +171,10 @@ class SampleHuffman(Huffman):
     name = "sh"
     encoder_id = 3
 
-    def __init__(self, sample_size=1000, seed=None):
+    def __init__(self, sample_size=1000, seed=None, chunk_levels=CHUNK_LEVELS):
         if not isinstance(sample_size, (int, np.integer)) or sample_size < 1:
             raise ValueError(f"sample_size must be a positive integer, got {sample_size!r}")
+        super().__init__(chunk_levels)
         self.sample_size = int(sample_size)
         self.seed = seed
         self._rng = np.random.default_rng(seed)
@@ -134,13 +182,24 @@ class SampleHuffman(Huffman):
     def _config(self):
         return {"sample_size": self.sample_size, "seed": self.seed}
 
+    def positions(self, n):
+        """The next ``sample_size`` sample positions in [0, n) (advances the sequence)."""
+        return self._rng.integers(0, n, size=self.sample_size)
+
     def plan(self, levels):
-        lo, hi = int(levels.min()), int(levels.max())
+        return self.sampled_plan(int(levels.min()), int(levels.max()),
+                                 levels[self.positions(levels.size)])
+
+    def plan_device(self, levels, stream):
+        lo, hi = gpu.level_range(levels, stream)
+        return self.sampled_plan(lo, hi, gpu.gather(levels, self.positions(levels.size), stream))
+
+    def sampled_plan(self, lo, hi, sample):
+        """The code for levels in [lo, hi] from a host ``sample`` of them."""
         base, window = level_window(lo, hi)
-        sample = levels[self._rng.integers(0, levels.size, size=self.sample_size)]
         counts = np.zeros(window + 1, dtype=np.int64)
         level_histogram(sample, base, window, counts)
         counts[:window] += 1                        # add-one smoothing over [min, max]
         if hi - lo + 1 > window:                    # levels beyond the window need the escape
             counts[window] += 1
-        return LevelPlan(base, window, lengths_for(counts, window))
+        return LevelPlan(base, window, lengths_for(counts, window), self.chunk_levels)

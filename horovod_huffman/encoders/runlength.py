@@ -23,7 +23,8 @@ from horovod_huffman.kernels.symbols import level_histogram, pack_entries
 
 from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
-from .base import Encoder, out_words, check_status
+from . import gpu
+from .base import Encoder, out_words, check_status, check_chunk_levels
 from .codes import (MAX_SYMBOLS, lengths_for, weights_from_probabilities, write_lengths,
                     read_lengths, chunk_count, write_chunks, read_chunks)
 
@@ -45,14 +46,20 @@ class RLH(Encoder):
     """
     name = "rlh"
     encoder_id = 2
+    on_device = True
+
+    def __init__(self, chunk_levels=CHUNK_LEVELS):
+        """``chunk_levels``: levels per independently decodable chunk; runs are cut at chunk
+        boundaries (kernels/chunks.py)."""
+        self.chunk_levels = check_chunk_levels(chunk_levels)
 
     def token_counts(self, levels):
         """(base, window, joint token counts, run ends, number of runs) of ``levels``."""
         lo, hi = int(levels.min()), int(levels.max())
         base, window = lo, min(hi - lo + 1, RLH_MAX_WINDOW)
         ends = np.empty(levels.size, dtype=np.int32 if levels.size < 2**31 else np.int64)
-        chunk_runs = np.empty(chunk_count(levels.size), dtype=np.int64)
-        n_runs = run_ends(levels, CHUNK_LEVELS, ends, chunk_runs)
+        chunk_runs = np.empty(chunk_count(levels.size, self.chunk_levels), dtype=np.int64)
+        n_runs = run_ends(levels, self.chunk_levels, ends, chunk_runs)
         counts = np.zeros(window * RUN_BUCKETS + 1, dtype=np.int64)
         rlh_histogram(levels, ends, n_runs, base, window, counts)
         return base, window, counts, ends, chunk_runs
@@ -67,15 +74,26 @@ class RLH(Encoder):
         worst = rlh_payload_bits(counts, lengths, window) + 32 * chunk_bits.size + \
             int(counts[escape]) * (vbits + RLH_ESCAPE_RUN_BITS + MAX_CODE_BITS)
         out32 = out_words(worst)
-        n_words = encode_rlh(levels, ends, chunk_runs, CHUNK_LEVELS, base, window, entries, vbits,
-                             BUCKET_EXTRA, out32, chunk_bits)
-        writer = ParamWriter().sint(base).uint(window)
-        write_chunks(writer, CHUNK_LEVELS, chunk_bits)
-        write_lengths(writer, lengths)
-        return writer.getvalue(), out32, n_words, payload_bits(chunk_bits)
+        n_words = encode_rlh(levels, ends, chunk_runs, self.chunk_levels, base, window, entries,
+                             vbits, BUCKET_EXTRA, out32, chunk_bits)
+        return _params(base, window, None, self.chunk_levels, chunk_bits, lengths), out32, \
+            n_words, \
+            payload_bits(chunk_bits)
+
+    def _encode_device(self, levels, stream):
+        lo, hi = gpu.level_range(levels, stream)
+        base, window = lo, min(hi - lo + 1, RLH_MAX_WINDOW)
+        escape = window * RUN_BUCKETS
+        tokens = gpu.Tokens(levels, gpu.RUNS, stream, self.chunk_levels)
+        lengths = lengths_for(gpu.token_counts(tokens, base, window, escape + 1), escape)
+        out32, n_words, chunk_bits = gpu.token_payload(tokens, base, window, lengths, escape,
+                                                       value_bits(levels.dtype))
+        return _params(base, window, None, self.chunk_levels, chunk_bits, lengths), out32, \
+            n_words, \
+            payload_bits(chunk_bits)
 
     @classmethod
-    def _decode(cls, reader, words, payload_bits, out):
+    def _decode(cls, reader, words, payload_bits, out, stream=None):
         lo, hi = dtype_range(out.dtype)
         base = reader.sint("base", lo, hi)
         window = reader.uint("window", 1, min(RLH_MAX_WINDOW, hi - base + 1))
@@ -86,9 +104,30 @@ class RLH(Encoder):
         buckets = symbols // window
         table = token_table(lengths, codes, symbols % window, BUCKET_BASE[buckets],
                             BUCKET_EXTRA[buckets], n_symbols - 1)
-        status = decode_tokens(words, starts, chunk_bits, chunk, table, pair_table(table), base,
-                               value_bits(out.dtype), True, lo, hi, out)
-        check_status(status, cls.name)
+        _decode_tokens(cls.name, words, starts, chunk_bits, chunk, table, base, out, True, stream)
+
+
+def _params(base, window, k, chunk, chunk_bits, lengths):
+    """rlh (k None) or shs parameters."""
+    writer = ParamWriter().sint(base).uint(window)
+    if k is not None:
+        writer.uint(k)
+    write_chunks(writer, chunk, chunk_bits)
+    write_lengths(writer, lengths)
+    return writer.getvalue()
+
+
+def _decode_tokens(name, words, starts, chunk_bits, chunk, table, base, out, esc_has_run, stream):
+    """Decode a token payload on the host or, with ``stream``, on the device."""
+    lo, hi = dtype_range(out.dtype)
+    vbits = value_bits(out.dtype)
+    if stream is not None:
+        gpu.decode_tokens(words, starts, chunk_bits, chunk, table, base, vbits, esc_has_run, lo,
+                          hi, out, name, stream)
+        return
+    status = decode_tokens(words, starts, chunk_bits, chunk, table, pair_table(table), base,
+                           vbits, esc_has_run, lo, hi, out)
+    check_status(status, name)
 
 
 def rlh_payload_bits(counts, lengths, window):
@@ -99,11 +138,12 @@ def rlh_payload_bits(counts, lengths, window):
 
 
 class SHSPlan:
-    """base, window, k and code lengths over window + k + 1 symbols."""
-    __slots__ = ("base", "window", "k", "lengths")
+    """base, window, k, code lengths over window + k + 1 symbols, and levels per chunk."""
+    __slots__ = ("base", "window", "k", "lengths", "chunk")
 
-    def __init__(self, base, window, k, lengths):
+    def __init__(self, base, window, k, lengths, chunk=CHUNK_LEVELS):
         self.base, self.window, self.k, self.lengths = base, window, k, lengths
+        self.chunk = chunk
 
 
 def window_with_zero(lo, hi, max_window):
@@ -119,23 +159,36 @@ class SHS(Encoder):
     """Sample Huffman with sparsity (paper: SHS), sparsity factor ``k`` (paper: 200)."""
     name = "shs"
     encoder_id = 4
+    on_device = True
 
-    def __init__(self, sample_size=1000, k=200, seed=None):
+    def __init__(self, sample_size=1000, k=200, seed=None, chunk_levels=CHUNK_LEVELS):
         if not isinstance(sample_size, (int, np.integer)) or sample_size < 1:
             raise ValueError(f"sample_size must be a positive integer, got {sample_size!r}")
         if not isinstance(k, (int, np.integer)) or not 1 <= k <= SHS_MAX_K:
             raise ValueError(f"k must be an integer in [1, {SHS_MAX_K}], got {k!r}")
         self.sample_size, self.k, self.seed = int(sample_size), int(k), seed
+        self.chunk_levels = check_chunk_levels(chunk_levels)
         self._rng = np.random.default_rng(seed)
 
     def _config(self):
         return {"sample_size": self.sample_size, "k": self.k, "seed": self.seed}
 
+    def positions(self, n):
+        """The next ``sample_size`` sample positions in [0, n) (advances the sequence)."""
+        return self._rng.integers(0, n, size=self.sample_size)
+
     def plan(self, levels):
+        return self.sampled_plan(int(levels.min()), int(levels.max()),
+                                 levels[self.positions(levels.size)])
+
+    def plan_device(self, levels, stream):
+        lo, hi = gpu.level_range(levels, stream)
+        return self.sampled_plan(lo, hi, gpu.gather(levels, self.positions(levels.size), stream))
+
+    def sampled_plan(self, lo, hi, sample):
+        """The plan for levels in [lo, hi] from a host ``sample`` of them."""
         k = self.k
-        lo, hi = int(levels.min()), int(levels.max())
         base, window = window_with_zero(lo, hi, MAX_CODED_SYMBOLS - k - 1)
-        sample = levels[self._rng.integers(0, levels.size, size=self.sample_size)]
         counts = np.zeros(window + 1, dtype=np.int64)
         level_histogram(sample, base, window, counts)
         counts[:window] += 1                          # add-one smoothing over the window
@@ -157,13 +210,16 @@ class SHS(Encoder):
             weights[window + k - 1] = p0 ** k         # a full chunk may be followed by anything
             possible[window:window + k] = True
         lengths = lengths_for(weights_from_probabilities(weights, possible), window + k)
-        return SHSPlan(base, window, k, lengths)
+        return SHSPlan(base, window, k, lengths, self.chunk_levels)
 
     def _encode(self, levels):
         return emit_shs(levels, self.plan(levels))
 
+    def _encode_device(self, levels, stream):
+        return emit_shs_device(levels, self.plan_device(levels, stream), stream)
+
     @classmethod
-    def _decode(cls, reader, words, payload_bits, out):
+    def _decode(cls, reader, words, payload_bits, out, stream=None):
         lo, hi = dtype_range(out.dtype)
         base = reader.sint("base", lo, hi)
         window = reader.uint("window", 1, min(MAX_CODED_SYMBOLS, hi - base + 1))
@@ -178,18 +234,26 @@ class SHS(Encoder):
         run_base = np.concatenate([np.ones(window, np.int64), np.arange(1, k + 1)])
         table = token_table(lengths, codes, level_index, run_base,
                             np.zeros(window + k, np.int64), n_symbols - 1)
-        status = decode_tokens(words, starts, chunk_bits, chunk, table, pair_table(table), base,
-                               value_bits(out.dtype), False, lo, hi, out)
-        check_status(status, cls.name)
+        _decode_tokens(cls.name, words, starts, chunk_bits, chunk, table, base, out, False,
+                       stream)
 
 
 def emit_shs(levels, plan):
     """Encode ``levels`` with an SHS plan: (params, words, n_words, n_bits)."""
     entries = pack_entries(canonical_codes(plan.lengths), plan.lengths)
     vbits = value_bits(levels.dtype)
-    out32 = out_words(levels.size * (MAX_CODE_BITS + vbits))
-    n_words, n_bits = encode_shs(levels, plan.base, plan.window, plan.k, entries, vbits, out32)
-    writer = ParamWriter().sint(plan.base).uint(plan.window).uint(plan.k)
-    write_chunks(writer, levels.size, [n_bits])          # one chunk (see docs/wire-format.md)
-    write_lengths(writer, plan.lengths)
-    return writer.getvalue(), out32, n_words, n_bits
+    chunk_bits = np.zeros(chunk_count(levels.size, plan.chunk), dtype=np.int64)
+    out32 = out_words(levels.size * (MAX_CODE_BITS + vbits) + 32 * chunk_bits.size)
+    n_words = encode_shs(levels, plan.base, plan.window, plan.k, entries, vbits, plan.chunk,
+                         out32, chunk_bits)
+    return _params(plan.base, plan.window, plan.k, plan.chunk, chunk_bits, plan.lengths), out32, \
+        n_words, payload_bits(chunk_bits)
+
+
+def emit_shs_device(levels, plan, stream):
+    """``emit_shs`` for device levels, kernels on ``stream``; the same result."""
+    out32, n_words, chunk_bits = gpu.token_payload(
+        gpu.Tokens(levels, gpu.ZERO_RUNS, stream, plan.chunk), plan.base, plan.window,
+        plan.lengths, plan.window + plan.k, value_bits(levels.dtype), k=plan.k)
+    return _params(plan.base, plan.window, plan.k, plan.chunk, chunk_bits, plan.lengths), out32, \
+        n_words, payload_bits(chunk_bits)

@@ -1,0 +1,159 @@
+"""Host side of the GPU paths: launch the CUDA kernels (kernels/cuda_*.py) on one stream and
+bring back only what the host needs (a histogram, chunk bit counts, the payload words).
+
+Every function mirrors a CPU step and produces the very same numbers, so an encoder's device
+path writes the bytes its CPU path writes. Copies to the host wait on the stream, never on the
+whole device.
+"""
+import numpy as np
+from numba import cuda
+
+from horovod_huffman.kernels import cuda_decode, cuda_tokens
+from horovod_huffman.kernels.bits import bytes_to_words
+from horovod_huffman.kernels.chunks import CHUNK_LEVELS, chunk_starts
+from horovod_huffman.kernels.cuda_bits import BLOCK
+from horovod_huffman.kernels.cuda_tokens import LEVELS, RUNS, ZERO_RUNS  # noqa: F401 (modes)
+from horovod_huffman.kernels.runs import BUCKET_EXTRA
+from horovod_huffman.kernels.symbols import pack_entries
+from horovod_huffman.kernels.huffman import canonical_codes
+
+from ..device import SIMULATED, copy_to_host, grid_for
+from ..errors import check_status
+from .codes import chunk_count
+
+# Threads per block of the grid-stride kernels (range, gather, fill, raw).
+STRIDE_BLOCK = 256
+_BUCKET_EXTRA = {}
+
+
+def _bucket_extra():
+    """runs.BUCKET_EXTRA on the current device (uploaded once per context)."""
+    key = 0 if SIMULATED else id(cuda.current_context())
+    if key not in _BUCKET_EXTRA:
+        _BUCKET_EXTRA[key] = cuda.to_device(np.ascontiguousarray(BUCKET_EXTRA))
+    return _BUCKET_EXTRA[key]
+
+
+def level_range(levels, stream):
+    """(min, max) of non-empty device levels, as Python ints."""
+    lo_hi = cuda.to_device(np.array([np.iinfo(np.int64).max, np.iinfo(np.int64).min]),
+                           stream=stream)
+    cuda_tokens.level_range[grid_for(levels.size, BLOCK), BLOCK, stream](levels, lo_hi)
+    lo, hi = copy_to_host(lo_hi, stream)
+    return int(lo), int(hi)
+
+
+def gather(levels, positions, stream):
+    """Host array of levels[positions] (the sh/shs sample)."""
+    pos = cuda.to_device(np.ascontiguousarray(positions, dtype=np.int64), stream=stream)
+    out = cuda.device_array(pos.size, dtype=levels.dtype, stream=stream)
+    cuda_tokens.gather[grid_for(pos.size, STRIDE_BLOCK), STRIDE_BLOCK, stream](levels, pos, out)
+    return copy_to_host(out, stream)
+
+
+class Tokens:
+    """Device levels cut into tokens of one mode, chunk by chunk: the segment layout every
+    token kernel shares (kernels/cuda_tokens.py), computed once per tensor."""
+
+    def __init__(self, levels, mode, stream, chunk=CHUNK_LEVELS):
+        self.levels, self.mode, self.stream, self.chunk = levels, mode, stream, chunk
+        self.n_chunks = chunk_count(levels.size, chunk)
+        # Where every segment's first run starts; LEVELS tokens are single levels, so unused.
+        self.seg_prev = cuda.device_array(self.n_chunks * BLOCK, dtype=np.int64, stream=stream)
+        if mode != LEVELS:
+            cuda_tokens.segment_prev[self.n_chunks, BLOCK, stream](levels, chunk, mode,
+                                                                   self.seg_prev)
+
+
+def token_counts(tokens, base, window, n_symbols):
+    """Host int64 histogram of LEVELS or RUNS token symbols (as level_histogram/rlh_histogram)."""
+    stream = tokens.stream
+    counts = cuda.to_device(np.zeros(n_symbols, dtype=np.int64), stream=stream)
+    cuda_tokens.count_tokens[tokens.n_chunks, BLOCK, stream](
+        tokens.levels, tokens.chunk, tokens.mode, tokens.seg_prev, base, window, counts)
+    return copy_to_host(counts, stream)
+
+
+def token_payload(tokens, base, window, lengths, esc, vbits, k=1):
+    """Encode the tokens as a chunked stream: (host uint32 words, words used, host chunk bits),
+    laid out exactly as the CPU encoders lay them out."""
+    stream, n_chunks = tokens.stream, tokens.n_chunks
+    entries = cuda.to_device(pack_entries(canonical_codes(lengths), lengths), stream=stream)
+    seg_offset = cuda.device_array(n_chunks * BLOCK, dtype=np.int64, stream=stream)
+    bits = cuda.device_array(n_chunks, dtype=np.int64, stream=stream)
+    args = (tokens.levels, tokens.chunk, tokens.mode, tokens.seg_prev, base, window, entries, esc,
+            vbits, _bucket_extra(), k, seg_offset)
+    cuda_tokens.segment_bits[n_chunks, BLOCK, stream](*args, bits)
+    chunk_bits = copy_to_host(bits, stream)
+    starts = chunk_starts(chunk_bits)
+    n_words = int((starts[-1] + chunk_bits[-1] + 31) // 32)
+    out = _zeroed_words(n_words + 1, stream)          # + 1: a flush may OR into the next word
+    cuda_tokens.write_tokens[n_chunks, BLOCK, stream](*args, cuda.to_device(starts, stream=stream),
+                                                      out)
+    return copy_to_host(out, stream), n_words, chunk_bits
+
+
+def fixed_payload(levels, base, width, stream):
+    """``raw`` payload of device levels: (host uint32 words, words used, bits)."""
+    n_bits = levels.size * width
+    n_words = -(-n_bits // 32)
+    if n_words == 0:
+        return np.zeros(1, np.uint32), 0, 0
+    out = cuda.device_array(n_words, dtype=np.uint32, stream=stream)
+    cuda_tokens.encode_fixed[grid_for(n_words, STRIDE_BLOCK), STRIDE_BLOCK, stream](
+        levels, base, width, out)
+    return copy_to_host(out, stream), n_words, n_bits
+
+
+def _zeroed_words(n, stream):
+    out = cuda.device_array(n, dtype=np.uint32, stream=stream)
+    cuda_tokens.fill_words[grid_for(n, STRIDE_BLOCK), STRIDE_BLOCK, stream](out, np.uint32(0))
+    return out
+
+
+def to_device_words(payload, stream):
+    """The payload as padded uint64 words on the device (bits.bytes_to_words)."""
+    return cuda.to_device(bytes_to_words(payload), stream=stream)
+
+
+def _check(status, name, stream):
+    status = copy_to_host(status, stream)
+    bad = status[status != 0]
+    if bad.size:
+        check_status(int(bad[0]), name)
+
+
+def _chunk_launch(starts):
+    threads = cuda_decode.DECODE_BLOCK
+    return -(-len(starts) // threads), threads
+
+
+def decode_levels(words, starts, chunk_bits, chunk, table, base, window, vbits, lo, hi, out,
+                  name, stream):
+    """huffman/sh payload -> ``out`` (device); raises DecodeError like the CPU decoder."""
+    status = cuda.device_array(len(starts), dtype=np.int64, stream=stream)
+    blocks, threads = _chunk_launch(starts)
+    cuda_decode.decode_levels[blocks, threads, stream](
+        words, cuda.to_device(starts, stream=stream), cuda.to_device(chunk_bits, stream=stream),
+        chunk, cuda.to_device(table, stream=stream), base, window, vbits, lo, hi, out, status)
+    _check(status, name, stream)
+
+
+def decode_tokens(words, starts, chunk_bits, chunk, table, base, vbits, esc_has_run, lo, hi,
+                  out, name, stream):
+    """rlh/shs payload -> ``out`` (device); raises DecodeError like the CPU decoder."""
+    status = cuda.device_array(len(starts), dtype=np.int64, stream=stream)
+    blocks, threads = _chunk_launch(starts)
+    cuda_decode.decode_tokens[blocks, threads, stream](
+        words, cuda.to_device(starts, stream=stream), cuda.to_device(chunk_bits, stream=stream),
+        chunk, cuda.to_device(table, stream=stream), base, vbits, esc_has_run, lo, hi, out,
+        status)
+    _check(status, name, stream)
+
+
+def decode_fixed(words, base, width, hi, out, name, stream):
+    """raw payload -> ``out`` (device)."""
+    status = cuda.to_device(np.zeros(1, dtype=np.int64), stream=stream)
+    cuda_decode.decode_fixed[grid_for(out.size, STRIDE_BLOCK), STRIDE_BLOCK, stream](
+        words, base, width, hi, out, status)
+    _check(status, name, stream)

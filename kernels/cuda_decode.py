@@ -1,0 +1,163 @@
+"""CUDA decode kernels: table-driven decoding of chunked huffman/sh and rlh/shs payloads, and
+the fixed-width raw payload, with the CPU decoders' checks and status codes (errors.py).
+
+READ ME FIRST
+1. One thread per chunk: a chunk is one serial chain of codes (each code's position depends on
+   the previous one's length), and the chunk table gives every chain's first bit. Blocks of
+   DECODE_BLOCK threads first copy the 4096-entry lookup table into shared memory.
+2. The words are bits.bytes_to_words of the payload (native uint64 of big-endian bytes, two zero
+   words of padding), so a 64-bit window at any position up to the payload's end is in bounds;
+   every read is preceded by a check of the position against the chunk's declared end.
+3. Each thread writes its chunk's status into ``status``; the host raises the first non-zero.
+Units: positions are int64 bits of the payload; ``chunk`` is levels per chunk.
+"""
+from numba import cuda, int64, uint32, uint64
+
+from .cuda_bits import window64, unzigzag, leading_zeros64
+from .elias import MAX_VALUE_BITS
+from .errors import (OK, PAYLOAD_OVERRUN, INVALID_CODE, RUN_OVERFLOW, VALUE_OVERFLOW,
+                     PAYLOAD_UNDERRUN, BAD_ELIAS)
+from .huffman import MAX_CODE_BITS, TABLE_SIZE
+from .runs import ENTRY_ESCAPE, EXTRA_SHIFT, RUN_SHIFT, LEVEL_SHIFT
+
+# Chunks (threads) per decode block: few, since each thread runs a long serial chain and the
+# block's first job is loading the shared table.
+DECODE_BLOCK = 32
+_TOP = uint64(64 - MAX_CODE_BITS)
+
+
+@cuda.jit(device=True, inline=True)
+def _end_status(status, bit_pos, end_bit):
+    """A chunk decoded without error must end exactly at its declared bit length."""
+    if status != OK:
+        return status
+    if bit_pos > end_bit:
+        return PAYLOAD_OVERRUN
+    if bit_pos < end_bit:
+        return PAYLOAD_UNDERRUN
+    return OK
+
+
+@cuda.jit
+def decode_levels(words, starts, chunk_bits, chunk, table, base, window, vbits, lo, hi, out,
+                  status):
+    """huffman/sh: ``table`` entries are ``symbol << 4 | length`` (uint32); symbol ``window``
+    is the escape, followed by a zigzag level in ``vbits`` bits. Grid: >= one thread per chunk."""
+    tab = cuda.shared.array(TABLE_SIZE, uint32)
+    for j in range(cuda.threadIdx.x, TABLE_SIZE, cuda.blockDim.x):
+        tab[j] = table[j]
+    cuda.syncthreads()
+    c = cuda.grid(1)
+    if c >= starts.shape[0]:
+        return
+    i = int64(c) * chunk
+    stop = min(int64(out.shape[0]), i + chunk)
+    bit_pos = starts[c]
+    end_bit = bit_pos + chunk_bits[c]
+    st = OK
+    while i < stop:
+        if bit_pos > end_bit:
+            st = PAYLOAD_OVERRUN
+            break
+        e = tab[window64(words, bit_pos) >> _TOP]
+        length = int64(e & 0xF)
+        if length == 0:
+            st = INVALID_CODE
+            break
+        bit_pos += length
+        s = int64(e >> 4)
+        if s == window:
+            if bit_pos > end_bit:
+                st = PAYLOAD_OVERRUN
+                break
+            level = unzigzag(window64(words, bit_pos) >> uint64(64 - vbits))
+            bit_pos += vbits
+            if level < lo or level > hi:
+                st = VALUE_OVERFLOW
+                break
+            out[i] = level
+        else:
+            out[i] = base + s
+        i += 1
+    status[c] = _end_status(st, bit_pos, end_bit)
+
+
+@cuda.jit
+def decode_tokens(words, starts, chunk_bits, chunk, table, base, vbits, esc_has_run, lo, hi,
+                  out, status):
+    """rlh/shs: ``table`` entries as runs.token_table (uint64). An escape carries a zigzag level
+    in ``vbits`` bits, then, when ``esc_has_run``, an Elias-gamma run. Grid: >= a thread per chunk."""
+    tab = cuda.shared.array(TABLE_SIZE, uint64)
+    for j in range(cuda.threadIdx.x, TABLE_SIZE, cuda.blockDim.x):
+        tab[j] = table[j]
+    cuda.syncthreads()
+    c = cuda.grid(1)
+    if c >= starts.shape[0]:
+        return
+    i = int64(c) * chunk
+    stop = min(int64(out.shape[0]), i + chunk)
+    bit_pos = starts[c]
+    end_bit = bit_pos + chunk_bits[c]
+    st = OK
+    while i < stop:
+        if bit_pos > end_bit:
+            st = PAYLOAD_OVERRUN
+            break
+        e = tab[window64(words, bit_pos) >> _TOP]
+        length = int64(e & uint64(0xF))
+        if length == 0:
+            st = INVALID_CODE
+            break
+        bit_pos += length
+        if bit_pos > end_bit:
+            st = PAYLOAD_OVERRUN
+            break
+        if e & uint64(ENTRY_ESCAPE):
+            level = unzigzag(window64(words, bit_pos) >> uint64(64 - vbits))
+            bit_pos += vbits
+            if level < lo or level > hi:
+                st = VALUE_OVERFLOW
+                break
+            run = int64(1)
+            if esc_has_run:
+                if bit_pos > end_bit:
+                    st = PAYLOAD_OVERRUN
+                    break
+                zeros = leading_zeros64(window64(words, bit_pos))
+                if zeros >= MAX_VALUE_BITS:
+                    st = BAD_ELIAS
+                    break
+                bit_pos += zeros
+                if bit_pos > end_bit:
+                    st = PAYLOAD_OVERRUN
+                    break
+                run = int64(window64(words, bit_pos) >> uint64(63 - zeros))
+                bit_pos += zeros + 1
+        else:
+            extra = int64((e >> uint64(EXTRA_SHIFT)) & uint64(0x3F))
+            run = int64((e >> uint64(RUN_SHIFT)) & uint64(0xFFFFFFFF))
+            if extra > 0:
+                run += int64(window64(words, bit_pos) >> uint64(64 - extra))
+                bit_pos += extra
+            level = base + int64(e >> uint64(LEVEL_SHIFT))
+        if run > stop - i:
+            st = RUN_OVERFLOW
+            break
+        for j in range(i, i + run):
+            out[j] = level
+        i += run
+    status[c] = _end_status(st, bit_pos, end_bit)
+
+
+@cuda.jit
+def decode_fixed(words, base, width, hi, out, status):
+    """raw: level i = base + the ``width`` bits at i * width (the host has checked the payload
+    is exactly n * width bits). Any grid; status[0] becomes VALUE_OVERFLOW on a level > hi."""
+    for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
+        level = base
+        if width > 0:
+            level += int64(window64(words, int64(i) * width) >> uint64(64 - width))
+        if level > hi:
+            status[0] = VALUE_OVERFLOW
+        else:
+            out[i] = level

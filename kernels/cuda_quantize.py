@@ -1,0 +1,123 @@
+"""CUDA QSGD, TernGrad and dequantization, reproducing quantize.py's results exactly.
+
+READ ME FIRST
+1. Same counter-based randomness as the CPU (``uniform(seed, i)``: SplitMix64 of the index), so
+   a tensor quantizes to the same levels on either device.
+2. Exactness needs the same float64 operations in the same order: a bucket's sum of squares is
+   one thread's sequential loop, and products go through ``dmul_rn``, which the compiler never
+   fuses with a following add into an FMA (a fused multiply-add rounds once, not twice, and
+   would change the sum). The simulator's libdevice lacks it, so there a plain product stands in.
+3. Two kernels per quantizer: one thread per bucket for the scale, then one per element.
+Units: buckets count elements; scales are float32, as on the CPU.
+"""
+import math
+
+from numba import config, cuda, float64, int64, uint64
+
+from .quantize import _GOLDEN, _MIX1, _MIX2, _TO_UNIT
+
+if config.ENABLE_CUDASIM:
+    @cuda.jit(device=True)
+    def mul_rn(a, b):
+        return a * b
+else:                                          # pragma: no cover - needs a GPU
+    from numba.cuda import libdevice
+
+    @cuda.jit(device=True, inline=True)
+    def mul_rn(a, b):
+        return libdevice.dmul_rn(a, b)
+
+
+@cuda.jit(device=True, inline=True)
+def uniform(seed, index):
+    """quantize.uniform on the device."""
+    z = uint64(seed) + uint64(index + 1) * _GOLDEN
+    z = (z ^ (z >> uint64(30))) * _MIX1
+    z = (z ^ (z >> uint64(27))) * _MIX2
+    z = z ^ (z >> uint64(31))
+    return float64(z >> uint64(11)) * _TO_UNIT
+
+
+@cuda.jit
+def qsgd_scales(x, s, bucket, scales, inv):
+    """Per bucket: scales = norm / s (float32; NaN for a non-finite norm, 0 for a zero one) and
+    inv = s / norm (0 where levels must be 0). One thread per bucket."""
+    b = cuda.grid(1)
+    if b >= scales.shape[0]:
+        return
+    start = int64(b) * bucket
+    sq = 0.0
+    for i in range(start, min(start + bucket, x.shape[0])):
+        v = float64(x[i])
+        sq += mul_rn(v, v)
+    norm = math.sqrt(sq)
+    if not math.isfinite(norm) or norm == 0.0:
+        scales[b] = math.nan if not math.isfinite(norm) else 0.0
+        inv[b] = 0.0
+    else:
+        scales[b] = norm / s
+        inv[b] = s / norm
+
+
+@cuda.jit
+def qsgd_levels(x, s, bucket, seed, inv, levels):
+    """level = sign(x) * stochastic_round(|x| * inv[bucket]), at most s. Any grid."""
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        r = inv[i // bucket]
+        if r == 0.0:
+            levels[i] = 0
+            continue
+        v = float64(x[i])
+        p = mul_rn(abs(v), r)
+        q = math.floor(p)
+        if uniform(seed, i) < p - q:
+            q += 1.0
+        if q > s:
+            q = s
+        levels[i] = -q if v < 0 else q
+
+
+@cuda.jit
+def terngrad_scales(x, bucket, clip_at, scales, max_norm):
+    """Per bucket max-norm m (after clipping at ``clip_at`` > 0): scales = m as float32 (NaN if
+    a value is non-finite), max_norm = m as float64 (0 where levels must be 0). One thread per
+    bucket."""
+    b = cuda.grid(1)
+    if b >= scales.shape[0]:
+        return
+    start = int64(b) * bucket
+    m = 0.0
+    finite = True
+    for i in range(start, min(start + bucket, x.shape[0])):
+        a = abs(float64(x[i]))
+        if not math.isfinite(a):
+            finite = False
+        if clip_at > 0.0 and a > clip_at:
+            a = clip_at
+        if a > m:
+            m = a
+    scales[b] = m if finite else math.nan
+    max_norm[b] = m if finite else 0.0
+
+
+@cuda.jit
+def terngrad_levels(x, bucket, clip_at, seed, max_norm, levels):
+    """level = sign(x) * Bernoulli(|x| / m) with m the bucket's max-norm. Any grid."""
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        m = max_norm[i // bucket]
+        levels[i] = 0
+        if m == 0.0:
+            continue
+        v = float64(x[i])
+        a = abs(v)
+        if clip_at > 0.0 and a > clip_at:
+            a = clip_at
+        if uniform(seed, i) < a / m:
+            levels[i] = -1 if v < 0 else 1
+
+
+@cuda.jit
+def dequantize(levels, scales, bucket, out):
+    """out[i] = scales[i // bucket] * levels[i] in out's dtype. Any grid."""
+    for i in range(cuda.grid(1), levels.shape[0], cuda.gridsize(1)):
+        out[i] = scales[i // bucket] * levels[i]

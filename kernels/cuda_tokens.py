@@ -1,0 +1,280 @@
+"""CUDA encode kernels: the token streams of ``huffman``/``sh``, ``rlh`` and ``shs``, and the
+fixed-width ``raw`` stream, bit for bit as the CPU kernels write them.
+
+READ ME FIRST
+1. One thread block per chunk (chunks.py), BLOCK threads (cuda_bits.py). Thread t owns the
+   levels [t * seg, (t + 1) * seg) of its chunk, seg = ceil(chunk / BLOCK), and every token that
+   ENDS there. A token's run begins after the previous token's end, which a block max-scan finds
+   (``segment_prev``) however many segments a run spans.
+2. Passes, one kernel each: ``segment_prev`` (run starts), ``count_tokens`` (symbol histogram,
+   only for codes built from the full tensor), ``segment_bits`` (bits per segment, a block sum
+   scan gives every segment's bit offset and every chunk's bits), ``write_tokens``. Between the
+   last two the host lays chunks out on 32-bit words exactly as the CPU encoder does.
+3. A segment's words are its own except its first (the previous segment may end inside it) and
+   its last partial one: those two are ORed atomically into a zeroed buffer, the others stored.
+4. Modes: LEVELS, every level is a token (huffman, sh); RUNS, maximal runs of equal levels
+   (rlh); ZERO_RUNS, maximal zero runs, every non-zero level its own token (shs). Symbols and
+   escapes are those of symbols.py and runs.py; ``entries`` are their ``code << 4 | length``.
+Units: positions and offsets are int64 bits of the payload; counts are tokens.
+"""
+from numba import cuda, int32, int64, uint32, uint64
+
+from .cuda_bits import BLOCK, bit_length32, zigzag, put, flush, block_scan_add, block_scan_max
+from .runs import RUN_BUCKETS
+
+LEVELS, RUNS, ZERO_RUNS = 0, 1, 2
+# Shared-memory histogram bins (int32, 16 KiB): every rlh and shs alphabet (<= 4096 symbols
+# plus the escape); wider huffman windows count straight into global memory.
+SHARED_BINS = 4097
+
+
+@cuda.jit(device=True, inline=True)
+def _segment(chunk, n):
+    """(first level, end) of this thread's segment, and the chunk's first level and end."""
+    c = int64(cuda.blockIdx.x)
+    chunk_lo = c * chunk
+    chunk_hi = min(n, chunk_lo + chunk)
+    seg = (chunk + BLOCK - 1) // BLOCK
+    lo = min(chunk_hi, chunk_lo + int64(cuda.threadIdx.x) * seg)
+    return lo, min(chunk_hi, lo + seg), chunk_lo, chunk_hi
+
+
+@cuda.jit(device=True, inline=True)
+def _is_end(levels, i, chunk_hi, mode):
+    """Whether a token ends at level i."""
+    if mode == LEVELS or i == chunk_hi - 1:
+        return True
+    if mode == RUNS:
+        return levels[i] != levels[i + 1]
+    return levels[i] != 0 or levels[i + 1] != 0
+
+
+@cuda.jit(device=True, inline=True)
+def _run_bucket(run):
+    """runs.run_bucket for runs below 2**32."""
+    if run < 4:
+        return run - 1
+    b = bit_length32(run) - 1
+    return 3 + (b - 2) * 2 + ((run >> (b - 1)) & 1)
+
+
+@cuda.jit(device=True, inline=True)
+def _symbol(mode, level, run, base, window):
+    """Histogram symbol of a LEVELS or RUNS token (window, resp. RUN_BUCKETS * window: escape)."""
+    v = int64(level) - base
+    if mode == RUNS:
+        if v < 0 or v >= window:
+            return RUN_BUCKETS * window
+        return _run_bucket(run) * window + v
+    if v < 0 or v >= window:
+        return window
+    return v
+
+
+@cuda.jit(device=True, inline=True)
+def _coded(mode, level, run, base, window, entries, bucket_extra):
+    """(entry, extra bits) of a token's code; entry 0 when the token takes the escape."""
+    v = int64(level) - base
+    if v < 0 or v >= window:
+        return uint32(0), int64(0)
+    if mode == RUNS:
+        b = _run_bucket(run)
+        return uint32(entries[b * window + v]), int64(bucket_extra[b])
+    return uint32(entries[v]), int64(0)
+
+
+@cuda.jit(device=True, inline=True)
+def _token_bits(mode, level, run, base, window, entries, esc, vbits, bucket_extra, k):
+    """Payload bits of one token (mirrors ``_write_token``)."""
+    if mode == ZERO_RUNS and level == 0:
+        full = run // k
+        bits = full * int64(entries[window + k - 1] & 0xF)
+        if run > full * k:
+            bits += int64(entries[window + run - full * k - 1] & 0xF)
+        return bits
+    e, extra = _coded(mode, level, run, base, window, entries, bucket_extra)
+    if e & 0xF:
+        return int64(e & 0xF) + extra
+    bits = int64(entries[esc] & 0xF) + vbits
+    if mode == RUNS:
+        bits += 2 * bit_length32(run) - 1          # Elias-gamma run length
+    return bits
+
+
+@cuda.jit(device=True, inline=True)
+def _write_token(out, acc, pending, word_pos, shared, mode, level, run, base, window, entries,
+                 esc, vbits, bucket_extra, k):
+    """Append one token as the CPU kernels write it; returns the writer state."""
+    if mode == ZERO_RUNS and level == 0:
+        full = run // k
+        e = entries[window + k - 1]
+        for _ in range(full):
+            acc, pending, word_pos = put(out, acc, pending, word_pos, shared, e >> 4, e & 0xF)
+        if run > full * k:
+            e = entries[window + run - full * k - 1]
+            acc, pending, word_pos = put(out, acc, pending, word_pos, shared, e >> 4, e & 0xF)
+        return acc, pending, word_pos
+    e, extra = _coded(mode, level, run, base, window, entries, bucket_extra)
+    if e & 0xF:
+        acc, pending, word_pos = put(out, acc, pending, word_pos, shared, e >> 4, e & 0xF)
+        if extra > 0:
+            acc, pending, word_pos = put(out, acc, pending, word_pos, shared,
+                                         run & ((1 << extra) - 1), extra)
+        return acc, pending, word_pos
+    e = entries[esc]                                # escape: code, raw zigzag level (, run)
+    acc, pending, word_pos = put(out, acc, pending, word_pos, shared, e >> 4, e & 0xF)
+    acc, pending, word_pos = put(out, acc, pending, word_pos, shared, zigzag(level), vbits)
+    if mode == RUNS:
+        n_bits = bit_length32(run)
+        acc, pending, word_pos = put(out, acc, pending, word_pos, shared, 0, n_bits - 1)
+        acc, pending, word_pos = put(out, acc, pending, word_pos, shared, run, n_bits)
+    return acc, pending, word_pos
+
+
+@cuda.jit
+def segment_prev(levels, chunk, mode, seg_prev):
+    """seg_prev[block * BLOCK + t] = the last token end before segment t (chunk start - 1 if
+    none). Grid: one block per chunk."""
+    lo, hi, chunk_lo, chunk_hi = _segment(chunk, levels.shape[0])
+    last = chunk_lo - 1
+    i = hi - 1
+    while i >= lo:
+        if _is_end(levels, i, chunk_hi, mode):
+            last = i
+            break
+        i -= 1
+    scratch = cuda.shared.array(BLOCK, int64)
+    inclusive = block_scan_max(scratch, last)
+    t = cuda.threadIdx.x
+    scratch[t] = inclusive
+    cuda.syncthreads()
+    seg_prev[int64(cuda.blockIdx.x) * BLOCK + t] = scratch[t - 1] if t > 0 else chunk_lo - 1
+
+
+@cuda.jit
+def count_tokens(levels, chunk, mode, seg_prev, base, window, counts):
+    """Add every LEVELS or RUNS token's symbol to ``counts`` (int64). Grid: a block per chunk."""
+    lo, hi, chunk_lo, chunk_hi = _segment(chunk, levels.shape[0])
+    t = cuda.threadIdx.x
+    bins = cuda.shared.array(SHARED_BINS, int32)
+    n_bins = counts.shape[0]
+    in_shared = n_bins <= SHARED_BINS
+    if in_shared:
+        for b in range(t, n_bins, BLOCK):
+            bins[b] = 0
+    cuda.syncthreads()
+    prev = seg_prev[int64(cuda.blockIdx.x) * BLOCK + t]
+    for i in range(lo, hi):
+        if _is_end(levels, i, chunk_hi, mode):
+            s = _symbol(mode, levels[i], i - prev, base, window)
+            prev = i
+            if in_shared:
+                cuda.atomic.add(bins, s, 1)
+            else:
+                cuda.atomic.add(counts, s, int64(1))
+    cuda.syncthreads()
+    if in_shared:
+        for b in range(t, n_bins, BLOCK):
+            if bins[b] != 0:
+                cuda.atomic.add(counts, b, int64(bins[b]))
+
+
+@cuda.jit
+def segment_bits(levels, chunk, mode, seg_prev, base, window, entries, esc, vbits, bucket_extra,
+                 k, seg_offset, chunk_bits):
+    """Bit offset of every segment in its chunk, and every chunk's bits. Grid: block per chunk."""
+    lo, hi, chunk_lo, chunk_hi = _segment(chunk, levels.shape[0])
+    idx = int64(cuda.blockIdx.x) * BLOCK + cuda.threadIdx.x
+    prev = seg_prev[idx]
+    bits = int64(0)
+    for i in range(lo, hi):
+        if _is_end(levels, i, chunk_hi, mode):
+            bits += _token_bits(mode, levels[i], i - prev, base, window, entries, esc, vbits,
+                                bucket_extra, k)
+            prev = i
+    scratch = cuda.shared.array(BLOCK, int64)
+    inclusive = block_scan_add(scratch, bits)
+    seg_offset[idx] = inclusive - bits
+    if cuda.threadIdx.x == BLOCK - 1:
+        chunk_bits[cuda.blockIdx.x] = inclusive
+
+
+@cuda.jit
+def write_tokens(levels, chunk, mode, seg_prev, base, window, entries, esc, vbits, bucket_extra,
+                 k, seg_offset, chunk_start, out):
+    """Write every segment's tokens from chunk_start[chunk] + its offset into ``out`` (uint32,
+    zeroed). Grid: one block per chunk."""
+    lo, hi, chunk_lo, chunk_hi = _segment(chunk, levels.shape[0])
+    idx = int64(cuda.blockIdx.x) * BLOCK + cuda.threadIdx.x
+    start = chunk_start[cuda.blockIdx.x] + seg_offset[idx]
+    word_pos = start >> 5
+    pending = start & 31                       # zero bits standing for the previous segment's
+    shared = word_pos if pending else int64(-1)
+    acc = uint64(0)
+    prev = seg_prev[idx]
+    for i in range(lo, hi):
+        if _is_end(levels, i, chunk_hi, mode):
+            acc, pending, word_pos = _write_token(out, acc, pending, word_pos, shared, mode,
+                                                  levels[i], i - prev, base, window, entries,
+                                                  esc, vbits, bucket_extra, k)
+            prev = i
+    flush(out, acc, pending, word_pos)
+
+
+@cuda.jit
+def level_range(levels, lo_hi):
+    """lo_hi[0] = min, lo_hi[1] = max of ``levels`` (int64; start at +/- extremes). Any grid."""
+    t = cuda.threadIdx.x
+    lo = int64(0x7FFFFFFFFFFFFFFF)
+    hi = -lo - 1
+    for i in range(cuda.grid(1), levels.shape[0], cuda.gridsize(1)):
+        v = int64(levels[i])
+        lo = min(lo, v)
+        hi = max(hi, v)
+    scratch = cuda.shared.array(BLOCK, int64)
+    scratch[t] = lo
+    cuda.syncthreads()
+    if t == 0:
+        for j in range(1, BLOCK):
+            lo = min(lo, scratch[j])
+        cuda.atomic.min(lo_hi, 0, lo)
+    cuda.syncthreads()
+    scratch[t] = hi
+    cuda.syncthreads()
+    if t == 0:
+        for j in range(1, BLOCK):
+            hi = max(hi, scratch[j])
+        cuda.atomic.max(lo_hi, 1, hi)
+
+
+@cuda.jit
+def fill_words(out, value):
+    """out[:] = value (uint32). Any grid."""
+    for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
+        out[i] = value
+
+
+@cuda.jit
+def gather(levels, positions, out):
+    """out[j] = levels[positions[j]] (sampling for sh and shs). Any grid."""
+    for j in range(cuda.grid(1), positions.shape[0], cuda.gridsize(1)):
+        out[j] = levels[positions[j]]
+
+
+@cuda.jit
+def encode_fixed(levels, base, width, out):
+    """``raw``: word w of the stream from the levels whose ``width``-bit fields touch it (one
+    thread per word, no atomics). Any grid; width 1..32."""
+    n = levels.shape[0]
+    for w in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
+        first = int64(w) * 32
+        word = uint64(0)
+        for e in range(first // width, min(n, (first + 31) // width + 1)):
+            value = uint64(int64(levels[e]) - base)
+            end = e * width + width - first      # field end, in bits from the word's MSB
+            if end <= 32:
+                word |= value << uint64(32 - end)
+            else:
+                word |= value >> uint64(end - 32)
+        out[w] = uint32(word & uint64(0xFFFFFFFF))
+
