@@ -9,8 +9,12 @@
 from dataclasses import dataclass
 
 import numpy as np
+from numba import cuda
 
-from horovod_huffman.kernels import quantize as qk
+from horovod_huffman.kernels import cuda_quantize as cq, quantize as qk
+from horovod_huffman.kernels.cuda_bits import BLOCK as _BLOCK
+
+from .device import is_device_array, as_device_array, stream_or_default, copy_to_host, grid_for
 
 FLOAT_DTYPES = ("float16", "float32", "float64", "bfloat16")
 
@@ -89,9 +93,27 @@ class QSGD(_Seeded):
     def __repr__(self):
         return f"QSGD(levels={self.levels}, bucket_size={self.bucket_size}, seed={self.seed!r})"
 
-    def quantize(self, grad, seed=None):
+    def quantize(self, grad, seed=None, stream=None):
         """QuantizedTensor of a float array of any shape; ``seed`` (< 2**64) fixes this call's
-        random rounding (default: the next seed of this quantizer's sequence)."""
+        random rounding (default: the next seed of this quantizer's sequence).
+
+        A GPU array (``__cuda_array_interface__``; float16/32/64) is quantized on the device, on
+        ``stream``, into device levels and scales equal to the host result.
+        """
+        if is_device_array(grad):
+            flat, shape, dtype, stream = _flat_device(grad, stream)
+            levels = cuda.device_array(flat.size, dtype=self.level_dtype, stream=stream)
+            n_buckets = _bucket_count(flat.size, self.bucket_size)
+            scales = cuda.device_array(n_buckets, dtype=np.float32, stream=stream)
+            inv = cuda.device_array(n_buckets, dtype=np.float64, stream=stream)
+            seed = self._next_seed(seed)
+            if flat.size:
+                s = float(self.levels)
+                cq.qsgd_scales[grid_for(n_buckets, _BLOCK), _BLOCK, stream](
+                    flat, s, self.bucket_size, scales, inv)
+                cq.qsgd_levels[grid_for(flat.size, _BLOCK), _BLOCK, stream](
+                    flat, s, self.bucket_size, seed, inv, levels)
+            return QuantizedTensor(levels, scales, shape, dtype, self.bucket_size)
         flat, shape, dtype = _flat_float(grad)
         levels = np.empty(flat.size, dtype=self.level_dtype)
         scales = np.empty(_bucket_count(flat.size, self.bucket_size), dtype=np.float32)
@@ -124,8 +146,11 @@ class TernGrad(_Seeded):
     def __repr__(self):
         return f"TernGrad(clip={self.clip!r}, bucket_size={self.bucket_size!r}, seed={self.seed!r})"
 
-    def quantize(self, grad, seed=None):
-        """As QSGD.quantize."""
+    def quantize(self, grad, seed=None, stream=None):
+        """As QSGD.quantize. On a GPU array the clip threshold's standard deviation is a
+        fixed-order device reduction, which may differ from NumPy's in the last bits."""
+        if is_device_array(grad):
+            return self._quantize_device(grad, seed, stream)
         flat, shape, dtype = _flat_float(grad)
         bucket = self.bucket_size or max(flat.size, 1)
         clip_at = float(self.clip * flat.std()) if self.clip is not None and flat.size else 0.0
@@ -134,12 +159,70 @@ class TernGrad(_Seeded):
         qk.terngrad(flat, bucket, clip_at, self._next_seed(seed), levels, scales)
         return QuantizedTensor(levels, scales, shape, dtype, bucket)
 
+    def _quantize_device(self, grad, seed, stream):
+        flat, shape, dtype, stream = _flat_device(grad, stream)
+        bucket = self.bucket_size or max(flat.size, 1)
+        n_buckets = _bucket_count(flat.size, bucket)
+        clip_at = float(self.clip * _device_std(flat, stream)) \
+            if self.clip is not None and flat.size else 0.0
+        levels = cuda.device_array(flat.size, dtype=np.int8, stream=stream)
+        scales = cuda.device_array(n_buckets, dtype=np.float32, stream=stream)
+        max_norm = cuda.device_array(n_buckets, dtype=np.float64, stream=stream)
+        seed = self._next_seed(seed)
+        if flat.size:
+            cq.terngrad_scales[grid_for(n_buckets, _BLOCK), _BLOCK, stream](
+                flat, bucket, clip_at, scales, max_norm)
+            cq.terngrad_levels[grid_for(flat.size, _BLOCK), _BLOCK, stream](
+                flat, bucket, clip_at, seed, max_norm, levels)
+        return QuantizedTensor(levels, scales, shape, dtype, bucket)
 
-def dequantize(qt, out=None):
+
+def _flat_device(grad, stream):
+    """(1-D device view of ``grad``, shape, dtype, stream) for a float16/32/64 device array."""
+    grad = as_device_array(grad)
+    if grad.dtype.name not in ("float16", "float32", "float64"):
+        raise TypeError(f"device grad must be float16/32/64, got {grad.dtype}; "
+                        "convert bfloat16 on the device first")
+    if not grad.is_c_contiguous():
+        raise ValueError("device grad must be contiguous")
+    return grad.reshape(grad.size), tuple(grad.shape), np.dtype(grad.dtype), \
+        stream_or_default(stream)
+
+
+def _device_std(flat, stream):
+    """Population standard deviation of a device array, by two fixed-order reductions."""
+    blocks = grid_for(flat.size, _BLOCK)
+    sums = cuda.device_array(blocks, dtype=np.float64, stream=stream)
+    squares = cuda.device_array(blocks, dtype=np.float64, stream=stream)
+    cq.partial_moments[blocks, _BLOCK, stream](flat, 0.0, sums, squares)
+    mean = float(copy_to_host(sums, stream).sum()) / flat.size
+    cq.partial_moments[blocks, _BLOCK, stream](flat, mean, sums, squares)
+    return float(np.sqrt(copy_to_host(squares, stream).sum() / flat.size))
+
+
+def dequantize(qt, out=None, stream=None):
     """The float array a QuantizedTensor stands for, in its original shape and dtype.
 
-    bfloat16 tensors come back as float32 unless ``ml_dtypes`` provides the dtype.
+    bfloat16 tensors come back as float32 unless ``ml_dtypes`` provides the dtype. Device
+    levels (``quantize`` of a GPU array, ``hh.decode(..., device="cuda")``) dequantize on the
+    device, on ``stream``, into a device array (``out``: a flat device array to fill).
     """
+    if is_device_array(qt.levels):
+        dtype = qt.dtype if qt.dtype.name in ("float16", "float32", "float64") else np.float32
+        stream = stream_or_default(stream)
+        levels = as_device_array(qt.levels)
+        if out is None:
+            out = cuda.device_array(levels.size, dtype=dtype, stream=stream)
+        scales = as_device_array(qt.scales) if is_device_array(qt.scales) else \
+            cuda.to_device(np.ascontiguousarray(qt.scales, dtype=np.float32), stream=stream)
+        if dtype == np.float64:                    # multiply in float64, as the host does
+            wide = cuda.device_array(scales.size, dtype=np.float64, stream=stream)
+            cq.convert[grid_for(scales.size, _BLOCK), _BLOCK, stream](scales, wide)
+            scales = wide
+        if levels.size:
+            cq.dequantize[grid_for(levels.size, _BLOCK), _BLOCK, stream](
+                levels, scales, qt.bucket_size, out)
+        return out.reshape(qt.shape)
     work = np.float64 if qt.dtype == np.float64 else np.float32
     flat = np.empty(qt.levels.size, dtype=work) if out is None else out
     qk.dequantize(qt.levels, qt.scales.astype(work, copy=False), qt.bucket_size, flat)

@@ -14,6 +14,7 @@ import math
 
 from numba import config, cuda, float64, int64, uint64
 
+from .cuda_bits import BLOCK
 from .quantize import _GOLDEN, _MIX1, _MIX2, _TO_UNIT
 
 if config.ENABLE_CUDASIM:
@@ -117,7 +118,40 @@ def terngrad_levels(x, bucket, clip_at, seed, max_norm, levels):
 
 
 @cuda.jit
+def partial_moments(x, shift, sums, squares):
+    """Per block: sums[b] = sum of (x - shift), squares[b] = sum of (x - shift)**2 over the
+    elements this block visits (grid-stride), in a fixed order, so a fixed grid gives the same
+    result every time (no atomics). Block size BLOCK."""
+    scratch = cuda.shared.array(BLOCK, float64)
+    scratch2 = cuda.shared.array(BLOCK, float64)
+    t = cuda.threadIdx.x
+    total = 0.0
+    total2 = 0.0
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        d = float64(x[i]) - shift
+        total += d
+        total2 += mul_rn(d, d)
+    scratch[t] = total
+    scratch2[t] = total2
+    cuda.syncthreads()
+    if t == 0:
+        for j in range(1, BLOCK):
+            total += scratch[j]
+            total2 += scratch2[j]
+        sums[cuda.blockIdx.x] = total
+        squares[cuda.blockIdx.x] = total2
+
+
+@cuda.jit
+def convert(src, dst):
+    """dst[i] = src[i] in dst's dtype (float32 scales -> float64 for float64 tensors). Any grid."""
+    for i in range(cuda.grid(1), src.shape[0], cuda.gridsize(1)):
+        dst[i] = src[i]
+
+
+@cuda.jit
 def dequantize(levels, scales, bucket, out):
-    """out[i] = scales[i // bucket] * levels[i] in out's dtype. Any grid."""
+    """out[i] = scales[i // bucket] * levels[i], in the scales' precision (float32 scales for
+    float16/32 tensors, float64 for float64: as quantize.dequantize). Any grid."""
     for i in range(cuda.grid(1), levels.shape[0], cuda.gridsize(1)):
         out[i] = scales[i // bucket] * levels[i]

@@ -1,6 +1,11 @@
 import os
 
-from hypothesis import settings
+# Without a GPU, the device kernels run on Numba's CUDA simulator (tests/test_gpu.py keeps the
+# inputs small). This must happen before Numba is first imported.
+if not os.path.exists("/dev/nvidiactl"):
+    os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
+from hypothesis import settings  # noqa: E402
 
 # CI runs many examples once; local runs stay quick. Deadlines off: first calls JIT-compile.
 settings.register_profile("ci", max_examples=150, deadline=None, derandomize=True)

@@ -12,6 +12,7 @@ from horovod_huffman.kernels.runs import RUN_BUCKETS
 from horovod_huffman.kernels.stats import run_statistics
 
 from .. import wire
+from ..device import is_device_array, as_device_array, stream_or_default, copy_to_host
 from ..params import value_bits
 from .base import Encoder, check_levels
 from .elias import EliasGamma, EliasDelta, EliasOmega, EliasRLE, QSGDElias
@@ -108,7 +109,11 @@ class Auto(Encoder):
                 return enc
         raise KeyError(name)
 
-    def encode(self, levels):
+    def encode(self, levels, stream=None):
+        """As Encoder.encode; device levels are copied to the host first (the choice needs
+        statistics the device kernels do not gather yet)."""
+        if is_device_array(levels):
+            levels = copy_to_host(as_device_array(levels), stream_or_default(stream))
         levels = check_levels(levels)
         if levels.size == 0:
             self.last_choice = "raw"

@@ -1,0 +1,170 @@
+"""The GPU path (kernels/cuda_*.py) writes and reads the very bytes of the CPU path.
+
+Runs on a CUDA GPU when there is one, else on Numba's CUDA simulator (conftest.py), with small
+inputs and small chunks (``chunk_levels``) so that streams still span several chunks and every
+kernel's segment and chunk boundaries are crossed.
+"""
+import numpy as np
+import pytest
+
+import horovod_huffman as hh
+from horovod_huffman.device import cuda_usable, SIMULATED
+
+pytestmark = [
+    pytest.mark.skipif(not cuda_usable(),
+                       reason="needs a CUDA GPU or the Numba CUDA simulator (NUMBA_ENABLE_CUDASIM=1)"),
+    # The simulator runs the SplitMix64 hash on NumPy scalars, which warn on (intended) wraparound.
+    pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning"),
+]
+
+from numba import cuda  # noqa: E402  (after the skip: importing is fine, using needs a device)
+
+DEVICE_ENCODERS = ["huffman", "sh", "rlh", "shs", "raw"]
+CHUNK = 64 if SIMULATED else 4096      # levels per chunk: several chunks in every test input
+N = 300 if SIMULATED else 100_000
+
+
+def encoder(name, **kw):
+    if name in ("sh", "shs"):
+        kw["seed"] = 0
+    if name in ("huffman", "sh", "rlh", "shs"):
+        kw.setdefault("chunk_levels", CHUNK)
+    return hh.get_encoder(name, **kw)
+
+
+def patterns():
+    """Level arrays that stress the token kernels: runs across segments and chunks, escapes,
+    dtype extremes, a constant tensor, lengths just off the chunk size."""
+    rng = np.random.default_rng(7)
+    sparse = np.zeros(N, np.int8)
+    hit = rng.random(N) < 0.2
+    sparse[hit] = rng.integers(-3, 4, hit.sum())
+    sparse[N // 3:N // 3 + 2 * CHUNK] = 2                    # a run over a chunk boundary
+    dense = np.clip(np.rint(rng.laplace(0, 20, N)), -127, 127).astype(np.int8)
+    wide = rng.integers(-5, 6, N).astype(np.int16)
+    wide[::37] = rng.integers(-30000, 30000, wide[::37].size)  # escapes (beyond 4096 codes)
+    extremes = rng.choice(np.array([-128, 127, 0], np.int8), N)
+    big = np.zeros(N, np.int32)
+    big[::5] = [np.iinfo(np.int32).min, np.iinfo(np.int32).max] * (big[::5].size // 2) + \
+        [0] * (big[::5].size % 2)
+    return {
+        "sparse": sparse, "dense": dense, "escapes": wide, "extremes": extremes, "int32": big,
+        "zeros": np.zeros(N, np.int8), "constant": np.full(CHUNK + 1, -3, np.int16),
+        "one": np.array([5], np.int64), "chunk-1": sparse[:CHUNK - 1], "2chunks": dense[:2 * CHUNK],
+    }
+
+
+PATTERNS = patterns()
+
+
+@pytest.mark.parametrize("pattern", sorted(PATTERNS))
+@pytest.mark.parametrize("name", DEVICE_ENCODERS)
+def test_device_encode_writes_the_host_bytes(name, pattern):
+    levels = PATTERNS[pattern]
+    host = encoder(name).encode(levels)
+    device = encoder(name).encode(cuda.to_device(levels))
+    assert device.dtype == np.uint8
+    assert bytes(device) == bytes(host)
+
+
+@pytest.mark.parametrize("pattern", ["sparse", "dense", "escapes", "int32", "constant", "one"])
+@pytest.mark.parametrize("name", DEVICE_ENCODERS + ["elias_gamma", "qsgd_elias"])
+def test_device_decode_reads_host_streams(name, pattern):
+    levels = PATTERNS[pattern]
+    out = hh.decode(encoder(name).encode(levels), device="cuda")
+    assert cuda.devicearray.is_cuda_ndarray(out) or SIMULATED
+    got = out.copy_to_host()
+    assert got.dtype == levels.dtype
+    np.testing.assert_array_equal(got, levels)
+
+
+def test_empty_tensors_on_the_device():
+    for name in DEVICE_ENCODERS:
+        buf = encoder(name).encode(cuda.to_device(np.zeros(0, np.int8)))
+        assert bytes(buf) == bytes(encoder(name).encode(np.zeros(0, np.int8)))
+        assert hh.decode(buf, device="cuda").size == 0
+
+
+@pytest.mark.parametrize("name", ["elias_rle", "auto"])
+def test_encoders_without_kernels_take_device_arrays(name):
+    levels = PATTERNS["sparse"]
+    assert bytes(hh.get_encoder(name).encode(cuda.to_device(levels))) == \
+        bytes(hh.get_encoder(name).encode(levels))
+
+
+def test_device_levels_are_checked():
+    with pytest.raises(ValueError, match="1-D"):
+        hh.get_encoder("rlh").encode(cuda.to_device(np.zeros((4, 4), np.int8)))
+    with pytest.raises(TypeError, match="signed integer"):
+        hh.get_encoder("rlh").encode(cuda.to_device(np.zeros(4, np.uint8)))
+    with pytest.raises(ValueError, match="int32 range"):
+        hh.get_encoder("raw").encode(cuda.to_device(np.array([0, 2**40], np.int64)))
+    with pytest.raises(ValueError, match="device"):
+        hh.decode(encoder("rlh").encode(PATTERNS["one"]), device="tpu")
+
+
+def _mutations(buf, rng, count):
+    """Streams with one payload bit flipped and the checksum recomputed."""
+    from test_hostile_input import reseal
+    body_end = len(buf) - 4
+    for _ in range(count):
+        mutated = bytearray(buf)
+        pos = int(rng.integers(body_end // 2, body_end))      # the payload sits at the end
+        mutated[pos] ^= 1 << int(rng.integers(0, 8))
+        yield reseal(mutated)
+
+
+def _decode_or_none(buf, **kw):
+    try:
+        out = hh.decode(buf, **kw)
+    except hh.DecodeError as e:
+        assert str(e)
+        return None
+    return out if isinstance(out, np.ndarray) else out.copy_to_host()
+
+
+@pytest.mark.parametrize("name", DEVICE_ENCODERS)
+def test_corrupt_payloads_fail_on_the_device_as_on_the_host(name):
+    """A resealed bit flip either decodes identically on both paths or raises DecodeError on
+    both; the device kernels never read or write out of bounds (the simulator checks)."""
+    rng = np.random.default_rng(1)
+    buf = encoder(name).encode(PATTERNS["sparse"])
+    for forged in _mutations(bytes(buf), rng, 6 if SIMULATED else 200):
+        host = _decode_or_none(forged)
+        device = _decode_or_none(forged, device="cuda")
+        assert (host is None) == (device is None)
+        if host is not None:
+            np.testing.assert_array_equal(host, device)
+
+
+QUANTIZERS = [hh.QSGD(levels=8, bucket_size=64, seed=1), hh.QSGD(levels=127, seed=2),
+              hh.TernGrad(seed=3), hh.TernGrad(clip=2.5, bucket_size=100, seed=4)]
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("quantizer", QUANTIZERS, ids=repr)
+def test_device_quantization_equals_the_host(quantizer, dtype):
+    rng = np.random.default_rng(0)
+    grad = (rng.standard_normal((23, 17)) * 1e-2).astype(dtype)
+    grad[3, 4] = np.nan                                        # a non-finite bucket survives
+    host = quantizer.quantize(grad, seed=5)
+    dev = quantizer.quantize(cuda.to_device(grad), seed=5)
+    np.testing.assert_array_equal(dev.levels.copy_to_host(), host.levels)
+    np.testing.assert_array_equal(dev.scales.copy_to_host(), host.scales)
+    assert dev.shape == host.shape and dev.dtype == host.dtype
+    back = hh.dequantize(dev).copy_to_host()
+    assert back.shape == grad.shape and back.dtype == grad.dtype
+    np.testing.assert_array_equal(back, hh.dequantize(host))
+
+
+def test_quantize_encode_decode_dequantize_stays_on_the_device():
+    rng = np.random.default_rng(3)
+    grad = cuda.to_device(rng.standard_normal(N).astype(np.float32))
+    qt = hh.QSGD(levels=4, bucket_size=64, seed=0).quantize(grad)
+    buf = encoder("rlh").encode(qt.levels)
+    levels = hh.decode(buf, device="cuda")
+    back = hh.dequantize(hh.QuantizedTensor(levels, qt.scales, qt.shape, qt.dtype,
+                                            qt.bucket_size))
+    np.testing.assert_array_equal(back.copy_to_host(),
+                                  hh.dequantize(hh.QSGD(levels=4, bucket_size=64, seed=0)
+                                                .quantize(grad.copy_to_host())))
