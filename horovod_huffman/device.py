@@ -6,6 +6,8 @@ CuPy array) is a device array; TensorFlow GPU tensors come in through DLPack
 (``horovod_huffman.dlpack``). Under the Numba CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) the
 simulator's own arrays count as device arrays, which is how the tests run without a GPU.
 """
+import functools
+
 import numpy as np
 from numba import config, cuda
 
@@ -28,6 +30,7 @@ def as_device_array(x):
     return cuda.as_cuda_array(x)
 
 
+@functools.lru_cache(maxsize=None)
 def cuda_usable():
     """Whether device kernels can run here: a CUDA GPU with a working driver, or the simulator."""
     try:

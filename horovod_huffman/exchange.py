@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .array_ops import HostOps, DeviceOps, contract  # noqa: F401 (contract: public here too)
+from .device import is_device_array, stream_or_default
 from .encoders import get_encoder
 from .errors import DecodeError
-from .message import pack, unpack
-from .quantizers import QSGD, dequantize
+from .quantizers import QSGD
 
 log = logging.getLogger("horovod_huffman")
 
@@ -77,21 +78,6 @@ def split_frames(buf, n_ranks, name, step):
     if pos != len(buf):
         raise DecodeError(f"{len(buf) - pos} stray bytes after {n_ranks} frames for {name!r}")
     return messages
-
-
-def contract(x, qt):
-    """``qt`` with every bucket's scale multiplied by a_b = <x_b, Q_b> / |Q_b|^2, the factor that
-    makes x_b - a_b Q_b orthogonal to Q_b, hence |x_b - a_b Q_b| <= |x_b| (a contraction)."""
-    flat = x.reshape(-1)
-    q = dequantize(qt).reshape(-1).astype(flat.dtype, copy=False)
-    starts = np.arange(0, flat.size, qt.bucket_size)
-    if starts.size == 0:
-        return qt
-    dot = np.add.reduceat(flat * q, starts)
-    norm2 = np.add.reduceat(q * q, starts)
-    alpha = np.divide(dot, norm2, out=np.zeros_like(dot), where=norm2 > 0)
-    scales = (qt.scales * alpha).astype(np.float32)
-    return type(qt)(qt.levels, scales, qt.shape, qt.dtype, qt.bucket_size)
 
 
 def placeholder_values(rank):
@@ -165,9 +151,11 @@ class Codec:
         if self.error_feedback is None:
             self.error_feedback = bool(getattr(self.quantizer, "biased", False))
 
-    def encode(self, name, grad, raw_itemsize=None):
+    def encode(self, name, grad, raw_itemsize=None, stream=None):
         """(frame bytes, step) for a float gradient array of parameter ``name``.
 
+        ``grad`` may be a GPU array (``__cuda_array_interface__``): quantization, error feedback
+        and encoding then run on the device, on ``stream``, and only the bytes come back.
         ``raw_itemsize``: bytes per element of the uncompressed gradient, for the statistics
         (default: the array's; pass 2 for a bfloat16 gradient handed over as float32).
         """
@@ -175,19 +163,21 @@ class Codec:
             self.end_step()
         self._seen.add(name)
         t0 = time.perf_counter()
-        work = np.asarray(grad, dtype=np.float64 if grad.dtype == np.float64 else np.float32)
+        ops = DeviceOps(stream_or_default(stream)) if is_device_array(grad) else HostOps
+        work = ops.work(grad)
         if self.error_feedback:
             residual = self.residuals.get(name)
-            if residual is not None and residual.shape == work.shape:
-                work = work + residual
+            if residual is not None and residual.shape == work.shape and \
+                    is_device_array(residual) == is_device_array(work):
+                work = ops.add(work, residual)
         step = self.steps.get(name, 0)
         self.steps[name] = step + 1
         seed = None if self.seed is None else derive_seed(self.seed, name, step)
-        qt = self.quantizer.quantize(work, seed=seed)
+        qt = self.quantizer.quantize(work.reshape(grad.shape), seed=seed, stream=ops.stream)
         if self.error_feedback:
-            qt = contract(work, qt)
-            self.residuals[name] = work - dequantize(qt)
-        out = frame(name, step, pack(qt, self.encoder))
+            qt = ops.contract(work, qt)
+            self.residuals[name] = ops.residual(work, qt)
+        out = frame(name, step, ops.pack(qt, self.encoder))
         s = self.current
         s.tensors += 1
         s.coords += work.size
@@ -196,21 +186,21 @@ class Codec:
         s.encode_s += time.perf_counter() - t0
         return out, step
 
-    def decode_sum(self, gathered, n_ranks, name, step, shape):
-        """Sum over ranks of the dequantized gradients in a gathered buffer (float32/64)."""
+    def decode_sum(self, gathered, n_ranks, name, step, shape, device=None, stream=None):
+        """Sum over ranks of the dequantized gradients in a gathered buffer: a float32/64 array
+        of ``shape``, on the host, or with ``device="cuda"`` a device array made on ``stream``."""
         t0 = time.perf_counter()
         numel = int(np.prod(shape, dtype=np.int64))
+        ops = DeviceOps(stream_or_default(stream)) if device == "cuda" else HostOps
         total = None
         for rank, message in enumerate(split_frames(gathered, n_ranks, name, step)):
             try:
-                qt = unpack(message, max_elements=numel)
+                qt = ops.unpack(message, numel)
             except DecodeError as e:
                 raise DecodeError(f"{name!r} from rank {rank}: {e}") from e
             if qt.shape != tuple(shape):
                 raise MismatchError(f"a rank sent shape {qt.shape} for {name!r}, expected {tuple(shape)}")
-            part = dequantize(qt).astype(np.float64 if qt.dtype == np.float64 else np.float32,
-                                         copy=False)
-            total = part.copy() if total is None else np.add(total, part, out=total)
+            total = ops.accumulate(total, ops.dequantize(qt))
         self.current.decode_s += time.perf_counter() - t0
         return total
 

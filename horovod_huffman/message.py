@@ -18,6 +18,7 @@ import zlib
 import numpy as np
 
 from . import wire
+from .device import is_device_array, as_device_array, stream_or_default, copy_to_host
 from .encoders import get_encoder, decode
 from .errors import DecodeError
 from .quantizers import QuantizedTensor
@@ -40,23 +41,29 @@ def _float_dtype(name):
     return np.dtype(name)
 
 
-def pack(qt, encoder="rlh"):
-    """Bytes (uint8 array) of a QuantizedTensor; ``encoder`` is a name or an Encoder."""
+def pack(qt, encoder="rlh", stream=None):
+    """Bytes (uint8 array) of a QuantizedTensor; ``encoder`` is a name or an Encoder. Device
+    levels and scales are encoded on the GPU (on ``stream``); only bytes come back."""
     enc = get_encoder(encoder) if isinstance(encoder, str) else encoder
     if qt.dtype.name not in FLOAT_CODES:
         raise TypeError(f"unsupported tensor dtype {qt.dtype}")
     if len(qt.shape) > MAX_NDIM:
         raise ValueError(f"tensors of more than {MAX_NDIM} dimensions are not supported")
-    stream = enc.encode(qt.levels)
-    scales = np.ascontiguousarray(qt.scales, dtype="<f4")
+    levels_stream = enc.encode(qt.levels, stream=stream)
+    scales = qt.scales
+    if is_device_array(scales):
+        scales = copy_to_host(as_device_array(scales), stream_or_default(stream))
+    scales = np.ascontiguousarray(scales, dtype="<f4")
     head = HEAD.pack(MAGIC, VERSION, FLOAT_CODES[qt.dtype.name], len(qt.shape), 0, qt.bucket_size)
     dims = struct.pack(f"<{len(qt.shape)}Q", *qt.shape)
-    body = b"".join([head, dims, scales.tobytes(), stream.tobytes()])
+    body = b"".join([head, dims, scales.tobytes(), levels_stream.tobytes()])
     return np.frombuffer(body + struct.pack("<I", zlib.crc32(body)), dtype=np.uint8)
 
 
-def unpack(buf, max_elements=None):
-    """The QuantizedTensor in a ``pack`` message; raises DecodeError on any malformed input."""
+def unpack(buf, max_elements=None, device=None, stream=None):
+    """The QuantizedTensor in a ``pack`` message; raises DecodeError on any malformed input.
+    ``device="cuda"``: the levels are decoded on the GPU into a device array (scales stay on
+    the host: they are few, and ``dequantize`` uploads them)."""
     data = wire.as_bytes(buf)
     if len(data) < HEAD.size + 4:
         raise DecodeError(f"message truncated: {len(data)} bytes")
@@ -90,7 +97,7 @@ def unpack(buf, max_elements=None):
         raise DecodeError("message truncated in the scales")
     scales = np.frombuffer(data, dtype="<f4", count=n_scales, offset=pos).astype(np.float32)
     pos += 4 * n_scales
-    levels = decode(data[pos:len(data) - 4], max_elements=numel)
+    levels = decode(data[pos:len(data) - 4], max_elements=numel, device=device, stream=stream)
     if levels.size != numel:
         raise DecodeError(f"level stream holds {levels.size} levels, the shape needs {numel}")
     return QuantizedTensor(levels, scales, tuple(int(d) for d in shape),

@@ -168,3 +168,35 @@ def test_quantize_encode_decode_dequantize_stays_on_the_device():
     np.testing.assert_array_equal(back.copy_to_host(),
                                   hh.dequantize(hh.QSGD(levels=4, bucket_size=64, seed=0)
                                                 .quantize(grad.copy_to_host())))
+
+
+def _gathered(frames):
+    return np.concatenate(frames)
+
+
+@pytest.mark.parametrize("quantizer", [hh.QSGD(levels=8, bucket_size=64), hh.TernGrad(clip=2.5)],
+                         ids=repr)
+def test_codec_runs_on_the_device(quantizer):
+    """exchange.Codec on device gradients: the frames decode anywhere, and summing ranks on the
+    device gives the host's sum of the same frames. Unbiased QSGD (no error feedback) sends
+    exactly the host's bytes; biased TernGrad exercises error feedback on the device."""
+    from horovod_huffman.exchange import Codec
+    rng = np.random.default_rng(5)
+    grads = [rng.standard_normal((12, 25)).astype(np.float32) for _ in range(2)]
+    host = [Codec(encoder=encoder("rlh"), quantizer=quantizer, seed=rank) for rank in range(2)]
+    dev = [Codec(encoder=encoder("rlh"), quantizer=quantizer, seed=rank) for rank in range(2)]
+    for step in range(3):
+        before = dev[0].residuals.get("w")
+        carried = grads[0].ravel() + (0 if before is None else before.copy_to_host())
+        frames_h = [c.encode("w", g)[0] for c, g in zip(host, grads)]
+        frames_d = [c.encode("w", cuda.to_device(g))[0] for c, g in zip(dev, grads)]
+        if quantizer.biased:        # error feedback on the device: the residual contracts
+            residual = dev[0].residuals["w"].copy_to_host()
+            assert np.isfinite(residual).all()
+            assert np.linalg.norm(residual) <= np.linalg.norm(carried) * (1 + 1e-6)
+        if not quantizer.biased:
+            assert [bytes(f) for f in frames_d] == [bytes(f) for f in frames_h]
+        total_h = host[0].decode_sum(_gathered(frames_d), 2, "w", step, (12, 25))
+        total_d = dev[0].decode_sum(_gathered(frames_d), 2, "w", step, (12, 25), device="cuda")
+        assert total_d.shape == (12, 25)
+        np.testing.assert_allclose(total_d.copy_to_host(), total_h, rtol=1e-6, atol=1e-7)

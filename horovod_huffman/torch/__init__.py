@@ -13,14 +13,17 @@ gradients and scales the sum the way the allreduce of the placeholder says the o
 (Average or Sum). docs/torch-adapter.md has the design.
 """
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
+from numba import cuda
 
 import horovod.torch as hvd
 from horovod.torch.compression import Compression as _HorovodCompression
 
 from ..adapters import CodecStats, add_ready_compressors, make_codec
+from ..device import cuda_usable
 from ..exchange import placeholder_values, reduction_scale
 
 __all__ = ["Compression", "HuffmanCompressor"]
@@ -79,8 +82,15 @@ class HuffmanCompressor(CodecStats):
             return tensor, None
         name, process_set = self._identify(tensor)
         grad = tensor.detach()
-        host = grad.to(_HOST_DTYPES.get(grad.dtype, grad.dtype)).cpu().contiguous()
-        data, step = self.codec.encode(name, host.numpy(), raw_itemsize=grad.element_size())
+        if _on_gpu(tensor):
+            # Quantize and encode on the GPU, on torch's current stream, straight from the
+            # tensor's memory (__cuda_array_interface__); only the encoded bytes come back.
+            with _numba_device(tensor.device) as stream:
+                data, step = self.codec.encode(name, _device_float(grad), stream=stream,
+                                               raw_itemsize=grad.element_size())
+        else:
+            host = grad.to(_HOST_DTYPES.get(grad.dtype, grad.dtype)).cpu().contiguous()
+            data, step = self.codec.encode(name, host.numpy(), raw_itemsize=grad.element_size())
         handle = hvd.allgather_async(torch.from_numpy(data), name=f"horovod_huffman.{name}",
                                      process_set=process_set)
         rank = process_set.rank()
@@ -96,9 +106,15 @@ class HuffmanCompressor(CodecStats):
             return tensor.to(ctx)
         gathered = hvd.synchronize(ctx.handle)
         n = ctx.process_set.size()
-        total = self.codec.decode_sum(gathered.numpy(), n, ctx.name, ctx.step, ctx.shape)
         scale = reduction_scale(tensor.detach().float().cpu().numpy(), n, ctx.name)
-        out = torch.from_numpy(total)
+        if _on_gpu(tensor):
+            with _numba_device(ctx.device) as stream:
+                total = self.codec.decode_sum(gathered.numpy(), n, ctx.name, ctx.step,
+                                              ctx.shape, device="cuda", stream=stream)
+            out = torch.as_tensor(total, device=ctx.device)     # zero-copy (CUDA array interface)
+        else:
+            out = torch.from_numpy(self.codec.decode_sum(gathered.numpy(), n, ctx.name,
+                                                         ctx.step, ctx.shape))
         if scale != 1.0:
             out.mul_(scale)
         return out.reshape(ctx.shape).to(device=ctx.device, dtype=ctx.dtype)
@@ -145,6 +161,26 @@ class HuffmanCompressor(CodecStats):
         if process_set is None and optimizer is not None:
             process_set = getattr(optimizer, "process_set", None)
         return name, process_set if process_set is not None else hvd.global_process_set
+
+
+def _on_gpu(tensor):
+    """Whether a tensor takes the GPU path: a CUDA tensor, with Numba's CUDA usable."""
+    return tensor.is_cuda and cuda_usable()
+
+
+def _device_float(grad):
+    """A contiguous float16/32/64 CUDA tensor (bfloat16, which the CUDA array interface cannot
+    describe, becomes float32 on the device)."""
+    if grad.dtype == torch.bfloat16:
+        grad = grad.float()
+    return grad.contiguous()
+
+
+@contextmanager
+def _numba_device(device):
+    """Numba on the tensor's GPU, with torch's current stream on it as a Numba stream."""
+    with cuda.gpus[device.index if device.index is not None else torch.cuda.current_device()]:
+        yield cuda.external_stream(torch.cuda.current_stream(device).cuda_stream)
 
 
 @add_ready_compressors

@@ -1,0 +1,131 @@
+"""The array steps of exchange.Codec (error feedback, decoding, summing ranks), once for host
+NumPy arrays and once for GPU arrays, behind one interface, so the Codec has a single body.
+
+``HostOps`` works on NumPy arrays; ``DeviceOps(stream)`` on Numba device arrays, with every
+kernel on ``stream`` (kernels/cuda_feedback.py) and nothing copied to the host but the encoded
+bytes and the scales. Work arrays are float32, or float64 for float64 gradients.
+"""
+import numpy as np
+from numba import cuda
+
+from horovod_huffman.kernels import cuda_feedback as cf, cuda_quantize as cq
+from horovod_huffman.kernels.cuda_bits import BLOCK
+
+from .device import as_device_array, grid_for
+from .message import pack, unpack
+from .quantizers import QuantizedTensor, dequantize
+
+
+def work_dtype(dtype):
+    return np.dtype(np.float64 if np.dtype(dtype) == np.float64 else np.float32)
+
+
+def contract(x, qt):
+    """``qt`` with every bucket's scale multiplied by a_b = <x_b, Q_b> / |Q_b|^2, the factor that
+    makes x_b - a_b Q_b orthogonal to Q_b, hence |x_b - a_b Q_b| <= |x_b| (a contraction)."""
+    flat = x.reshape(-1)
+    q = dequantize(qt).reshape(-1).astype(flat.dtype, copy=False)
+    starts = np.arange(0, flat.size, qt.bucket_size)
+    if starts.size == 0:
+        return qt
+    dot = np.add.reduceat(flat * q, starts)
+    norm2 = np.add.reduceat(q * q, starts)
+    alpha = np.divide(dot, norm2, out=np.zeros_like(dot), where=norm2 > 0)
+    scales = (qt.scales * alpha).astype(np.float32)
+    return type(qt)(qt.levels, scales, qt.shape, qt.dtype, qt.bucket_size)
+
+
+class HostOps:
+    """NumPy implementations."""
+    stream = None
+
+    @staticmethod
+    def work(grad):
+        return np.asarray(grad, dtype=work_dtype(grad.dtype))
+
+    @staticmethod
+    def add(a, b):
+        return a + b
+
+    contract = staticmethod(contract)
+
+    @staticmethod
+    def residual(work, qt):
+        return work - dequantize(qt)
+
+    @staticmethod
+    def pack(qt, encoder):
+        return pack(qt, encoder)
+
+    @staticmethod
+    def unpack(message, numel):
+        return unpack(message, max_elements=numel)
+
+    @staticmethod
+    def dequantize(qt):
+        return dequantize(qt).astype(work_dtype(qt.dtype), copy=False)
+
+    @staticmethod
+    def accumulate(total, part):
+        return part.copy() if total is None else np.add(total, part, out=total)
+
+
+class DeviceOps:
+    """GPU implementations; results stay on the device."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def _launch(self, kernel, n):
+        return kernel[grid_for(n, BLOCK), BLOCK, self.stream]
+
+    def _like(self, x, dtype=None):
+        return cuda.device_array(x.shape, dtype=dtype or x.dtype, stream=self.stream)
+
+    def work(self, grad):
+        grad = as_device_array(grad)
+        flat = grad.reshape(grad.size)
+        dtype = work_dtype(grad.dtype)
+        if grad.dtype == dtype:
+            return flat
+        out = self._like(flat, dtype)
+        self._launch(cq.convert, flat.size)(flat, out)
+        return out
+
+    def add(self, a, b):
+        out = self._like(a)
+        self._launch(cf.add, a.size)(a, b, out)
+        return out
+
+    def contract(self, x, qt):
+        scales = self._like(qt.scales)
+        blocks = -(-qt.scales.size // BLOCK)
+        if blocks:
+            cf.contract[blocks, BLOCK, self.stream](x.reshape(x.size), qt.levels, qt.scales,
+                                                    qt.bucket_size, scales)
+        return QuantizedTensor(qt.levels, scales, qt.shape, qt.dtype, qt.bucket_size)
+
+    def residual(self, work, qt):
+        out = self._like(work)
+        self._launch(cf.residual, work.size)(work, qt.levels, qt.scales, qt.bucket_size, out)
+        return out
+
+    def pack(self, qt, encoder):
+        return pack(qt, encoder, stream=self.stream)
+
+    def unpack(self, message, numel):
+        return unpack(message, max_elements=numel, device="cuda", stream=self.stream)
+
+    def dequantize(self, qt):
+        flat = cuda.device_array(qt.numel, dtype=work_dtype(qt.dtype), stream=self.stream)
+        return dequantize(qt, out=flat, stream=self.stream)
+
+    def accumulate(self, total, part):
+        if total is None:
+            return part
+        self._launch(cf.accumulate, total.size)(total.reshape(total.size), part.reshape(part.size))
+        return total
+
+    def scale(self, x, factor):
+        self._launch(cf.scale, x.size)(x, factor)
+        return x
