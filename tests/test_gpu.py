@@ -200,3 +200,12 @@ def test_codec_runs_on_the_device(quantizer):
         total_d = dev[0].decode_sum(_gathered(frames_d), 2, "w", step, (12, 25), device="cuda")
         assert total_d.shape == (12, 25)
         np.testing.assert_allclose(total_d.copy_to_host(), total_h, rtol=1e-6, atol=1e-7)
+
+
+def test_device_benchmark_runs(capsys):
+    """``python -m horovod_huffman.bench --device cuda`` end to end, at a tiny size."""
+    from horovod_huffman.bench.run import main
+    assert main(["--device", "cuda", "--sizes", "2048", "--repeats", "1", "--encoders", "rlh",
+                 "--trace", "mlp-digits", "--cpu-max", "2048"]) == 0
+    out = capsys.readouterr().out
+    assert "| 2,048 | rlh |" in out and "D2D copy GB/s" in out

@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 import horovod_huffman as hh
-from horovod_huffman.bench import traces as tr
+from horovod_huffman.bench import device as device_bench, traces as tr
 
 QUANTIZERS = {f"qsgd-s{s}": (lambda s: lambda: hh.QSGD(levels=s, seed=0))(s)
               for s in (1, 2, 4, 8, 16, 127)}
@@ -207,14 +207,15 @@ def plot(results, path):
     fig.savefig(path, dpi=110)
 
 
-def write_markdown(path, lines):
-    text = open(path).read() if os.path.exists(path) else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
-    if BEGIN not in text:
-        text += f"\n{BEGIN}\n{END}\n"
-    head, rest = text.split(BEGIN, 1)
-    tail = rest.split(END, 1)[1] if END in rest else ""
+def write_markdown(path, lines, begin=BEGIN, end=END):
+    """Replace the text between the ``begin`` and ``end`` markers of ``path`` with ``lines``."""
+    text = open(path).read() if os.path.exists(path) else f"# Benchmarks\n\n{begin}\n{end}\n"
+    if begin not in text:
+        text += f"\n{begin}\n{end}\n"
+    head, rest = text.split(begin, 1)
+    tail = rest.split(end, 1)[1] if end in rest else ""
     with open(path, "w") as f:
-        f.write(head + BEGIN + "\n" + "\n".join(lines) + "\n" + END + tail)
+        f.write(head + begin + "\n" + "\n".join(lines) + "\n" + end + tail)
 
 
 def main(argv=None):
@@ -227,7 +228,12 @@ def main(argv=None):
     p.add_argument("--plot", metavar="PNG", help="write bits/coordinate plots to this file")
     p.add_argument("--markdown", metavar="MD", help="write the tables into this file "
                    f"between {BEGIN} and {END}")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="cuda: GPU pipeline throughput (bench/device.py) instead")
+    device_bench.add_arguments(p)
     args = p.parse_args(argv)
+    if args.device == "cuda":
+        return device_bench.main(args, write_markdown)
     os.environ.setdefault("NUMBA_NUM_THREADS", "1")
     compile_s = compile_times()
     results = run(args)
