@@ -10,17 +10,22 @@ Horovod's TensorFlow allgather of the bytes, and hands the allreduce a two-eleme
 ``decompress`` decodes and sums every rank's stream in a second ``tf.numpy_function`` with a
 static output shape, scaled as the placeholder's reduction says (Average or Sum). Works eagerly
 and inside ``tf.function``, which is where Horovod runs the tape's allreduce. Streams are the
-same bytes the PyTorch adapter sends.
+same bytes the PyTorch adapter sends. With a GPU, both steps are ``tf.py_function`` calls that
+take the tensors through DLPack (horovod_huffman.dlpack) and run the CUDA kernels.
 """
 import itertools
 
 import numpy as np
 import tensorflow as tf
+from numba import cuda
 
 import horovod.tensorflow as hvd
 from horovod.tensorflow.compression import Compression as _HorovodCompression
 
 from ..adapters import CodecStats, add_ready_compressors, make_codec
+from ..array_ops import DeviceOps
+from ..device import SIMULATED, cuda_usable
+from ..dlpack import from_dlpack, to_dlpack
 from ..exchange import placeholder_values, reduction_scale
 
 __all__ = ["Compression", "HuffmanCompressor"]
@@ -46,6 +51,7 @@ class HuffmanCompressor(CodecStats):
         self.parameter_shapes = {}
         """Key -> static shape of every gradient this compressor has encoded (keys are graph
         tensor names: the same on every rank)."""
+        self._gpu_stream = _gpu_stream()
 
     def compress(self, tensor):
         numel = tensor.shape.num_elements()
@@ -59,12 +65,25 @@ class HuffmanCompressor(CodecStats):
         work = tf.float64 if tensor.dtype == tf.float64 else tf.float32
         raw_itemsize = tensor.dtype.size
 
-        def encode(grad):
-            data, step = self.codec.encode(key, grad, raw_itemsize=raw_itemsize)
-            return data, np.int64(step)
+        if self._gpu_stream is not None:
+            # GPU path: tf.py_function hands the gradient over as an eager tensor on its device
+            # (TF waits for its stream before calling Python); DLPack views it without a copy,
+            # and the kernels run on this compressor's own stream.
+            def encode_gpu(grad):
+                x = from_dlpack(tf.experimental.dlpack.to_dlpack(grad))
+                data, step = self.codec.encode(key, x, raw_itemsize=raw_itemsize,
+                                               stream=self._gpu_stream)
+                return data, np.int64(step)
 
-        data, step = tf.numpy_function(encode, [tf.cast(tensor, work)], [tf.uint8, tf.int64],
-                                       stateful=True, name="horovod_huffman_encode")
+            data, step = tf.py_function(encode_gpu, [tf.cast(tensor, work)],
+                                        [tf.uint8, tf.int64], name="horovod_huffman_encode")
+        else:
+            def encode(grad):
+                data, step = self.codec.encode(key, grad, raw_itemsize=raw_itemsize)
+                return data, np.int64(step)
+
+            data, step = tf.numpy_function(encode, [tf.cast(tensor, work)], [tf.uint8, tf.int64],
+                                           stateful=True, name="horovod_huffman_encode")
         data.set_shape([None])
         step.set_shape([])
         gathered = hvd.allgather(data, process_set=process_set)
@@ -80,13 +99,30 @@ class HuffmanCompressor(CodecStats):
         gathered, step, key, shape, dtype, n = ctx
         work = tf.float64 if dtype == tf.float64 else tf.float32
 
-        def decode(buf, step, reduced, shape):
-            total = self.codec.decode_sum(buf, n, key, int(step), tuple(int(d) for d in shape))
-            scale = reduction_scale(reduced, n, key)
-            return (total * scale).astype(work.as_numpy_dtype, copy=False)
+        if self._gpu_stream is not None:
+            stream = self._gpu_stream
 
-        out = tf.numpy_function(decode, [gathered, step, tf.cast(tensor, tf.float32), shape],
-                                work, stateful=True, name="horovod_huffman_decode")
+            def decode_gpu(buf, step, reduced, shape):
+                total = self.codec.decode_sum(buf.numpy(), n, key, int(step),
+                                              tuple(int(d) for d in shape.numpy()),
+                                              device="cuda", stream=stream)
+                scale = reduction_scale(reduced.numpy(), n, key)
+                if scale != 1.0:
+                    DeviceOps(stream).scale(total.reshape(total.size), scale)
+                stream.synchronize()            # TF's stream reads the result next
+                return tf.experimental.dlpack.from_dlpack(to_dlpack(total))
+
+            out = tf.py_function(decode_gpu, [gathered, step, tf.cast(tensor, tf.float32), shape],
+                                 work, name="horovod_huffman_decode")
+        else:
+            def decode(buf, step, reduced, shape):
+                total = self.codec.decode_sum(buf, n, key, int(step),
+                                              tuple(int(d) for d in shape))
+                scale = reduction_scale(reduced, n, key)
+                return (total * scale).astype(work.as_numpy_dtype, copy=False)
+
+            out = tf.numpy_function(decode, [gathered, step, tf.cast(tensor, tf.float32), shape],
+                                    work, stateful=True, name="horovod_huffman_decode")
         return tf.cast(tf.reshape(out, shape), dtype)
 
     def _key(self, tensor):
@@ -97,6 +133,13 @@ class HuffmanCompressor(CodecStats):
             return tensor.name.split(":")[0]
         except (AttributeError, ValueError):
             return f"eager_{next(self._eager_keys)}"
+
+
+def _gpu_stream():
+    """A Numba stream when TensorFlow has a GPU and Numba's CUDA works, else None (host path)."""
+    if SIMULATED or not tf.config.list_logical_devices("GPU") or not cuda_usable():
+        return None
+    return cuda.stream()
 
 
 @add_ready_compressors
