@@ -16,6 +16,9 @@ setup(
         "torch": ["torch==2.13.0"],
         # 2.18.1: the newest TensorFlow Horovod 0.28.1 builds against (docs/tensorflow-adapter.md).
         "tensorflow": ["tensorflow-cpu==2.18.1"],
+        # NVIDIA's maintained numba.cuda with CUDA 12 toolkit wheels (NVVM, libdevice): the GPU
+        # kernels' compiler. The CPU-only machines test the same kernels on Numba's simulator.
+        "gpu": ["numba-cuda[cu12]==0.30.4"],
         "bench": ["torch==2.13.0", "scikit-learn", "zstandard", "lz4", "tqdm", "matplotlib"],
         "dev": ["pytest", "hypothesis", "torch==2.13.0", "tensorflow-cpu==2.18.1", "scikit-learn",
                 "zstandard", "lz4", "tqdm", "matplotlib"],
