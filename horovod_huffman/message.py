@@ -49,7 +49,9 @@ def pack(qt, encoder="rlh", stream=None):
         raise TypeError(f"unsupported tensor dtype {qt.dtype}")
     if len(qt.shape) > MAX_NDIM:
         raise ValueError(f"tensors of more than {MAX_NDIM} dimensions are not supported")
-    levels_stream = enc.encode(qt.levels, stream=stream)
+    # stream only where there is one: encoders written for the host take just the levels.
+    levels_stream = enc.encode(qt.levels) if stream is None else enc.encode(qt.levels,
+                                                                           stream=stream)
     scales = qt.scales
     if is_device_array(scales):
         scales = copy_to_host(as_device_array(scales), stream_or_default(stream))

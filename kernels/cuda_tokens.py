@@ -169,7 +169,7 @@ def count_tokens(levels, chunk, mode, seg_prev, base, window, counts):
             s = _symbol(mode, levels[i], i - prev, base, window)
             prev = i
             if in_shared:
-                cuda.atomic.add(bins, s, 1)
+                cuda.atomic.add(bins, s, int32(1))
             else:
                 cuda.atomic.add(counts, s, int64(1))
     cuda.syncthreads()

@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Install Horovod 0.28.1 built from its PyPI sdist against the installed torch (and TensorFlow,
-# when it is installed), with Gloo and without MPI, building the wheel once into a cache
-# directory and reusing it on later runs.
+# when it is installed), with Gloo, and with MPI when Open MPI's compiler wrapper (mpicxx, from
+# scripts/install_system.sh) is there, building the wheel once into a cache directory and reusing
+# it on later runs.
 #
 # Two fixes make 0.28.1 build against torch 2.13 with a current CMake:
 #   - CMAKE_POLICY_VERSION_MINIMUM=3.5: CMake 4 refuses the sdist's old cmake_minimum_required;
 #   - CMAKE_CXX_STANDARD 14 -> 17 in CMakeLists.txt and horovod/torch/CMakeLists.txt:
 #     torch 2.x headers need C++17.
-# Environment: PYTHON (default: python), HOROVOD_WHEEL_CACHE (default: ~/.cache/horovod-huffman).
+# Environment: PYTHON (default: python), HOROVOD_WHEEL_CACHE (default: ~/.cache/horovod-huffman),
+# HOROVOD_GPU_OPERATIONS=NCCL to build the NCCL GPU operations (needs CUDA and NCCL).
 set -euo pipefail
 
-HOROVOD_VERSION=0.28.1
+# The pinned version lives in docker/versions.env (with every other pin).
+HOROVOD_VERSION=$(sed -n 's/^HOROVOD_VERSION=//p' "$(dirname "$0")/../docker/versions.env")
 PY=${PYTHON:-python}
 CACHE=${HOROVOD_WHEEL_CACHE:-$HOME/.cache/horovod-huffman}
 
@@ -18,6 +21,17 @@ tf_version=$("$PY" -c "import tensorflow as tf; print(tf.__version__)" 2>/dev/nu
 check="import horovod.torch"
 if [ -n "$tf_version" ]; then
     check="$check, horovod.tensorflow"
+fi
+controllers=gloo
+mpi_flag=HOROVOD_WITHOUT_MPI=1
+if command -v mpicxx >/dev/null; then
+    controllers=gloo-mpi
+    mpi_flag=HOROVOD_WITH_MPI=1
+    check="$check; assert horovod.torch.mpi_built(), 'Horovod built without MPI'"
+fi
+if [ "${HOROVOD_GPU_OPERATIONS:-}" = NCCL ]; then          # the GPU image (docker/Dockerfile.gpu)
+    controllers="$controllers-nccl"
+    check="$check; assert horovod.torch.nccl_built(), 'Horovod built without NCCL'"
 fi
 if "$PY" -c "$check" 2>/dev/null; then
     echo "Horovod already importable ($check)"
@@ -32,10 +46,10 @@ if [ -n "$tf_version" ]; then
     frameworks="$frameworks-tf-$tf_version"
     tf_flag=HOROVOD_WITH_TENSORFLOW=1
 fi
-wheel_dir="$CACHE/horovod-$HOROVOD_VERSION-$frameworks-$py_tag-gloo"
+wheel_dir="$CACHE/horovod-$HOROVOD_VERSION-$frameworks-$py_tag-$controllers"
 
 if ! ls "$wheel_dir"/horovod-*.whl >/dev/null 2>&1; then
-    echo "building Horovod $HOROVOD_VERSION for $frameworks (a few minutes, once)"
+    echo "building Horovod $HOROVOD_VERSION for $frameworks with $controllers (a few minutes, once)"
     work=$(mktemp -d)
     trap 'rm -rf "$work"' EXIT
     "$PY" -m pip install -q "cmake>=3.13" wheel setuptools
@@ -46,7 +60,7 @@ if ! ls "$wheel_dir"/horovod-*.whl >/dev/null 2>&1; then
         "$src/CMakeLists.txt" "$src/horovod/torch/CMakeLists.txt"
     mkdir -p "$wheel_dir"
     (cd "$src" && env CMAKE_POLICY_VERSION_MINIMUM=3.5 "$tf_flag" \
-        HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 HOROVOD_WITH_PYTORCH=1 \
+        HOROVOD_WITH_GLOO=1 "$mpi_flag" HOROVOD_WITH_PYTORCH=1 \
         HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS="-j$(nproc)" \
         "$PY" -m pip wheel -q --no-deps --no-build-isolation . -w "$wheel_dir") || {
         rmdir "$wheel_dir" 2>/dev/null || true
@@ -55,4 +69,4 @@ if ! ls "$wheel_dir"/horovod-*.whl >/dev/null 2>&1; then
 fi
 "$PY" -m pip install -q --no-deps --force-reinstall "$wheel_dir"/horovod-*.whl
 "$PY" -m pip install -q cloudpickle psutil pyyaml packaging cffi
-"$PY" -c "$check; import horovod; print('horovod', horovod.__version__, 'for', '$frameworks')"
+"$PY" -c "$check; import horovod; print('horovod', horovod.__version__, 'for', '$frameworks', 'with', '$controllers')"

@@ -14,5 +14,6 @@ fi
 .venv/bin/python -m pip install -q -e ".[dev]" 2>&1 | grep -v "is ignored" || true
 .venv/bin/python -c "import horovod_huffman, numba, torch; print('horovod-huffman', horovod_huffman.__version__, '| numba', numba.__version__, '| torch', torch.__version__)"
 if [ "${WITH_HOROVOD:-0}" = "1" ]; then
+    bash scripts/install_system.sh
     PYTHON=.venv/bin/python bash scripts/install_horovod.sh
 fi

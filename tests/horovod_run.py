@@ -1,4 +1,6 @@
-"""Launch a script under real Horovod (horovodrun --gloo) from a test, with a timeout."""
+"""Launch a script under real Horovod from a test, with a timeout: ``horovodrun --gloo`` (default),
+``horovodrun --mpi``, or Open MPI's own ``mpirun``."""
+import functools
 import os
 import shutil
 import subprocess
@@ -7,17 +9,42 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONTROLLERS = ("gloo", "mpi", "mpirun")
 
 
-def horovodrun(n_ranks, script, *args, timeout=600):
-    """(returncode, combined output) of ``horovodrun --gloo -np N python script args``."""
-    runner = shutil.which("horovodrun", path=os.path.dirname(sys.executable)) or shutil.which("horovodrun")
+def tool(name):
+    """Path of a launcher, preferring the one next to this Python (the venv's)."""
+    return shutil.which(name, path=os.path.dirname(sys.executable)) or shutil.which(name)
+
+
+@functools.lru_cache(maxsize=None)
+def mpi_missing():
+    """Why MPI jobs cannot run here (None when they can)."""
+    if tool("mpirun") is None:
+        return "Open MPI's mpirun is not installed (scripts/install_system.sh)"
+    probe = subprocess.run([sys.executable, "-c", "import horovod.torch as h; print(h.mpi_built())"],
+                           capture_output=True, text=True, timeout=120)
+    if probe.stdout.strip() != "True":
+        return "Horovod was built without MPI (scripts/install_horovod.sh builds it with MPI)"
+    return None
+
+
+def horovodrun(n_ranks, script, *args, timeout=600, controller="gloo"):
+    """(returncode, combined output) of ``python script args`` on ``n_ranks`` local ranks."""
+    runner = tool("horovodrun")
     if runner is None:
         pytest.skip("horovodrun not installed (scripts/install_horovod.sh)")
+    if controller != "gloo" and mpi_missing():
+        pytest.skip(mpi_missing())
     env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
-    cmd = [runner, "--gloo", "-np", str(n_ranks), sys.executable, os.path.join(ROOT, script),
-           *map(str, args)]
-    proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    command = [sys.executable, os.path.join(ROOT, script), *map(str, args)]
+    if controller == "mpirun":
+        launch = [tool("mpirun"), "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
+                  "-np", str(n_ranks), "-x", "PYTHONPATH", "-x", "OMP_NUM_THREADS", "-x", "PATH"]
+    else:
+        launch = [runner, f"--{controller}", "-np", str(n_ranks)]
+    proc = subprocess.run(launch + command, env=env, cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
     return proc.returncode, proc.stdout + proc.stderr
 
 

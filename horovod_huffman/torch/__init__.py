@@ -169,11 +169,12 @@ def _on_gpu(tensor):
 
 
 def _device_float(grad):
-    """A contiguous float16/32/64 CUDA tensor (bfloat16, which the CUDA array interface cannot
-    describe, becomes float32 on the device)."""
+    """A Numba view of a contiguous float16/32/64 CUDA tensor (bfloat16, which the CUDA array
+    interface cannot describe, becomes float32 on the device). No synchronization: the kernels
+    run on the same (torch's current) stream."""
     if grad.dtype == torch.bfloat16:
         grad = grad.float()
-    return grad.contiguous()
+    return cuda.as_cuda_array(grad.contiguous(), sync=False)
 
 
 @contextmanager

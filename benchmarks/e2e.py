@@ -1,0 +1,165 @@
+"""End-to-end benchmark: data-parallel training across 2 hosts whose links are shaped to
+100 Mbit/s, 1 Gbit/s and 10 Gbit/s, for every compression.
+
+Hosts are network namespaces (scripts/netns_cluster.sh, root only) running the workers' sshd;
+each job is launched from host 1 with the compose cluster's launcher (docker/scripts/launch.sh,
+``horovodrun --gloo -H``) and runs benchmarks/train_job.py: the digits CNN and the stdlib-text
+LSTM for a fixed number of steps. Reported per (link, model, compression): mean step time after
+warm-up, bytes on the wire per step (both hosts' interfaces), final training loss. Writes a table
+into docs/benchmarks.md (--markdown) and a plot of step time against bandwidth (--plot).
+
+    sudo .venv/bin/python benchmarks/e2e.py --markdown docs/benchmarks.md --plot docs/e2e-step-time.png
+"""
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from horovod_huffman.bench.run import write_markdown  # noqa: E402
+
+CLUSTER = os.path.join(ROOT, "scripts", "netns_cluster.sh")
+LAUNCH = os.path.join(ROOT, "docker", "scripts", "launch.sh")
+STATE = "/tmp/hh-netns-e2e"
+COMPRESSIONS = ["none", "fp16", "huffman", "rlh", "sh", "shs", "elias_rle", "qsgd_elias", "auto"]
+HUFFMAN_BASED = ["huffman", "rlh", "sh", "shs", "auto"]
+RATES = {"100mbit": 0.1, "1gbit": 1.0, "10gbit": 10.0}       # link -> Gbit/s
+BEGIN, END = "<!-- bench-e2e:begin -->", "<!-- bench-e2e:end -->"
+
+
+def cluster(*args):
+    proc = subprocess.run(["bash", CLUSTER, *args], env=dict(os.environ, HH_CLUSTER_DIR=STATE),
+                          capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        raise RuntimeError(f"netns_cluster.sh {' '.join(args)} failed:\n{proc.stdout}{proc.stderr}")
+    return proc.stdout
+
+
+def run_job(model, compression, args):
+    bindir = os.path.dirname(sys.executable)
+    cmd = ["bash", CLUSTER, "exec", "1", "env", f"PATH={bindir}:{os.environ['PATH']}",
+           f"PYTHONPATH={ROOT}", "OMP_NUM_THREADS=1", LAUNCH, "--hosts", "hh1,hh2",
+           "--keys", os.path.join(STATE, "ssh"), "--", sys.executable,
+           os.path.join(ROOT, "benchmarks", "train_job.py"), "--model", model,
+           "--compression", compression, "--steps", str(args.steps), "--warmup",
+           str(args.warmup)]
+    proc = subprocess.run(cmd, env=dict(os.environ, HH_CLUSTER_DIR=STATE), cwd=ROOT,
+                          capture_output=True, text=True, timeout=1800)
+    out = proc.stdout + proc.stderr
+    line = next((line for line in out.splitlines() if "RESULT " in line), None)
+    if proc.returncode != 0 or line is None:
+        raise RuntimeError(f"{model}/{compression} failed:\n{out[-3000:]}")
+    return json.loads(line.split("RESULT ", 1)[1])
+
+
+def table(results, args):
+    lines = [f"Machine: {machine()}; 2 hosts = 2 network namespaces on it, one rank each (one "
+             "thread), linked through a bridge, every link shaped with tc tbf.",
+             f"Run: `python benchmarks/e2e.py --steps {args.steps} --warmup {args.warmup}` on "
+             f"{time.strftime('%Y-%m-%d')}; QSGD s = 8, buckets of 512, error feedback; step "
+             "time = mean over the steps after warm-up; wire = bytes both hosts sent per step; "
+             "final loss = training loss over the last 10 steps, mean of the ranks.", ""]
+    for model in args.models:
+        lines += [f"### {model}", "",
+                  "| compression | " + " | ".join(f"step ms @ {r}" for r in args.rates) +
+                  " | wire KB/step | final loss | loss vs none | speed-up vs none @ "
+                  f"{args.rates[0]} |",
+                  "|---|" + "---:|" * (len(args.rates) + 4)]
+        for c in args.compressions:
+            rows = [results.get((r, model, c)) for r in args.rates]
+            if None in rows:
+                continue
+            base = results.get((args.rates[0], model, "none"))
+            loss = rows[0]["final_loss"]
+            rel = f"{100 * (loss / base['final_loss'] - 1):+.1f}%" if base else "-"
+            speed = f"{base['step_s'] / rows[0]['step_s']:.2f}x" if base else "-"
+            lines.append(f"| {c} | " + " | ".join(f"{1e3 * r['step_s']:.0f}" for r in rows) +
+                         f" | {rows[0]['wire_bytes_per_step'] / 1e3:.0f} | {loss:.4f} | {rel} | "
+                         f"{speed} |")
+        lines.append("")
+    return lines
+
+
+def machine():
+    cpu = platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{cpu}, {os.cpu_count()} cores"
+
+
+def plot(results, args, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, len(args.models), figsize=(6 * len(args.models), 4.5))
+    axes = axes if len(args.models) > 1 else [axes]
+    for ax, model in zip(axes, args.models):
+        for c in args.compressions:
+            points = [(RATES[r], results[(r, model, c)]["step_s"] * 1e3) for r in args.rates
+                      if (r, model, c) in results]
+            if points:
+                style = "-" if c in HUFFMAN_BASED else "--"
+                ax.plot(*zip(*points), style, marker="o", label=c)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("link bandwidth (Gbit/s)")
+        ax.set_ylabel("step time (ms)")
+        ax.set_title(f"{model}, 2 hosts")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rates", nargs="+", default=list(RATES), choices=list(RATES))
+    p.add_argument("--models", nargs="+", default=["cnn", "lstm"], choices=["cnn", "lstm"])
+    p.add_argument("--compressions", nargs="+", default=COMPRESSIONS, choices=COMPRESSIONS)
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--markdown", metavar="MD")
+    p.add_argument("--plot", metavar="PNG")
+    p.add_argument("--json", metavar="PATH", help="also dump the raw results")
+    args = p.parse_args(argv)
+    if os.geteuid() != 0:
+        print("the end-to-end benchmark needs root (network namespaces, tc)")
+        return 2
+    from tqdm import tqdm
+    results = {}
+    jobs = [(r, m, c) for r in args.rates for m in args.models for c in args.compressions]
+    print(cluster("up", "2", args.rates[0]).strip())
+    try:
+        with tqdm(total=len(jobs), desc="e2e benchmark", unit="job") as bar:
+            for rate in args.rates:
+                cluster("shape", rate)
+                for model in args.models:
+                    for c in args.compressions:
+                        bar.set_postfix_str(f"{rate} {model} {c}")
+                        results[(rate, model, c)] = run_job(model, c, args)
+                        bar.update()
+    finally:
+        cluster("down")
+    lines = table(results, args)
+    print("\n".join(lines))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump([{"rate": r, **v} for (r, _, _), v in results.items()], f, indent=1)
+    if args.plot:
+        plot(results, args, args.plot)
+        lines.append(f"![step time against bandwidth]({os.path.basename(args.plot)})")
+    if args.markdown:
+        write_markdown(args.markdown, lines, BEGIN, END)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

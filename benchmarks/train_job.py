@@ -1,0 +1,121 @@
+"""One rank of the end-to-end benchmark (benchmarks/e2e.py): train a model for a fixed number of
+steps with one compression and report, from rank 0, a ``RESULT {json}`` line with the mean step
+time after warm-up (seconds), the bytes this job's ranks sent on their network interface during
+those steps (from /proc/net/dev, which is per network namespace, i.e. per host), and the final
+loss (training loss over the last steps, averaged over ranks).
+
+    horovodrun -np 2 -H hh1:1,hh2:1 python benchmarks/train_job.py --model lstm --compression rlh
+"""
+import argparse
+import json
+import time
+
+import numpy as np
+import torch
+import horovod.torch as hvd
+
+import horovod_huffman as hh
+from horovod_huffman.bench.traces import CharLSTM, cnn, digits_data, stdlib_text
+from horovod_huffman.torch import Compression
+
+COMPRESSIONS = ["none", "fp16"] + list(hh.ENCODERS)
+
+
+def interface_bytes(iface):
+    """(sent, received) bytes of ``iface`` in this process's network namespace."""
+    with open("/proc/net/dev") as f:
+        for line in f:
+            name, _, rest = line.partition(":")
+            if name.strip() == iface:
+                fields = rest.split()
+                return int(fields[8]), int(fields[0])
+    return 0, 0
+
+
+def digits_batches(batch, seed):
+    xtr, ytr, _, _ = digits_data()
+    shard = np.arange(hvd.rank(), len(ytr), hvd.size())
+    x, y = torch.from_numpy(xtr[shard]), torch.from_numpy(ytr[shard])
+    gen = torch.Generator().manual_seed(seed + hvd.rank())
+    while True:
+        for idx in torch.randperm(len(y), generator=gen).split(batch):
+            if len(idx) == batch:
+                yield x[idx], y[idx]
+
+
+def text_batches(batch, seq_len, seed):
+    text = np.frombuffer(stdlib_text(), dtype=np.uint8) % CharLSTM.VOCAB
+    data = torch.from_numpy(text.astype(np.int64))
+    gen = torch.Generator().manual_seed(seed + hvd.rank())
+    while True:
+        starts = torch.randint(0, len(data) - seq_len - 1, (batch,), generator=gen)
+        yield (torch.stack([data[s:s + seq_len] for s in starts]),
+               torch.stack([data[s + 1:s + seq_len + 1] for s in starts]).reshape(-1))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", choices=["cnn", "lstm"], default="cnn")
+    p.add_argument("--compression", choices=COMPRESSIONS, default="rlh")
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--warmup", type=int, default=5, help="untimed first steps")
+    p.add_argument("--last", type=int, default=10, help="steps averaged into the final loss")
+    p.add_argument("--iface", default="eth0")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args()
+
+    hvd.init()
+    torch.set_num_threads(1)
+    torch.manual_seed(args.seed)
+    if args.model == "cnn":
+        model = cnn(torch)
+        opt = torch.optim.SGD(model.parameters(), lr=0.02 * hvd.size(), momentum=0.9)
+        batches = digits_batches(32, args.seed)
+    else:
+        model = CharLSTM()(torch)
+        opt = torch.optim.Adam(model.parameters(), lr=2e-3)
+        batches = text_batches(16, 64, args.seed)
+    if args.compression in ("none", "fp16"):
+        compression = getattr(Compression, args.compression)
+    else:
+        compression = Compression.build(encoder=args.compression,
+                                        quantizer=hh.QSGD(levels=8, bucket_size=512),
+                                        error_feedback=True, seed=args.seed * 65536 + hvd.rank())
+    opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(),
+                                   compression=compression)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+
+    losses, times = [], []
+    for step in range(args.steps):
+        if step == args.warmup:
+            hvd.allreduce(torch.zeros(1), name="sync")       # timed window starts together
+            sent0, recv0 = interface_bytes(args.iface)
+        x, y = next(batches)
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        times.append(time.perf_counter() - t0)
+        losses.append(loss.item())
+    sent1, recv1 = interface_bytes(args.iface)
+    timed = args.steps - args.warmup
+    totals = hvd.allreduce(torch.tensor([sent1 - sent0, recv1 - recv0,
+                                         float(np.mean(losses[-args.last:])),
+                                         float(np.mean(times[args.warmup:]))],
+                                        dtype=torch.float64), op=hvd.Sum, name="report")
+    flat = torch.cat([q.detach().reshape(-1) for q in model.parameters()])
+    same = all(torch.equal(flat, other) for other in hvd.allgather_object(flat))
+    if hvd.rank() == 0:
+        n = hvd.size()
+        result = {"model": args.model, "compression": args.compression, "ranks": n,
+                  "params": int(flat.numel()), "steps": args.steps, "timed_steps": timed,
+                  "step_s": float(totals[3]) / n,
+                  "wire_bytes_per_step": float(totals[0]) / timed,
+                  "final_loss": float(totals[2]) / n, "identical_parameters": same}
+        print("RESULT " + json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# System packages for multi-host runs: Open MPI (Horovod's MPI controller and mpirun), OpenSSH
+# (horovodrun -H starts remote ranks over SSH) and iproute2 (network namespaces and tc for the
+# multi-host test and benchmark). Debian/Ubuntu packages; needs root (or sudo). Idempotent.
+set -euo pipefail
+
+packages=(openmpi-bin libopenmpi-dev openssh-server openssh-client iproute2)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "system packages present: ${packages[*]}"
+    exit 0
+fi
+sudo=""
+if [ "$(id -u)" != 0 ]; then
+    if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
+        sudo="sudo -n"
+    else
+        echo "not root and no sudo: cannot install ${missing[*]} (MPI and multi-host tests will skip)" >&2
+        exit 0
+    fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

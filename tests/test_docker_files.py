@@ -1,0 +1,84 @@
+"""Static checks of the container files, which no Docker engine builds here: hadolint on the
+Dockerfiles, the compose specification's schema on the compose files, shellcheck on every script
+the containers and the multi-host test run, and one place for the pinned versions. The scripts
+themselves run for real in tests/test_multihost.py."""
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOCKER = os.path.join(ROOT, "docker")
+DOCKERFILES = ["Dockerfile", "Dockerfile.gpu"]
+COMPOSE = ["docker-compose.yml", "docker-compose.gpu.yml"]
+SCRIPTS = sorted(glob.glob(os.path.join(DOCKER, "scripts", "*.sh")) +
+                 glob.glob(os.path.join(DOCKER, "*.sh")) +
+                 glob.glob(os.path.join(ROOT, "scripts", "*.sh")) + [os.path.join(ROOT, ".ci", "run")])
+
+
+def tool(name):
+    path = shutil.which(name, path=os.path.dirname(sys.executable)) or shutil.which(name)
+    if path is None:
+        pytest.skip(f"{name} not installed (the dev extra installs it)")
+    return path
+
+
+def run(cmd):
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def versions():
+    with open(os.path.join(DOCKER, "versions.env")) as f:
+        return dict(line.strip().split("=", 1) for line in f
+                    if line.strip() and not line.startswith("#"))
+
+
+@pytest.mark.parametrize("name", DOCKERFILES)
+def test_dockerfile_passes_hadolint(name):
+    rc, out = run([tool("hadolint"), "--failure-threshold", "warning",
+                   os.path.join(DOCKER, name)])
+    assert rc == 0, out
+
+
+@pytest.mark.parametrize("name", COMPOSE)
+def test_compose_file_matches_the_compose_specification(name):
+    rc, out = run([tool("check-jsonschema"), "--builtin-schema", "vendor.compose-spec",
+                   os.path.join(DOCKER, name)])
+    assert rc == 0, out
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: os.path.relpath(p, ROOT))
+def test_script_passes_shellcheck(path):
+    rc, out = run([tool("shellcheck"), "--severity=warning", path])
+    assert rc == 0, out
+
+
+@pytest.mark.parametrize("name", DOCKERFILES)
+def test_every_build_argument_is_pinned_in_versions_env(name):
+    with open(os.path.join(DOCKER, name)) as f:
+        args = re.findall(r"^ARG (\w+)", f.read(), re.M)
+    assert args and set(args) <= set(versions()), set(args) - set(versions())
+
+
+def test_compose_passes_every_build_argument_from_versions_env():
+    assert os.path.realpath(os.path.join(DOCKER, ".env")) == \
+        os.path.realpath(os.path.join(DOCKER, "versions.env"))      # compose's interpolation file
+    with open(os.path.join(DOCKER, "docker-compose.yml")) as f:
+        compose = f.read()
+    for name in DOCKERFILES:
+        with open(os.path.join(DOCKER, name)) as f:
+            for key in re.findall(r"^ARG (\w+)", f.read(), re.M):
+                assert f"{key}: ${{{key}}}" in compose, key
+
+
+def test_package_pins_come_from_versions_env():
+    for path in ("setup.py", "scripts/install_horovod.sh"):
+        with open(os.path.join(ROOT, path)) as f:
+            assert "versions.env" in f.read(), path
+    import torch
+    assert torch.__version__.split("+")[0] == versions()["TORCH_VERSION"]

@@ -1,0 +1,46 @@
+"""The multi-rank checks under MPI: ``horovodrun --mpi`` and Open MPI's own ``mpirun``
+(Horovod built with MPI and Gloo by scripts/install_horovod.sh; skipped where MPI is missing)."""
+import json
+
+import pytest
+
+from horovod_run import horovodrun
+
+pytest.importorskip("horovod.torch", exc_type=ImportError)
+
+MPI_CONTROLLERS = ["mpi", "mpirun"]
+
+
+@pytest.mark.parametrize("controller", MPI_CONTROLLERS)
+def test_torch_exact_reduction_under_mpi(controller):
+    rc, out = horovodrun(2, "tests/workers/torch_exact.py", "float32", "plain", "groups", "sum",
+                         controller=controller)
+    assert rc == 0 and "OK" in out, out[-4000:]
+
+
+@pytest.mark.parametrize("controller", MPI_CONTROLLERS)
+def test_tensorflow_exact_reduction_under_mpi(controller):
+    pytest.importorskip("horovod.tensorflow", exc_type=ImportError)
+    rc, out = horovodrun(2, "tests/workers/tf_exact.py", "tape", controller=controller)
+    assert rc == 0 and "OK" in out, out[-4000:]
+
+
+@pytest.mark.parametrize("controller", MPI_CONTROLLERS)
+def test_corrupt_stream_raises_on_every_rank_under_mpi(controller):
+    rc, out = horovodrun(2, "tests/workers/torch_faults.py", "corrupt", timeout=120,
+                         controller=controller)
+    assert rc == 0, out[-4000:]
+    for rank in (0, 1):
+        lines = [line for line in out.splitlines() if f"RAISED {rank} " in line]
+        assert lines and "DecodeError" in lines[0], out[-4000:]
+
+
+@pytest.mark.parametrize("controller", MPI_CONTROLLERS)
+def test_training_under_mpi_keeps_ranks_identical(controller):
+    rc, out = horovodrun(2, "examples/pytorch_digits.py", "--compression", "rlh", "--epochs", 2,
+                         timeout=300, controller=controller)
+    assert rc == 0, out[-4000:]
+    result = json.loads(next(line for line in out.splitlines() if "RESULT " in line)
+                        .split("RESULT ", 1)[1])
+    assert result["ranks"] == 2 and result["identical_parameters"]
+    assert result["test_accuracy"] > 0.5
