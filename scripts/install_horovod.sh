@@ -15,6 +15,12 @@ set -euo pipefail
 # The pinned version lives in docker/versions.env (with every other pin).
 HOROVOD_VERSION=$(sed -n 's/^HOROVOD_VERSION=//p' "$(dirname "$0")/../docker/versions.env")
 PY=${PYTHON:-python}
+# An absolute path (the build runs in another directory); not resolving symlinks, which would
+# leave a virtual environment's python.
+case "$PY" in
+    */*) PY="$(cd "$(dirname "$PY")" && pwd)/$(basename "$PY")" ;;
+    *) PY=$(command -v "$PY") ;;
+esac
 CACHE=${HOROVOD_WHEEL_CACHE:-$HOME/.cache/horovod-huffman}
 
 tf_version=$("$PY" -c "import tensorflow as tf; print(tf.__version__)" 2>/dev/null || true)

@@ -65,7 +65,8 @@ def launch(hosts, controller="gloo", epochs=1):
     assert proc.returncode == 0, out[-4000:]
     line = next((line for line in out.splitlines() if "RESULT " in line), None)
     assert line is not None, out[-4000:]
-    return json.loads(line.split("RESULT ", 1)[1]), out
+    # raw_decode: under MPI another rank's output may follow on the same line.
+    return json.JSONDecoder().raw_decode(line.split("RESULT ", 1)[1])[0], out
 
 
 @pytest.mark.parametrize("n_hosts", [2, 3])
