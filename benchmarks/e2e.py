@@ -47,7 +47,9 @@ def run_job(model, compression, args):
            "--keys", os.path.join(STATE, "ssh"), "--", sys.executable,
            os.path.join(ROOT, "benchmarks", "train_job.py"), "--model", model,
            "--compression", compression, "--steps", str(args.steps), "--warmup",
-           str(args.warmup)]
+           str(args.warmup), "--last", str(args.last), "--levels", str(args.levels)]
+    if not args.error_feedback:
+        cmd.append("--no-error-feedback")
     proc = subprocess.run(cmd, env=dict(os.environ, HH_CLUSTER_DIR=STATE), cwd=ROOT,
                           capture_output=True, text=True, timeout=1800)
     out = proc.stdout + proc.stderr
@@ -60,10 +62,14 @@ def run_job(model, compression, args):
 def table(results, args):
     lines = [f"Machine: {machine()}; 2 hosts = 2 network namespaces on it, one rank each (one "
              "thread), linked through a bridge, every link shaped with tc tbf.",
-             f"Run: `python benchmarks/e2e.py --steps {args.steps} --warmup {args.warmup}` on "
-             f"{time.strftime('%Y-%m-%d')}; QSGD s = 8, buckets of 512, error feedback; step "
-             "time = mean over the steps after warm-up; wire = bytes both hosts sent per step; "
-             "final loss = training loss over the last 10 steps, mean of the ranks.", ""]
+             f"Run: `python benchmarks/e2e.py --steps {args.steps} --warmup {args.warmup} "
+             f"--last {args.last} --levels {args.levels}"
+             f"{' --error-feedback' if args.error_feedback else ''}` on "
+             f"{time.strftime('%Y-%m-%d')}; QSGD s = {args.levels}, buckets of 512, error "
+             f"feedback {'on' if args.error_feedback else 'off (QSGD is unbiased)'}; step time = "
+             "mean over the steps after warm-up; wire = bytes both hosts sent per step (at the "
+             f"first link speed); final loss = training loss over the last {args.last} steps, "
+             "mean of the ranks (at the first link speed).", ""]
     for model in args.models:
         lines += [f"### {model}", "",
                   "| compression | " + " | ".join(f"step ms @ {r}" for r in args.rates) +
@@ -124,8 +130,12 @@ def main(argv=None):
     p.add_argument("--rates", nargs="+", default=list(RATES), choices=list(RATES))
     p.add_argument("--models", nargs="+", default=["cnn", "lstm"], choices=["cnn", "lstm"])
     p.add_argument("--compressions", nargs="+", default=COMPRESSIONS, choices=COMPRESSIONS)
-    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--steps", type=int, default=200)
     p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--last", type=int, default=20, help="steps averaged into the final loss")
+    p.add_argument("--levels", type=int, default=16, help="QSGD levels s")
+    p.add_argument("--error-feedback", action="store_true",
+                   help="error feedback on (default off: QSGD is unbiased)")
     p.add_argument("--markdown", metavar="MD")
     p.add_argument("--plot", metavar="PNG")
     p.add_argument("--json", metavar="PATH", help="also dump the raw results")

@@ -62,6 +62,9 @@ def main():
     p.add_argument("--last", type=int, default=10, help="steps averaged into the final loss")
     p.add_argument("--iface", default="eth0")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--levels", type=int, default=8, help="QSGD levels s")
+    p.add_argument("--bucket-size", type=int, default=512)
+    p.add_argument("--no-error-feedback", action="store_true")
     args = p.parse_args()
 
     hvd.init()
@@ -78,9 +81,10 @@ def main():
     if args.compression in ("none", "fp16"):
         compression = getattr(Compression, args.compression)
     else:
-        compression = Compression.build(encoder=args.compression,
-                                        quantizer=hh.QSGD(levels=8, bucket_size=512),
-                                        error_feedback=True, seed=args.seed * 65536 + hvd.rank())
+        compression = Compression.build(
+            encoder=args.compression,
+            quantizer=hh.QSGD(levels=args.levels, bucket_size=args.bucket_size),
+            error_feedback=not args.no_error_feedback, seed=args.seed * 65536 + hvd.rank())
     opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(),
                                    compression=compression)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)

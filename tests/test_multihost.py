@@ -29,6 +29,9 @@ def missing():
         return "OpenSSH server not installed (scripts/install_system.sh)"
     if tool("horovodrun") is None:
         return "horovodrun not installed"
+    probe = subprocess.run(["unshare", "--net", "--uts", "--mount", "true"], capture_output=True)
+    if probe.returncode != 0:
+        return "creating namespaces is not permitted here (needs CAP_SYS_ADMIN and CAP_NET_ADMIN)"
     return None
 
 
