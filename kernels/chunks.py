@@ -6,9 +6,10 @@ READ ME FIRST
    ``32 * (words used by chunks 0..c-1)`` of the payload and is ``chunk_bits[c]`` bits long.
 2. One chunk's decode is a serial chain (each code's position depends on the previous code's
    length). The CPU Huffman decoder runs four chunks in one loop, four independent chains the
-   core overlaps (+15% measured); GPU kernels can take one chunk per thread block.
-3. CHUNK_LEVELS is fixed so that every producer (CPU or GPU) writes the very same bytes; decoders
-   accept any chunk size the stream declares.
+   core overlaps (+15% measured); the GPU encoder takes one chunk per thread block and the GPU
+   decoder one chunk per thread (cuda_tokens.py, cuda_decode.py).
+3. CHUNK_LEVELS is the encoders' default (``chunk_levels``); for the same chunk size every
+   producer (CPU or GPU) writes the very same bytes; decoders accept any size a stream declares.
 """
 import numpy as np
 
