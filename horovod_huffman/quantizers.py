@@ -219,9 +219,14 @@ def dequantize(qt, out=None, stream=None):
             wide = cuda.device_array(scales.size, dtype=np.float64, stream=stream)
             cq.convert[grid_for(scales.size, _BLOCK), _BLOCK, stream](scales, wide)
             scales = wide
+        # float16 goes through float32, as on the host (one rounding to float32, then to float16).
+        work = out if out.dtype != np.float16 else \
+            cuda.device_array(levels.size, dtype=np.float32, stream=stream)
         if levels.size:
             cq.dequantize[grid_for(levels.size, _BLOCK), _BLOCK, stream](
-                levels, scales, qt.bucket_size, out)
+                levels, scales, qt.bucket_size, work)
+            if work is not out:
+                cq.convert[grid_for(levels.size, _BLOCK), _BLOCK, stream](work, out)
         return out.reshape(qt.shape)
     work = np.float64 if qt.dtype == np.float64 else np.float32
     flat = np.empty(qt.levels.size, dtype=work) if out is None else out

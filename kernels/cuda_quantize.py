@@ -151,7 +151,7 @@ def convert(src, dst):
 
 @cuda.jit
 def dequantize(levels, scales, bucket, out):
-    """out[i] = scales[i // bucket] * levels[i], in the scales' precision (float32 scales for
-    float16/32 tensors, float64 for float64: as quantize.dequantize). Any grid."""
+    """out[i] = scales[i // bucket] * levels[i], in the scales' precision (float32 scales into a
+    float32 out for float16/32 tensors, float64 for float64: as quantize.dequantize). Any grid."""
     for i in range(cuda.grid(1), levels.shape[0], cuda.gridsize(1)):
         out[i] = scales[i // bucket] * levels[i]
