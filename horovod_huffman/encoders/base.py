@@ -7,7 +7,7 @@ from horovod_huffman.kernels.chunks import CHUNK_LEVELS
 from .. import wire
 from ..device import is_device_array, as_device_array, stream_or_default, copy_to_host
 from ..errors import check_status  # noqa: F401 (encoders import it from here)
-from .gpu import level_range as gpu_range
+from .gpu import gather as gpu_gather, level_range as gpu_range
 
 _INT32 = np.iinfo(np.int32)
 
@@ -126,3 +126,22 @@ class Encoder:
 
     def _config(self):
         return {}
+
+
+class Sampled:
+    """Plans from a uniform sample of positions (``sh``, ``shs``): the subclass sets
+    ``sample_size`` and ``_rng`` and implements ``sampled_plan(lo, hi, sample)``."""
+
+    def positions(self, n):
+        """The next ``sample_size`` sample positions in [0, n) (advances the sequence)."""
+        return self._rng.integers(0, n, size=self.sample_size)
+
+    def plan(self, levels):
+        """The code for host ``levels``."""
+        return self.sampled_plan(int(levels.min()), int(levels.max()),
+                                 levels[self.positions(levels.size)])
+
+    def plan_device(self, levels, stream):
+        """The code for device ``levels``: range and sample gathered on the GPU."""
+        lo, hi = gpu_range(levels, stream)
+        return self.sampled_plan(lo, hi, gpu_gather(levels, self.positions(levels.size), stream))

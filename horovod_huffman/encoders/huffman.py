@@ -18,7 +18,7 @@ from horovod_huffman.kernels.symbols import level_histogram, pack_entries, encod
 from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
 from . import gpu
-from .base import Encoder, out_words, check_status, check_chunk_levels
+from .base import Encoder, Sampled, out_words, check_status, check_chunk_levels
 from .codes import (lengths_for, write_lengths, read_lengths, code_cost_bits, chunk_count,
                     write_chunks, read_chunks)
 
@@ -162,7 +162,7 @@ def plan_bits(plan, counts, vbits):
     return code_cost_bits(counts, plan.lengths) + int(counts[plan.window]) * vbits
 
 
-class SampleHuffman(Huffman):
+class SampleHuffman(Sampled, Huffman):
     """Sample Huffman (paper: SH): code from ``sample_size`` uniformly sampled positions with
     add-one smoothing over every level in [min, max]; then every element is coded.
 
@@ -181,18 +181,6 @@ class SampleHuffman(Huffman):
 
     def _config(self):
         return {"sample_size": self.sample_size, "seed": self.seed}
-
-    def positions(self, n):
-        """The next ``sample_size`` sample positions in [0, n) (advances the sequence)."""
-        return self._rng.integers(0, n, size=self.sample_size)
-
-    def plan(self, levels):
-        return self.sampled_plan(int(levels.min()), int(levels.max()),
-                                 levels[self.positions(levels.size)])
-
-    def plan_device(self, levels, stream):
-        lo, hi = gpu.level_range(levels, stream)
-        return self.sampled_plan(lo, hi, gpu.gather(levels, self.positions(levels.size), stream))
 
     def sampled_plan(self, lo, hi, sample):
         """The code for levels in [lo, hi] from a host ``sample`` of them."""

@@ -24,7 +24,7 @@ from horovod_huffman.kernels.symbols import level_histogram, pack_entries
 from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
 from . import gpu
-from .base import Encoder, out_words, check_status, check_chunk_levels
+from .base import Encoder, Sampled, out_words, check_status, check_chunk_levels
 from .codes import (MAX_SYMBOLS, lengths_for, weights_from_probabilities, write_lengths,
                     read_lengths, chunk_count, write_chunks, read_chunks)
 
@@ -155,7 +155,7 @@ def window_with_zero(lo, hi, max_window):
     return base, min(max_window, hi - base + 1)
 
 
-class SHS(Encoder):
+class SHS(Sampled, Encoder):
     """Sample Huffman with sparsity (paper: SHS), sparsity factor ``k`` (paper: 200)."""
     name = "shs"
     encoder_id = 4
@@ -172,18 +172,6 @@ class SHS(Encoder):
 
     def _config(self):
         return {"sample_size": self.sample_size, "k": self.k, "seed": self.seed}
-
-    def positions(self, n):
-        """The next ``sample_size`` sample positions in [0, n) (advances the sequence)."""
-        return self._rng.integers(0, n, size=self.sample_size)
-
-    def plan(self, levels):
-        return self.sampled_plan(int(levels.min()), int(levels.max()),
-                                 levels[self.positions(levels.size)])
-
-    def plan_device(self, levels, stream):
-        lo, hi = gpu.level_range(levels, stream)
-        return self.sampled_plan(lo, hi, gpu.gather(levels, self.positions(levels.size), stream))
 
     def sampled_plan(self, lo, hi, sample):
         """The plan for levels in [lo, hi] from a host ``sample`` of them."""
