@@ -78,26 +78,9 @@ def flush(out, acc, pending, word_pos):
 
 
 @cuda.jit(device=True, inline=True)
-def block_scan_add(scratch, value):
-    """Inclusive prefix sum of ``value`` over the block (int64 shared ``scratch`` of BLOCK)."""
-    t = cuda.threadIdx.x
-    scratch[t] = value
-    cuda.syncthreads()
-    offset = 1
-    while offset < BLOCK:
-        other = scratch[t - offset] if t >= offset else int64(0)
-        cuda.syncthreads()
-        scratch[t] += other
-        cuda.syncthreads()
-        offset *= 2
-    result = scratch[t]
-    cuda.syncthreads()
-    return result
-
-
-@cuda.jit(device=True, inline=True)
-def block_scan_max(scratch, value):
-    """Inclusive prefix maximum of ``value`` over the block (int64 shared ``scratch``)."""
+def block_scan(scratch, value, maximum):
+    """Inclusive prefix sum (``maximum`` False) or prefix maximum (True) of ``value`` over the
+    block (Hillis-Steele in the int64 shared ``scratch`` of BLOCK entries)."""
     t = cuda.threadIdx.x
     scratch[t] = value
     cuda.syncthreads()
@@ -105,11 +88,13 @@ def block_scan_max(scratch, value):
     while offset < BLOCK:
         other = scratch[t - offset] if t >= offset else value
         cuda.syncthreads()
-        if other > scratch[t]:
-            scratch[t] = other
+        if maximum:
+            if other > scratch[t]:
+                scratch[t] = other
+        elif t >= offset:
+            scratch[t] += other
         cuda.syncthreads()
         offset *= 2
     result = scratch[t]
     cuda.syncthreads()
     return result
-

@@ -27,6 +27,21 @@ _TOP = uint64(64 - MAX_CODE_BITS)
 
 
 @cuda.jit(device=True, inline=True)
+def _load_table(tab, table):
+    """The block copies the lookup table into shared memory (every thread takes part)."""
+    for j in range(cuda.threadIdx.x, TABLE_SIZE, cuda.blockDim.x):
+        tab[j] = table[j]
+    cuda.syncthreads()
+
+
+@cuda.jit(device=True, inline=True)
+def _chunk(c, starts, chunk_bits, chunk, n):
+    """(first level, level end, first bit, end bit) of chunk c."""
+    i = int64(c) * chunk
+    return i, min(int64(n), i + chunk), starts[c], starts[c] + chunk_bits[c]
+
+
+@cuda.jit(device=True, inline=True)
 def _end_status(status, bit_pos, end_bit):
     """A chunk decoded without error must end exactly at its declared bit length."""
     if status != OK:
@@ -44,16 +59,11 @@ def decode_levels(words, starts, chunk_bits, chunk, table, base, window, vbits, 
     """huffman/sh: ``table`` entries are ``symbol << 4 | length`` (uint32); symbol ``window``
     is the escape, followed by a zigzag level in ``vbits`` bits. Grid: >= one thread per chunk."""
     tab = cuda.shared.array(TABLE_SIZE, uint32)
-    for j in range(cuda.threadIdx.x, TABLE_SIZE, cuda.blockDim.x):
-        tab[j] = table[j]
-    cuda.syncthreads()
+    _load_table(tab, table)
     c = cuda.grid(1)
     if c >= starts.shape[0]:
         return
-    i = int64(c) * chunk
-    stop = min(int64(out.shape[0]), i + chunk)
-    bit_pos = starts[c]
-    end_bit = bit_pos + chunk_bits[c]
+    i, stop, bit_pos, end_bit = _chunk(c, starts, chunk_bits, chunk, out.shape[0])
     st = OK
     while i < stop:
         if bit_pos > end_bit:
@@ -88,16 +98,11 @@ def decode_tokens(words, starts, chunk_bits, chunk, table, base, vbits, esc_has_
     """rlh/shs: ``table`` entries as runs.token_table (uint64). An escape carries a zigzag level
     in ``vbits`` bits, then, when ``esc_has_run``, an Elias-gamma run. Grid: >= a thread per chunk."""
     tab = cuda.shared.array(TABLE_SIZE, uint64)
-    for j in range(cuda.threadIdx.x, TABLE_SIZE, cuda.blockDim.x):
-        tab[j] = table[j]
-    cuda.syncthreads()
+    _load_table(tab, table)
     c = cuda.grid(1)
     if c >= starts.shape[0]:
         return
-    i = int64(c) * chunk
-    stop = min(int64(out.shape[0]), i + chunk)
-    bit_pos = starts[c]
-    end_bit = bit_pos + chunk_bits[c]
+    i, stop, bit_pos, end_bit = _chunk(c, starts, chunk_bits, chunk, out.shape[0])
     st = OK
     while i < stop:
         if bit_pos > end_bit:

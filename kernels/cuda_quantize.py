@@ -12,10 +12,10 @@ Units: buckets count elements; scales are float32, as on the CPU.
 """
 import math
 
-from numba import config, cuda, float64, int64, uint64
+from numba import config, cuda, float64, int64
 
 from .cuda_bits import BLOCK
-from .quantize import _GOLDEN, _MIX1, _MIX2, _TO_UNIT
+from .quantize import splitmix_uniform
 
 if config.ENABLE_CUDASIM:
     @cuda.jit(device=True)
@@ -29,14 +29,7 @@ else:                                          # pragma: no cover - needs a GPU
         return libdevice.dmul_rn(a, b)
 
 
-@cuda.jit(device=True, inline=True)
-def uniform(seed, index):
-    """quantize.uniform on the device."""
-    z = uint64(seed) + uint64(index + 1) * _GOLDEN
-    z = (z ^ (z >> uint64(30))) * _MIX1
-    z = (z ^ (z >> uint64(27))) * _MIX2
-    z = z ^ (z >> uint64(31))
-    return float64(z >> uint64(11)) * _TO_UNIT
+uniform = cuda.jit(device=True, inline=True)(splitmix_uniform)     # quantize.uniform
 
 
 @cuda.jit

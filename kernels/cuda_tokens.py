@@ -19,7 +19,7 @@ Units: positions and offsets are int64 bits of the payload; counts are tokens.
 """
 from numba import cuda, int32, int64, uint32, uint64
 
-from .cuda_bits import BLOCK, bit_length32, zigzag, put, flush, block_scan_add, block_scan_max
+from .cuda_bits import BLOCK, bit_length32, zigzag, put, flush, block_scan
 from .runs import RUN_BUCKETS
 
 LEVELS, RUNS, ZERO_RUNS = 0, 1, 2
@@ -144,7 +144,7 @@ def segment_prev(levels, chunk, mode, seg_prev):
             break
         i -= 1
     scratch = cuda.shared.array(BLOCK, int64)
-    inclusive = block_scan_max(scratch, last)
+    inclusive = block_scan(scratch, last, True)
     t = cuda.threadIdx.x
     scratch[t] = inclusive
     cuda.syncthreads()
@@ -193,7 +193,7 @@ def segment_bits(levels, chunk, mode, seg_prev, base, window, entries, esc, vbit
                                 bucket_extra, k)
             prev = i
     scratch = cuda.shared.array(BLOCK, int64)
-    inclusive = block_scan_add(scratch, bits)
+    inclusive = block_scan(scratch, bits, False)
     seg_offset[idx] = inclusive - bits
     if cuda.threadIdx.x == BLOCK - 1:
         chunk_bits[cuda.blockIdx.x] = inclusive
@@ -231,19 +231,15 @@ def level_range(levels, lo_hi):
         v = int64(levels[i])
         lo = min(lo, v)
         hi = max(hi, v)
-    scratch = cuda.shared.array(BLOCK, int64)
-    scratch[t] = lo
+    scratch = cuda.shared.array((2, BLOCK), int64)
+    scratch[0, t] = lo
+    scratch[1, t] = hi
     cuda.syncthreads()
     if t == 0:
         for j in range(1, BLOCK):
-            lo = min(lo, scratch[j])
+            lo = min(lo, scratch[0, j])
+            hi = max(hi, scratch[1, j])
         cuda.atomic.min(lo_hi, 0, lo)
-    cuda.syncthreads()
-    scratch[t] = hi
-    cuda.syncthreads()
-    if t == 0:
-        for j in range(1, BLOCK):
-            hi = max(hi, scratch[j])
         cuda.atomic.max(lo_hi, 1, hi)
 
 

@@ -20,14 +20,17 @@ _MIX2 = uint64(0x94D049BB133111EB)
 _TO_UNIT = 1.0 / 9007199254740992.0         # 2**-53: 53 random bits -> [0, 1)
 
 
-@njit(cache=True, inline="always")
-def uniform(seed, index):
-    """A uniform float64 in [0, 1) for (seed, index)."""
+def splitmix_uniform(seed, index):
+    """A uniform float64 in [0, 1) for (seed, index). Plain Python compiled twice: ``uniform``
+    here, and as a device function in cuda_quantize.py, so both devices draw the same numbers."""
     z = uint64(seed) + uint64(index + 1) * _GOLDEN
     z = (z ^ (z >> uint64(30))) * _MIX1
     z = (z ^ (z >> uint64(27))) * _MIX2
     z = z ^ (z >> uint64(31))
     return float64(z >> uint64(11)) * _TO_UNIT
+
+
+uniform = njit(cache=True, inline="always")(splitmix_uniform)
 
 
 @njit(cache=True)
