@@ -20,8 +20,8 @@ READ ME FIRST
 import numpy as np
 from numba import njit, uint64, int64
 
-from .bits import (push_bits, word_below, window64, WORD_BITS, put_bits, put_bits_long,
-                   flush_bits, peek64, top_bits, bit_length, zigzag, unzigzag)
+from .bits import (settle, window64, WORD_BITS, put_bits, put_bits_long, flush_bits, peek64,
+                   top_bits, bit_length, zigzag, unzigzag)
 from .elias import put_gamma, read_gamma
 from .errors import OK, PAYLOAD_OVERRUN, INVALID_CODE, RUN_OVERFLOW, VALUE_OVERFLOW, \
     PAYLOAD_UNDERRUN
@@ -45,6 +45,17 @@ def run_bucket(run):
     b = bit_length(run) - 1                  # >= 2
     mantissa = (run >> (b - 1)) & 1
     return 3 + (b - 2) * 2 + mantissa
+
+
+@njit(cache=True, inline="always")
+def bucket_and_extra(run):
+    """(bucket, extra bits) of a run length (uint64, 1..MAX_RUN), without branches."""
+    one, two, three = uint64(1), uint64(2), uint64(3)
+    bits = uint64(bit_length(run))                 # >= 1; the octave of a long run
+    long_run = run > three
+    bucket = three + (bits - three) * two + ((run >> (bits - two)) & one) if long_run \
+        else run - one
+    return bucket, bits - two if long_run else uint64(0)
 
 
 def bucket_tables():
@@ -89,73 +100,90 @@ def run_ends(levels, chunk, ends, chunk_runs):
 @njit(cache=True)
 def rlh_histogram(levels, ends, n_runs, base, window, counts):
     """Joint (run bucket, level index) token counts; ``counts[RUN_BUCKETS * window]`` = escapes."""
-    esc = RUN_BUCKETS * window
-    prev = -1
-    for k in range(n_runs):
-        end = int64(ends[k])
-        run = end - prev
-        prev = end
-        v = int64(levels[end]) - base
-        if v >= 0 and v < window:
-            counts[run_bucket(run) * window + v] += 1
-        else:
-            counts[esc] += 1
+    w = uint64(window)
+    esc = uint64(RUN_BUCKETS) * w
+    one = uint64(1)
+    start = uint64(0)                              # first element of the run
+    for k in range(uint64(n_runs)):
+        end = uint64(ends[k])
+        run = end + one - start
+        start = end + one
+        v = uint64(int64(levels[end]) - base)     # out of the window: v >= w
+        bucket, _ = bucket_and_extra(run)
+        counts[bucket * w + v if v < w else esc] += 1
+
+
+@njit(cache=True, inline="always")
+def _token_bits(end, start, levels, base, w, entries):
+    """(bits, length, code length) of the token of the run [start, end] (uint64 in and out):
+    code then extra bits; code length 0 when the token needs the escape (length is then 0 or
+    garbage and must not be used)."""
+    one = uint64(1)
+    run = end + one - start
+    v = uint64(int64(levels[end]) - base)         # out of the window: v >= w
+    bucket, extra = bucket_and_extra(run)
+    e = uint64(entries[bucket * w + v]) if v < w else uint64(0)
+    code_length = e & uint64(0xF)
+    bits = ((e >> uint64(4)) << extra) | (run & ((one << extra) - one))
+    return bits, code_length + extra, code_length
 
 
 @njit(cache=True)
-def _encode_until_escape(levels, ends, k, n_runs, prev, base, window, entries, bucket_extra,
-                         out32, acc, n_pending, word_pos, n_bits):
-    """Hot loop of ``encode_rlh``: write tokens from run ``k`` on until one needs the escape
-    (or a code with extra bits over 32); returns the state and the index of that token."""
-    while k < n_runs:
-        end = int64(ends[k])
-        run = end - prev
-        v = int64(levels[end]) - base
-        if v < 0 or v >= window:
+def _encode_until_escape(levels, ends, k, n_runs, start, base, window, entries, out32, acc,
+                         n_pending, word_pos):
+    """Hot loop of ``encode_rlh``: write tokens from run ``k`` (first element ``start``) on until
+    one needs the escape (or a code with extra bits over 32); returns (k, start, acc, n_pending,
+    word_pos) at that token. Two tokens per flush step while they fit 32 bits together (dense
+    levels: mostly short codes without extra bits), else one."""
+    k, n_runs, start, w = uint64(k), uint64(n_runs), uint64(start), uint64(window)
+    n_pending, word_pos = uint64(n_pending), uint64(word_pos)
+    one, word_bits = uint64(1), uint64(WORD_BITS)
+    while True:
+        while k + one < n_runs:
+            end0, end1 = uint64(ends[k]), uint64(ends[k + one])
+            bits0, length0, code0 = _token_bits(end0, start, levels, base, w, entries)
+            bits1, length1, code1 = _token_bits(end1, end0 + one, levels, base, w, entries)
+            if code0 == 0 or code1 == 0 or length0 + length1 > word_bits:
+                break
+            acc = (((acc << length0) | bits0) << length1) | bits1
+            word, n_pending, full = settle(acc, n_pending + length0 + length1)
+            out32[word_pos] = word
+            word_pos += full
+            start = end1 + one
+            k += uint64(2)
+        if k >= n_runs:
             break
-        if run < 4:                               # buckets 0..2: no extra bits
-            e = uint64(entries[(run - 1) * window + v])
-            length = int64(e & uint64(0xF))
-            if length == 0:
-                break
-            acc, n_pending = push_bits(acc, n_pending, e >> uint64(4), length)
-        else:
-            b = run_bucket(run)
-            e = uint64(entries[b * window + v])
-            extra = bucket_extra[b]
-            length = int64(e & uint64(0xF)) + extra
-            if length == extra or length > WORD_BITS:
-                break
-            code = ((e >> uint64(4)) << uint64(extra)) | uint64(run & ((1 << extra) - 1))
-            acc, n_pending = push_bits(acc, n_pending, code, length)
-        n_bits += length
-        if n_pending >= WORD_BITS:
-            n_pending -= WORD_BITS
-            out32[word_pos] = word_below(acc, n_pending)
-            word_pos += 1
-        prev = end
-        k += 1
-    return k, prev, acc, n_pending, word_pos, n_bits
+        end = uint64(ends[k])
+        bits, length, code = _token_bits(end, start, levels, base, w, entries)
+        if code == 0 or length > word_bits:
+            break
+        acc = (acc << length) | bits
+        word, n_pending, full = settle(acc, n_pending + length)
+        out32[word_pos] = word
+        word_pos += full
+        start = end + one
+        k += one
+    return int64(k), int64(start), acc, int64(n_pending), int64(word_pos)
 
 
 @njit(cache=True)
-def _encode_rlh_chunk(levels, ends, k, k_end, prev, base, window, entries, value_bits,
+def _encode_rlh_chunk(levels, ends, k, k_end, start, base, window, entries, value_bits,
                       bucket_extra, out32, word_pos):
-    """Write tokens k..k_end-1 (one chunk, first element prev + 1) from ``word_pos``; returns
+    """Write tokens k..k_end-1 (one chunk, first element ``start``) from ``word_pos``; returns
     (words end, bits). The hot loop runs until a token it cannot write from registers; that
     token (an escape, or a code with more than 32 extra bits) is written here."""
     esc = entries[RUN_BUCKETS * window]
+    first_word = word_pos
     acc = uint64(0)
     n_pending = 0
-    n_bits = 0
     while True:
-        k, prev, acc, n_pending, word_pos, n_bits = _encode_until_escape(
-            levels, ends, k, k_end, prev, base, window, entries, bucket_extra, out32, acc,
-            n_pending, word_pos, n_bits)
+        k, start, acc, n_pending, word_pos = _encode_until_escape(
+            levels, ends, k, k_end, start, base, window, entries, out32, acc, n_pending,
+            word_pos)
         if k >= k_end:
             break
         end = int64(ends[k])
-        run = end - prev
+        run = end + 1 - start
         level = levels[end]
         v = int64(level) - base
         e = uint64(0)
@@ -169,16 +197,15 @@ def _encode_rlh_chunk(levels, ends, k, k_end, prev, base, window, entries, value
                                                 int64(e & uint64(0xF)))
             acc, n_pending, word_pos = put_bits_long(out32, acc, n_pending, word_pos,
                                                      run & ((1 << extra) - 1), extra)
-            n_bits += int64(e & uint64(0xF)) + extra
         else:                                     # escape: code, raw level, gamma run
             acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos, esc >> 4,
                                                 esc & 0xF)
             acc, n_pending, word_pos = put_bits_long(out32, acc, n_pending, word_pos,
                                                      zigzag(level), value_bits)
-            acc, n_pending, word_pos, g_bits = put_gamma(out32, acc, n_pending, word_pos, run)
-            n_bits += (esc & 0xF) + value_bits + g_bits
-        prev = end
+            acc, n_pending, word_pos, _ = put_gamma(out32, acc, n_pending, word_pos, run)
+        start = end + 1
         k += 1
+    n_bits = (word_pos - first_word) * WORD_BITS + n_pending
     return flush_bits(out32, acc, n_pending, word_pos), n_bits
 
 
@@ -190,7 +217,7 @@ def encode_rlh(levels, ends, chunk_runs, chunk, base, window, entries, value_bit
     k = 0
     for c in range(chunk_runs.shape[0]):
         word_pos, chunk_bits[c] = _encode_rlh_chunk(
-            levels, ends, k, chunk_runs[c], c * chunk - 1, base, window, entries, value_bits,
+            levels, ends, k, chunk_runs[c], c * chunk, base, window, entries, value_bits,
             bucket_extra, out32, word_pos)
         k = chunk_runs[c]
     return word_pos
@@ -363,54 +390,70 @@ def encode_shs(levels, base, window, run_limit, entries, value_bits, chunk, out3
     n = levels.shape[0]
     word_pos = 0
     for c in range(chunk_bits.shape[0]):
-        word_pos, chunk_bits[c] = _encode_shs_chunk(levels[c * chunk:min(n, (c + 1) * chunk)],
+        word_pos, chunk_bits[c] = _encode_shs_chunk(levels, c * chunk, min(n, (c + 1) * chunk),
                                                     base, window, run_limit, entries, value_bits,
                                                     out32, word_pos)
     return word_pos
 
 
 @njit(cache=True)
-def _encode_shs_chunk(levels, base, window, run_limit, entries, value_bits, out32, word_pos):
-    """Write one chunk's ``shs`` tokens (``levels`` is the chunk's view) from ``word_pos``;
-    returns (words end, bits)."""
-    n = levels.shape[0]
-    esc = entries[window + run_limit]
-    full_run = entries[window + run_limit - 1]
-    acc = uint64(0)
-    n_pending = 0
-    n_bits = 0
-    i = 0
-    while i < n:
+def _shs_until_escape(levels, i, stop, base, window, run_limit, entries, out32, acc, n_pending,
+                      word_pos):
+    """Hot loop of ``_encode_shs_chunk``: write elements i.. until one needs the escape (or
+    ``stop``); returns (i, acc, n_pending, word_pos)."""
+    i, stop, w, k = uint64(i), uint64(stop), uint64(window), uint64(run_limit)
+    n_pending, word_pos = uint64(n_pending), uint64(word_pos)
+    one, code_shift, length_mask = uint64(1), uint64(4), uint64(0xF)
+    full_run = uint64(entries[w + k - one])
+    while i < stop:
         level = int64(levels[i])
         if level == 0:
-            j = i + 1
-            while j < n and levels[j] == 0:
-                j += 1
+            j = i + one
+            while j < stop and levels[j] == 0:
+                j += one
             run = j - i
-            rem = run % run_limit
-            for c in range(run // run_limit + (1 if rem > 0 else 0)):
-                e = full_run if c < run // run_limit else entries[window + rem - 1]
-                acc, n_pending = push_bits(acc, n_pending, e >> 4, e & 0xF)
-                if n_pending >= WORD_BITS:
-                    n_pending -= WORD_BITS
-                    out32[word_pos] = word_below(acc, n_pending)
-                    word_pos += 1
-                n_bits += e & 0xF
+            rem = run % k
+            n_tokens = run // k + (one if rem > 0 else uint64(0))
+            for t in range(n_tokens):
+                e = full_run if t < run // k else uint64(entries[w + rem - one])
+                acc = (acc << (e & length_mask)) | (e >> code_shift)
+                word, n_pending, full = settle(acc, n_pending + (e & length_mask))
+                out32[word_pos] = word
+                word_pos += full
             i = j
             continue
-        v = level - base
-        e = entries[v] if v >= 0 and v < window else np.uint32(0)
-        if e & 0xF:
-            acc, n_pending = push_bits(acc, n_pending, e >> 4, e & 0xF)
-            if n_pending >= WORD_BITS:
-                n_pending -= WORD_BITS
-                out32[word_pos] = word_below(acc, n_pending)
-                word_pos += 1
-            n_bits += e & 0xF
-        else:
-            acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos, esc >> 4, esc & 0xF)
-            acc, n_pending, word_pos = put_bits_long(out32, acc, n_pending, word_pos,
-                                                     zigzag(level), value_bits)
-            n_bits += (esc & 0xF) + value_bits
+        v = uint64(level - base)                  # out of the window: v >= w
+        if v >= w:
+            break
+        e = uint64(entries[v])
+        if e & length_mask == 0:
+            break
+        acc = (acc << (e & length_mask)) | (e >> code_shift)
+        word, n_pending, full = settle(acc, n_pending + (e & length_mask))
+        out32[word_pos] = word
+        word_pos += full
+        i += one
+    return int64(i), acc, int64(n_pending), int64(word_pos)
+
+
+@njit(cache=True)
+def _encode_shs_chunk(levels, start, stop, base, window, run_limit, entries, value_bits, out32,
+                      word_pos):
+    """Write one chunk's ``shs`` tokens (elements [start, stop)) from ``word_pos``; returns
+    (words end, bits)."""
+    esc = entries[window + run_limit]
+    first_word = word_pos
+    acc = uint64(0)
+    n_pending = 0
+    i = start
+    while True:
+        i, acc, n_pending, word_pos = _shs_until_escape(levels, i, stop, base, window, run_limit,
+                                                        entries, out32, acc, n_pending, word_pos)
+        if i >= stop:
+            break
+        acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos, esc >> 4, esc & 0xF)
+        acc, n_pending, word_pos = put_bits_long(out32, acc, n_pending, word_pos,
+                                                 zigzag(levels[i]), value_bits)
         i += 1
+    n_bits = (word_pos - first_word) * WORD_BITS + n_pending
     return flush_bits(out32, acc, n_pending, word_pos), n_bits

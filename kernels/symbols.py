@@ -14,8 +14,8 @@ READ ME FIRST
 import numpy as np
 from numba import njit, uint64, int64
 
-from .bits import (push_bits, word_below, window64, WORD_BITS, put_bits, put_bits_long,
-                   flush_bits, peek64, top_bits, zigzag, unzigzag)
+from .bits import (settle, window64, WORD_BITS, put_bits, put_bits_long, flush_bits, peek64,
+                   top_bits, zigzag, unzigzag)
 from .errors import OK, PAYLOAD_OVERRUN, INVALID_CODE, VALUE_OVERFLOW, PAYLOAD_UNDERRUN
 from .huffman import MAX_CODE_BITS, TABLE_SIZE, LENGTH_SHIFT, LENGTH_MASK
 
@@ -42,14 +42,18 @@ def _symbol(level, base, window):
 @njit(cache=True)
 def level_histogram(levels, base, window, counts):
     """Add symbol counts of ``levels`` to ``counts`` (size window + 1; last slot = escapes)."""
-    n = levels.shape[0]
+    n = uint64(levels.shape[0])
+    w = uint64(window)
     lanes = np.zeros((HISTOGRAM_LANES, window + 1), dtype=np.int64)
-    stop = n - n % HISTOGRAM_LANES
-    for i in range(0, stop, HISTOGRAM_LANES):
-        for lane in range(HISTOGRAM_LANES):
-            lanes[lane, _symbol(levels[i + lane], base, window)] += 1
+    n_lanes = uint64(HISTOGRAM_LANES)
+    stop = n - n % n_lanes
+    for i in range(uint64(0), stop, n_lanes):
+        for lane in range(n_lanes):
+            v = uint64(int64(levels[i + lane]) - base)     # out of the window: v >= w
+            lanes[lane, v if v < w else w] += 1
     for i in range(stop, n):
-        lanes[0, _symbol(levels[i], base, window)] += 1
+        v = uint64(int64(levels[i]) - base)
+        lanes[0, v if v < w else w] += 1
     for lane in range(HISTOGRAM_LANES):
         for v in range(window + 1):
             counts[v] += lanes[lane, v]
@@ -65,31 +69,67 @@ def pack_entries(codes, lengths):
 
 
 @njit(cache=True)
-def _encode_chunk(levels, base, window, entries, value_bits, out32, word_pos):
-    """Write ``levels`` (one chunk's view) from ``word_pos``; returns (words end, bits)."""
+def _codes_until_escape(levels, i, stop, base, window, entries, out32, acc, n_pending,
+                        word_pos):
+    """Hot loop of ``encode_levels``: write codes of elements i.. until one needs the escape
+    (or ``stop``); returns (i, acc, n_pending, word_pos). Two codes (<= 24 bits) per flush step:
+    with < 32 bits pending they fit the 64-bit accumulator."""
+    i, stop, w = uint64(i), uint64(stop), uint64(window)
+    n_pending, word_pos = uint64(n_pending), uint64(word_pos)
+    one, code_shift, length_mask = uint64(1), uint64(ENTRY_CODE_SHIFT), uint64(LENGTH_MASK)
+    while True:
+        while i + one < stop:
+            v0 = uint64(int64(levels[i]) - base)              # out of the window: v >= w
+            v1 = uint64(int64(levels[i + one]) - base)
+            if v0 >= w or v1 >= w:
+                break
+            e0, e1 = uint64(entries[v0]), uint64(entries[v1])
+            len0, len1 = e0 & length_mask, e1 & length_mask
+            if len0 == 0 or len1 == 0:
+                break
+            acc = (((acc << len0) | (e0 >> code_shift)) << len1) | (e1 >> code_shift)
+            word, n_pending, full = settle(acc, n_pending + len0 + len1)
+            out32[word_pos] = word
+            word_pos += full
+            i += uint64(2)
+        if i >= stop:
+            break
+        v = uint64(int64(levels[i]) - base)                   # one code: the pair had an escape
+        if v >= w:
+            break
+        e = uint64(entries[v])
+        length = e & length_mask
+        if length == 0:
+            break
+        acc = (acc << length) | (e >> code_shift)
+        word, n_pending, full = settle(acc, n_pending + length)
+        out32[word_pos] = word
+        word_pos += full
+        i += one
+    return int64(i), acc, int64(n_pending), int64(word_pos)
+
+
+@njit(cache=True)
+def _encode_chunk(levels, start, stop, base, window, entries, value_bits, out32, word_pos):
+    """Write elements [start, stop) (one chunk) from ``word_pos``; returns (words end, bits)."""
     esc = entries[window]
     esc_code = esc >> ENTRY_CODE_SHIFT
     esc_len = esc & LENGTH_MASK
+    first_word = word_pos
     acc = uint64(0)
     n_pending = 0
-    n_bits = 0
-    for i in range(levels.shape[0]):
-        level = int64(levels[i])
-        v = level - base
-        e = entries[v] if v >= 0 and v < window else np.uint32(0)
-        length = int64(e & LENGTH_MASK)
-        if length > 0:
-            acc, n_pending = push_bits(acc, n_pending, e >> ENTRY_CODE_SHIFT, length)
-            if n_pending >= WORD_BITS:
-                n_pending -= WORD_BITS
-                out32[word_pos] = word_below(acc, n_pending)
-                word_pos += 1
-            n_bits += length
-        else:   # rare: escape code, then the raw value
-            acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos, esc_code, esc_len)
-            acc, n_pending, word_pos = put_bits_long(out32, acc, n_pending, word_pos,
-                                                     zigzag(level), value_bits)
-            n_bits += esc_len + value_bits
+    i = start
+    while True:
+        i, acc, n_pending, word_pos = _codes_until_escape(levels, i, stop, base, window, entries,
+                                                          out32, acc, n_pending, word_pos)
+        if i >= stop:
+            break
+        # rare: escape code, then the raw value
+        acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos, esc_code, esc_len)
+        acc, n_pending, word_pos = put_bits_long(out32, acc, n_pending, word_pos,
+                                                 zigzag(levels[i]), value_bits)
+        i += 1
+    n_bits = (word_pos - first_word) * WORD_BITS + n_pending
     return flush_bits(out32, acc, n_pending, word_pos), n_bits
 
 
@@ -100,7 +140,7 @@ def encode_levels(levels, base, window, entries, value_bits, chunk, out32, chunk
     n = levels.shape[0]
     word_pos = 0
     for c in range(chunk_bits.shape[0]):
-        word_pos, chunk_bits[c] = _encode_chunk(levels[c * chunk:min(n, (c + 1) * chunk)], base,
+        word_pos, chunk_bits[c] = _encode_chunk(levels, c * chunk, min(n, (c + 1) * chunk), base,
                                                 window, entries, value_bits, out32, word_pos)
     return word_pos
 
