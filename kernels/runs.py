@@ -276,62 +276,81 @@ def pair_table(table):
     return pairs
 
 
+# Status of ``_tokens_until_escape`` when it stops at an escape code (not an error).
+_AT_ESCAPE = 1
+
+
+@njit(cache=True)
+def _tokens_until_escape(words, bit_pos, total_bits, table, pairs, base, out, i, n):
+    """Hot loop of ``_decode_token_range``: decode tokens into elements [i, n) from ``bit_pos``
+    until ``n`` or an escape code; returns (status, i, bit_pos), bit_pos past the escape code
+    when the status is _AT_ESCAPE. Tokens come from one 64-bit window while code and extra bits
+    fit in it; indices are uint64 (kernels/bits.py, note 5)."""
+    bit_pos, total_bits, i, n = uint64(bit_pos), uint64(total_bits), uint64(i), uint64(n)
+    one, top, length_mask = uint64(1), uint64(64 - MAX_CODE_BITS), uint64(0xF)
+    while i < n:
+        if bit_pos > total_bits:
+            return PAYLOAD_OVERRUN, int64(i), int64(bit_pos)
+        j = bit_pos >> uint64(6)
+        win = window64(words[j], words[j + one], bit_pos & uint64(63))
+        used = uint64(0)
+        while i < n:
+            prefix = (win << used) >> top
+            pe = pairs[prefix]
+            if pe != 0 and i + one < n:             # two run-1 tokens in one lookup
+                out[i] = base + int64((pe >> uint64(PAIR_SHIFT)) & uint64(PAIR_INDEX_MASK))
+                out[i + one] = base + int64(pe >> uint64(32))
+                i += uint64(2)
+                used += pe & length_mask
+                if used > top:
+                    break
+                continue
+            e = table[prefix]
+            length = e & length_mask
+            if length == 0:
+                return INVALID_CODE, int64(i), int64(bit_pos)
+            if e & uint64(ENTRY_ESCAPE):
+                return _AT_ESCAPE, int64(i), int64(bit_pos + used + length)
+            extra = (e >> uint64(EXTRA_SHIFT)) & uint64(0x3F)
+            if used + length + extra > uint64(64):
+                break                              # refill the window first
+            run = (e >> uint64(RUN_SHIFT)) & uint64(0xFFFFFFFF)
+            if extra > 0:
+                run += (win << (used + length)) >> (uint64(64) - extra)
+            used += length + extra
+            if run > n - i:
+                return RUN_OVERFLOW, int64(i), int64(bit_pos)
+            level = base + int64(e >> uint64(LEVEL_SHIFT))
+            stop = i + run
+            while i < stop:
+                out[i] = level
+                i += one
+            if used > top:
+                break
+        bit_pos += used
+    return OK, int64(i), int64(bit_pos)
+
+
 @njit(cache=True)
 def _decode_token_range(words, bit_pos, total_bits, table, pairs, base, value_bits, esc_has_run,
                         lo, hi, out, i, n):
     """Decode elements [i, n) of one chunk from ``bit_pos``; the chunk must end exactly at
     ``total_bits``. Returns a status code (errors.py).
 
-    Tokens are decoded from one 64-bit window while code and extra bits fit in it. An escape
-    carries a zigzag level in ``value_bits`` bits, then, when ``esc_has_run``, an Elias-gamma
-    run length (otherwise the run is 1).
+    An escape carries a zigzag level in ``value_bits`` bits, then, when ``esc_has_run``, an
+    Elias-gamma run length (otherwise the run is 1).
     """
-    while i < n:
-        if bit_pos > total_bits:
-            return PAYLOAD_OVERRUN
-        j = bit_pos >> 6
-        win = window64(words[j], words[j + 1], bit_pos & 63)
-        used = 0
-        while i < n:
-            prefix = (win << uint64(used)) >> uint64(64 - MAX_CODE_BITS)
-            pe = pairs[prefix]
-            if pe != 0 and i + 1 < n:             # two run-1 tokens in one lookup
-                out[i] = base + int64((pe >> uint64(PAIR_SHIFT)) & uint64(PAIR_INDEX_MASK))
-                out[i + 1] = base + int64(pe >> uint64(32))
-                i += 2
-                used += int64(pe & uint64(0xF))
-                if used > 64 - MAX_CODE_BITS:
-                    break
-                continue
-            e = table[prefix]
-            length = int64(e & uint64(0xF))
-            if length == 0:
-                return INVALID_CODE
-            if e & uint64(ENTRY_ESCAPE):
-                status, i, bit_pos = _escaped_token(words, total_bits, bit_pos + used + length,
-                                                    value_bits, esc_has_run, lo, hi, out, i, n)
-                if status != OK:
-                    return status
-                used = 0
-                break
-            extra = int64((e >> uint64(EXTRA_SHIFT)) & uint64(0x3F))
-            if used + length + extra > 64:
-                break                              # refill the window first
-            run = int64((e >> uint64(RUN_SHIFT)) & uint64(0xFFFFFFFF))
-            if extra > 0:
-                run += int64((win << uint64(used + length)) >> uint64(64 - extra))
-            used += length + extra
-            if run > n - i:
-                return RUN_OVERFLOW
-            level = base + int64(e >> uint64(LEVEL_SHIFT))
-            if run == 1:
-                out[i] = level
-            else:
-                out[i:i + run] = level
-            i += run
-            if used > 64 - MAX_CODE_BITS:
-                break
-        bit_pos += used
+    while True:
+        status, i, bit_pos = _tokens_until_escape(words, bit_pos, total_bits, table, pairs,
+                                                  base, out, i, n)
+        if status != _AT_ESCAPE:
+            break
+        status, i, bit_pos = _escaped_token(words, total_bits, bit_pos, value_bits, esc_has_run,
+                                            lo, hi, out, i, n)
+        if status != OK:
+            return status
+    if status != OK:
+        return status
     if bit_pos > total_bits:
         return PAYLOAD_OVERRUN
     if bit_pos < total_bits:
