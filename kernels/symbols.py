@@ -248,41 +248,15 @@ def decode_levels(words, starts, chunk_bits, chunk, table, multi, base, window, 
     """
     n = out.shape[0]
     n_chunks = starts.shape[0]
-    top = uint64(64 - MAX_CODE_BITS)
     for c0 in range(0, n_chunks, 4):
-        b0 = starts[c0]
-        i0 = c0 * chunk
-        s0 = min(n, i0 + chunk)
+        b0, i0 = starts[c0], c0 * chunk
         if c0 + 3 < n_chunks:
-            b1, b2, b3 = starts[c0 + 1], starts[c0 + 2], starts[c0 + 3]
-            i1, i2, i3 = i0 + chunk, i0 + 2 * chunk, i0 + 3 * chunk
-            s1, s2, s3 = i1 + chunk, i2 + chunk, min(n, i3 + chunk)
-            e0_end, e1_end = b0 + chunk_bits[c0], b1 + chunk_bits[c0 + 1]
-            e2_end, e3_end = b2 + chunk_bits[c0 + 2], b3 + chunk_bits[c0 + 3]
-            while (i0 <= s0 - 4 and i1 <= s1 - 4 and i2 <= s2 - 4 and i3 <= s3 - 4 and
-                   b0 <= e0_end and b1 <= e1_end and b2 <= e2_end and b3 <= e3_end):
-                j0, j1, j2, j3 = b0 >> 6, b1 >> 6, b2 >> 6, b3 >> 6
-                m0 = multi[window64(words[j0], words[j0 + 1], b0 & 63) >> top]
-                m1 = multi[window64(words[j1], words[j1 + 1], b1 & 63) >> top]
-                m2 = multi[window64(words[j2], words[j2 + 1], b2 & 63) >> top]
-                m3 = multi[window64(words[j3], words[j3 + 1], b3 & 63) >> top]
-                if m0 == 0 or m1 == 0 or m2 == 0 or m3 == 0:
-                    break
-                out[i0], out[i0 + 1], out[i0 + 2], out[i0 + 3] = _symbols(m0, base)
-                out[i1], out[i1 + 1], out[i1 + 2], out[i1 + 3] = _symbols(m1, base)
-                out[i2], out[i2 + 1], out[i2 + 2], out[i2 + 3] = _symbols(m2, base)
-                out[i3], out[i3 + 1], out[i3 + 2], out[i3 + 3] = _symbols(m3, base)
-                i0 += int64((m0 >> uint64(4)) & uint64(7))
-                i1 += int64((m1 >> uint64(4)) & uint64(7))
-                i2 += int64((m2 >> uint64(4)) & uint64(7))
-                i3 += int64((m3 >> uint64(4)) & uint64(7))
-                b0 += int64(m0 & uint64(0xF))
-                b1 += int64(m1 & uint64(0xF))
-                b2 += int64(m2 & uint64(0xF))
-                b3 += int64(m3 & uint64(0xF))
-            for c, b, i, s in ((c0 + 1, b1, i1, s1), (c0 + 2, b2, i2, s2), (c0 + 3, b3, i3, s3)):
+            b0, b1, b2, b3, i0, i1, i2, i3 = _four_chunks(words, starts, chunk_bits, c0, chunk,
+                                                          multi, base, out)
+            for c, b, i in ((c0 + 1, b1, i1), (c0 + 2, b2, i2), (c0 + 3, b3, i3)):
                 status = _decode_range(words, b, starts[c] + chunk_bits[c], table, multi, base,
-                                       window, value_bits, lo, hi, out, i, s)
+                                       window, value_bits, lo, hi, out, i,
+                                       min(n, (c + 1) * chunk))
                 if status != OK:
                     return status
         else:
@@ -293,7 +267,53 @@ def decode_levels(words, starts, chunk_bits, chunk, table, multi, base, window, 
                 if status != OK:
                     return status
         status = _decode_range(words, b0, starts[c0] + chunk_bits[c0], table, multi, base,
-                               window, value_bits, lo, hi, out, i0, s0)
+                               window, value_bits, lo, hi, out, i0, min(n, (c0 + 1) * chunk))
         if status != OK:
             return status
     return OK
+
+
+@njit(cache=True)
+def _four_chunks(words, starts, chunk_bits, c0, chunk, multi, base, out):
+    """Hot loop of ``decode_levels``: chunks c0..c0+3 advance together, one multi-symbol lookup
+    each per step, while each has room for a whole entry and has not passed its end; returns
+    the four (bit position, element index) pairs where they stopped. Indices are uint64
+    (kernels/bits.py, note 5)."""
+    n = uint64(out.shape[0])
+    size = uint64(chunk)
+    top, four, one = uint64(64 - MAX_CODE_BITS), uint64(MULTI_SYMBOLS), uint64(1)
+    word_shift, bit_mask = uint64(6), uint64(63)
+    count_shift, count_mask, used_mask = uint64(4), uint64(7), uint64(0xF)
+    c = uint64(c0)
+    b0, b1 = uint64(starts[c]), uint64(starts[c + one])
+    b2, b3 = uint64(starts[c + uint64(2)]), uint64(starts[c + uint64(3)])
+    e0, e1 = b0 + uint64(chunk_bits[c]), b1 + uint64(chunk_bits[c + one])
+    e2, e3 = b2 + uint64(chunk_bits[c + uint64(2)]), b3 + uint64(chunk_bits[c + uint64(3)])
+    i0 = c * size
+    i1, i2, i3 = i0 + size, i0 + uint64(2) * size, i0 + uint64(3) * size
+    # Chunk ends (chunks c0..c0+2 are whole); each chunk needs room for a whole entry.
+    stop0, stop1, stop2, stop3 = i1, i2, i3, min(n, i3 + size)
+    while (i0 + four <= stop0 and i1 + four <= stop1 and i2 + four <= stop2 and
+           i3 + four <= stop3 and
+           b0 <= e0 and b1 <= e1 and b2 <= e2 and b3 <= e3):
+        j0, j1, j2, j3 = b0 >> word_shift, b1 >> word_shift, b2 >> word_shift, b3 >> word_shift
+        m0 = multi[window64(words[j0], words[j0 + one], b0 & bit_mask) >> top]
+        m1 = multi[window64(words[j1], words[j1 + one], b1 & bit_mask) >> top]
+        m2 = multi[window64(words[j2], words[j2 + one], b2 & bit_mask) >> top]
+        m3 = multi[window64(words[j3], words[j3 + one], b3 & bit_mask) >> top]
+        if m0 == 0 or m1 == 0 or m2 == 0 or m3 == 0:
+            break
+        out[i0], out[i0 + one], out[i0 + uint64(2)], out[i0 + uint64(3)] = _symbols(m0, base)
+        out[i1], out[i1 + one], out[i1 + uint64(2)], out[i1 + uint64(3)] = _symbols(m1, base)
+        out[i2], out[i2 + one], out[i2 + uint64(2)], out[i2 + uint64(3)] = _symbols(m2, base)
+        out[i3], out[i3 + one], out[i3 + uint64(2)], out[i3 + uint64(3)] = _symbols(m3, base)
+        i0 += (m0 >> count_shift) & count_mask
+        i1 += (m1 >> count_shift) & count_mask
+        i2 += (m2 >> count_shift) & count_mask
+        i3 += (m3 >> count_shift) & count_mask
+        b0 += m0 & used_mask
+        b1 += m1 & used_mask
+        b2 += m2 & used_mask
+        b3 += m3 & used_mask
+    return (int64(b0), int64(b1), int64(b2), int64(b3),
+            int64(i0), int64(i1), int64(i2), int64(i3))
