@@ -18,12 +18,10 @@ from .bits import (settle, window64, WORD_BITS, put_bits, put_bits_long, flush_b
                    top_bits, zigzag, unzigzag)
 from .errors import OK, PAYLOAD_OVERRUN, INVALID_CODE, VALUE_OVERFLOW, PAYLOAD_UNDERRUN
 from .huffman import MAX_CODE_BITS, TABLE_SIZE, LENGTH_SHIFT, LENGTH_MASK
+from .stores import put_four, MULTI_SHIFT, MULTI_SYMBOL_BITS, MULTI_SYMBOL_MAX, LITTLE_ENDIAN
 
 MULTI_SYMBOLS = 4            # symbols per multi-table entry
 LOOKUPS_PER_WINDOW = 4       # 12-bit lookups per 64-bit window: 4 * 12 = 48 <= 64
-MULTI_SYMBOL_BITS = 14       # 4 symbols * 14 bits + 8 header bits = 64
-MULTI_SYMBOL_MAX = (1 << MULTI_SYMBOL_BITS) - 1
-MULTI_SHIFT = 8              # entry: bits consumed (0-3), count (4-6), symbols from bit 8
 # A packed encoder entry: code << ENTRY_CODE_SHIFT | length (length <= 12 needs 4 bits).
 ENTRY_CODE_SHIFT = 4
 
@@ -146,11 +144,13 @@ def encode_levels(levels, base, window, entries, value_bits, chunk, out32, chunk
 
 
 @njit(cache=True)
-def multi_symbol_table(table, window):
+def multi_symbol_table(table, window, base, byte_levels):
     """Multi-symbol entries from a single-symbol table (see module doc); 0 = use the single path.
 
-    Entry: bits consumed | count << 4 | symbol_k << (8 + 14 k), for the codes that lie wholly
-    inside the 12-bit prefix, stopping before an escape or a symbol above MULTI_SYMBOL_MAX.
+    Entry (kernels/stores.py): bits consumed | count << 4 | levels from bit 8, for the codes that
+    lie wholly inside the 12-bit prefix, stopping before an escape or a symbol above
+    MULTI_SYMBOL_MAX. With ``byte_levels`` (a 1-byte level dtype) the levels are bytes,
+    ``base + symbol`` at bit 8 + 8 k; otherwise symbol k sits at bit 8 + 14 k.
     """
     multi = np.zeros(TABLE_SIZE, dtype=np.uint64)
     for prefix in range(TABLE_SIZE):
@@ -163,23 +163,16 @@ def multi_symbol_table(table, window):
             s = int64(e >> LENGTH_SHIFT)
             if length == 0 or length > MAX_CODE_BITS - used or s == window or s > MULTI_SYMBOL_MAX:
                 break
-            entry |= uint64(s) << uint64(MULTI_SHIFT + MULTI_SYMBOL_BITS * count)
+            if byte_levels:                       # byte k of the 32-bit store (stores.py)
+                byte = count if LITTLE_ENDIAN else MULTI_SYMBOLS - 1 - count
+                entry |= uint64((base + s) & 0xFF) << uint64(MULTI_SHIFT + 8 * byte)
+            else:
+                entry |= uint64(s) << uint64(MULTI_SHIFT + MULTI_SYMBOL_BITS * count)
             used += length
             count += 1
         if count > 0:
             multi[prefix] = entry | uint64(used) | uint64(count << 4)
     return multi
-
-
-@njit(cache=True, inline="always")
-def _symbols(e, base):
-    """The 4 levels of a multi-symbol entry (the first ``count`` are real). Scalar in and out:
-    the caller stores them (an array argument would cost a refcount pair per call)."""
-    m = uint64(MULTI_SYMBOL_MAX)
-    return (base + int64((e >> uint64(MULTI_SHIFT)) & m),
-            base + int64((e >> uint64(MULTI_SHIFT + MULTI_SYMBOL_BITS)) & m),
-            base + int64((e >> uint64(MULTI_SHIFT + 2 * MULTI_SYMBOL_BITS)) & m),
-            base + int64((e >> uint64(MULTI_SHIFT + 3 * MULTI_SYMBOL_BITS)) & m))
 
 
 @njit(cache=True)
@@ -202,7 +195,7 @@ def _decode_range(words, bit_pos, end_bit, table, multi, base, window, value_bit
             if e == 0:
                 single = True
                 break
-            out[i], out[i + 1], out[i + 2], out[i + 3] = _symbols(e, base)
+            put_four(out, i, e, base)
             i += int64((e >> uint64(4)) & uint64(7))
             used += int64(e & uint64(0xF))
         bit_pos += used
@@ -303,10 +296,10 @@ def _four_chunks(words, starts, chunk_bits, c0, chunk, multi, base, out):
         m3 = multi[window64(words[j3], words[j3 + one], b3 & bit_mask) >> top]
         if m0 == 0 or m1 == 0 or m2 == 0 or m3 == 0:
             break
-        out[i0], out[i0 + one], out[i0 + uint64(2)], out[i0 + uint64(3)] = _symbols(m0, base)
-        out[i1], out[i1 + one], out[i1 + uint64(2)], out[i1 + uint64(3)] = _symbols(m1, base)
-        out[i2], out[i2 + one], out[i2 + uint64(2)], out[i2 + uint64(3)] = _symbols(m2, base)
-        out[i3], out[i3 + one], out[i3 + uint64(2)], out[i3 + uint64(3)] = _symbols(m3, base)
+        put_four(out, i0, m0, base)
+        put_four(out, i1, m1, base)
+        put_four(out, i2, m2, base)
+        put_four(out, i3, m3, base)
         i0 += (m0 >> count_shift) & count_mask
         i1 += (m1 >> count_shift) & count_mask
         i2 += (m2 >> count_shift) & count_mask

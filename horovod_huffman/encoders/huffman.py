@@ -105,9 +105,9 @@ class Huffman(Encoder):
             gpu.decode_levels(words, starts, chunk_bits, chunk, table, base, window, vbits, lo,
                               hi, out, cls.name, stream)
             return
-        status = decode_levels(words, starts, chunk_bits, chunk, table,
-                               multi_symbol_table(table, window), base, window, vbits, lo, hi,
-                               out)
+        multi = multi_symbol_table(table, window, base, out.itemsize == 1)
+        status = decode_levels(words, starts, chunk_bits, chunk, table, multi, base, window, vbits,
+                               lo, hi, out)
         check_status(status, cls.name)
 
 
