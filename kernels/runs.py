@@ -21,11 +21,12 @@ import numpy as np
 from numba import njit, uint64, int64
 
 from .bits import (settle, window64, WORD_BITS, put_bits, put_bits_long, flush_bits, peek64,
-                   top_bits, bit_length, zigzag, unzigzag)
+                   top_bits, bit_length, unzigzag)
 from .elias import put_gamma, read_gamma
 from .errors import OK, PAYLOAD_OVERRUN, INVALID_CODE, RUN_OVERFLOW, VALUE_OVERFLOW, \
     PAYLOAD_UNDERRUN
 from .huffman import MAX_CODE_BITS, TABLE_SIZE
+from .symbols import put_escape
 
 MAX_RUN = (1 << 32) - 1
 # Buckets 0..2 are runs 1..3; then two per octave for bit lengths 3..32: 3 + 2 * 30 = 63.
@@ -198,10 +199,8 @@ def _encode_rlh_chunk(levels, ends, k, k_end, start, base, window, entries, valu
             acc, n_pending, word_pos = put_bits_long(out32, acc, n_pending, word_pos,
                                                      run & ((1 << extra) - 1), extra)
         else:                                     # escape: code, raw level, gamma run
-            acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos, esc >> 4,
-                                                esc & 0xF)
-            acc, n_pending, word_pos = put_bits_long(out32, acc, n_pending, word_pos,
-                                                     zigzag(level), value_bits)
+            acc, n_pending, word_pos = put_escape(out32, acc, n_pending, word_pos, esc, level,
+                                                  value_bits)
             acc, n_pending, word_pos, _ = put_gamma(out32, acc, n_pending, word_pos, run)
         start = end + 1
         k += 1
@@ -470,9 +469,8 @@ def _encode_shs_chunk(levels, start, stop, base, window, run_limit, entries, val
                                                         entries, out32, acc, n_pending, word_pos)
         if i >= stop:
             break
-        acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos, esc >> 4, esc & 0xF)
-        acc, n_pending, word_pos = put_bits_long(out32, acc, n_pending, word_pos,
-                                                 zigzag(levels[i]), value_bits)
+        acc, n_pending, word_pos = put_escape(out32, acc, n_pending, word_pos, esc, levels[i],
+                                              value_bits)
         i += 1
     n_bits = (word_pos - first_word) * WORD_BITS + n_pending
     return flush_bits(out32, acc, n_pending, word_pos), n_bits

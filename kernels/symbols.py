@@ -18,7 +18,8 @@ from .bits import (settle, window64, WORD_BITS, put_bits, put_bits_long, flush_b
                    top_bits, zigzag, unzigzag)
 from .errors import OK, PAYLOAD_OVERRUN, INVALID_CODE, VALUE_OVERFLOW, PAYLOAD_UNDERRUN
 from .huffman import MAX_CODE_BITS, TABLE_SIZE, LENGTH_SHIFT, LENGTH_MASK
-from .stores import put_four, MULTI_SHIFT, MULTI_SYMBOL_BITS, MULTI_SYMBOL_MAX, LITTLE_ENDIAN
+from .stores import (put_four, MULTI_SHIFT, MULTI_SYMBOL_BITS, MULTI_SYMBOL_MAX,
+                     LITTLE_ENDIAN)
 
 MULTI_SYMBOLS = 4            # symbols per multi-table entry
 LOOKUPS_PER_WINDOW = 4       # 12-bit lookups per 64-bit window: 4 * 12 = 48 <= 64
@@ -108,11 +109,17 @@ def _codes_until_escape(levels, i, stop, base, window, entries, out32, acc, n_pe
 
 
 @njit(cache=True)
+def put_escape(out32, acc, n_pending, word_pos, esc, level, value_bits):
+    """Write an escaped level (rare path): the escape entry's code, then the level's zigzag form
+    in ``value_bits`` bits; returns the new (acc, n_pending, word_pos)."""
+    acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos, esc >> ENTRY_CODE_SHIFT,
+                                        esc & LENGTH_MASK)
+    return put_bits_long(out32, acc, n_pending, word_pos, zigzag(level), value_bits)
+
+
+@njit(cache=True)
 def _encode_chunk(levels, start, stop, base, window, entries, value_bits, out32, word_pos):
     """Write elements [start, stop) (one chunk) from ``word_pos``; returns (words end, bits)."""
-    esc = entries[window]
-    esc_code = esc >> ENTRY_CODE_SHIFT
-    esc_len = esc & LENGTH_MASK
     first_word = word_pos
     acc = uint64(0)
     n_pending = 0
@@ -122,10 +129,8 @@ def _encode_chunk(levels, start, stop, base, window, entries, value_bits, out32,
                                                           out32, acc, n_pending, word_pos)
         if i >= stop:
             break
-        # rare: escape code, then the raw value
-        acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos, esc_code, esc_len)
-        acc, n_pending, word_pos = put_bits_long(out32, acc, n_pending, word_pos,
-                                                 zigzag(levels[i]), value_bits)
+        acc, n_pending, word_pos = put_escape(out32, acc, n_pending, word_pos, entries[window],
+                                              levels[i], value_bits)
         i += 1
     n_bits = (word_pos - first_word) * WORD_BITS + n_pending
     return flush_bits(out32, acc, n_pending, word_pos), n_bits
