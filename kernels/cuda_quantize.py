@@ -15,7 +15,7 @@ import math
 from numba import config, cuda, float64, int64
 
 from .cuda_bits import BLOCK
-from .quantize import splitmix_uniform
+from .quantize import splitmix_uniform, clipped_max_norm
 
 if config.ENABLE_CUDASIM:
     @cuda.jit(device=True)
@@ -30,6 +30,7 @@ else:                                          # pragma: no cover - needs a GPU
 
 
 uniform = cuda.jit(device=True, inline=True)(splitmix_uniform)     # quantize.uniform
+bucket_max_norm = cuda.jit(device=True, inline=True)(clipped_max_norm)     # quantize.max_norm
 
 
 @cuda.jit
@@ -80,16 +81,7 @@ def terngrad_scales(x, bucket, clip_at, scales, max_norm):
     if b >= scales.shape[0]:
         return
     start = int64(b) * bucket
-    m = 0.0
-    finite = True
-    for i in range(start, min(start + bucket, x.shape[0])):
-        a = abs(float64(x[i]))
-        if not math.isfinite(a):
-            finite = False
-        if clip_at > 0.0 and a > clip_at:
-            a = clip_at
-        if a > m:
-            m = a
+    m, finite = bucket_max_norm(x, start, min(start + bucket, x.shape[0]), clip_at)
     scales[b] = m if finite else math.nan
     max_norm[b] = m if finite else 0.0
 

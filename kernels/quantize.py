@@ -33,6 +33,26 @@ def splitmix_uniform(seed, index):
 uniform = njit(cache=True, inline="always")(splitmix_uniform)
 
 
+def clipped_max_norm(x, start, stop, clip_at):
+    """(max |x[i]| over [start, stop) after clipping at ``clip_at`` > 0, whether all x[i] were
+    finite). Plain Python compiled twice, like ``splitmix_uniform``: ``max_norm`` here and a
+    device function in cuda_quantize.py."""
+    m = 0.0
+    finite = True
+    for i in range(start, stop):
+        a = abs(float64(x[i]))
+        if not math.isfinite(a):
+            finite = False
+        if clip_at > 0.0 and a > clip_at:
+            a = clip_at
+        if a > m:
+            m = a
+    return m, finite
+
+
+max_norm = njit(cache=True, inline="always")(clipped_max_norm)
+
+
 @njit(cache=True)
 def qsgd(x, s, bucket, seed, levels, scales):
     """QSGD: per bucket L2 norm; level = sign(x) * stochastic_round(|x| / norm * s)."""
@@ -70,16 +90,7 @@ def terngrad(x, bucket, clip_at, seed, levels, scales):
     for b in range(scales.shape[0]):
         start = b * bucket
         stop = min(start + bucket, n)
-        m = 0.0
-        finite = True
-        for i in range(start, stop):
-            a = abs(float64(x[i]))
-            if not math.isfinite(a):
-                finite = False
-            if clip_at > 0.0 and a > clip_at:
-                a = clip_at
-            if a > m:
-                m = a
+        m, finite = max_norm(x, start, stop, clip_at)
         if not finite or m == 0.0:
             scales[b] = 0.0 if finite else np.nan
             for i in range(start, stop):
