@@ -26,7 +26,8 @@ from .elias import put_gamma, read_gamma
 from .errors import OK, PAYLOAD_OVERRUN, INVALID_CODE, RUN_OVERFLOW, VALUE_OVERFLOW, \
     PAYLOAD_UNDERRUN
 from .huffman import MAX_CODE_BITS, TABLE_SIZE
-from .symbols import put_escape
+from .stores import put_four, MULTI_SYMBOL_MAX
+from .symbols import put_escape, with_level, MULTI_SYMBOLS
 
 MAX_RUN = (1 << 32) - 1
 # Buckets 0..2 are runs 1..3; then two per octave for bit lengths 3..32: 3 + 2 * 30 = 63.
@@ -244,49 +245,142 @@ def token_table(lengths, codes, sym_level_index, sym_run_base, sym_extra, esc_sy
     return table
 
 
-PAIR_FLAG = 1 << 4
-PAIR_SHIFT = 8          # pair entry: length | flag | first index << 8 | second index << 32
-PAIR_INDEX_MASK = (1 << 24) - 1
-
-
-@njit(cache=True, inline="always")
-def _plain_single(e):
-    """A table entry for a run-1 token without extra bits or escape."""
-    return (e & uint64(0xF)) != 0 and (e & uint64(ENTRY_ESCAPE)) == 0 and \
-        ((e >> uint64(EXTRA_SHIFT)) & uint64(0x3F)) == 0 and \
-        ((e >> uint64(RUN_SHIFT)) & uint64(0xFFFFFFFF)) == 1
-
-
 @njit(cache=True)
-def pair_table(table):
-    """Entries decoding two run-1 tokens whose codes both lie in the 12-bit prefix; else 0."""
-    pairs = np.zeros(TABLE_SIZE, dtype=np.uint64)
+def token_multi_table(table, base, byte_levels):
+    """Multi-level entries (kernels/stores.py format, as symbols.multi_symbol_table) for the
+    prefixes that start with tokens without escape or extra bits (runs 1..3) whose codes lie
+    wholly in the 12-bit prefix, up to MULTI_SYMBOLS levels in all; else 0."""
+    multi = np.zeros(TABLE_SIZE, dtype=np.uint64)
     for prefix in range(TABLE_SIZE):
-        first = table[prefix]
-        if not _plain_single(first):
-            continue
-        used = int64(first & uint64(0xF))
-        second = table[(prefix << used) & (TABLE_SIZE - 1)]
-        if not _plain_single(second) or int64(second & uint64(0xF)) > MAX_CODE_BITS - used:
-            continue
-        pairs[prefix] = uint64(used + int64(second & uint64(0xF))) | uint64(PAIR_FLAG) \
-            | ((first >> uint64(LEVEL_SHIFT)) << uint64(PAIR_SHIFT)) \
-            | ((second >> uint64(LEVEL_SHIFT)) << uint64(32))
-    return pairs
+        used = 0
+        count = 0
+        entry = uint64(0)
+        while True:
+            e = table[(prefix << used) & (TABLE_SIZE - 1)]
+            length = int64(e & uint64(0xF))
+            run = int64((e >> uint64(RUN_SHIFT)) & uint64(0xFFFFFFFF))
+            s = int64(e >> uint64(LEVEL_SHIFT))
+            if length == 0 or length > MAX_CODE_BITS - used or (e & uint64(ENTRY_ESCAPE)) or \
+                    (e >> uint64(EXTRA_SHIFT)) & uint64(0x3F) or run > MULTI_SYMBOLS - count or \
+                    s > MULTI_SYMBOL_MAX:
+                break
+            for _ in range(run):
+                entry = with_level(entry, count, s, base, byte_levels)
+                count += 1
+            used += length
+        if count > 0:
+            multi[prefix] = entry | uint64(used) | uint64(count << 4)
+    return multi
+
+
+# Chunks coded in at least this many bits per level decode four at a time (measured on the
+# benchmark's tensors: 2-4x faster at 1.4-4.4 bits per level, even at ~1; below, where tokens
+# are mostly long runs, up to 35% slower than one chunk at a time).
+DENSE_BITS_PER_LEVEL = 1
 
 
 # Status of ``_tokens_until_escape`` when it stops at an escape code (not an error).
 _AT_ESCAPE = 1
 
 
+@njit(cache=True, inline="always")
+def _one_token(win, b, table, base, out, i, stop):
+    """Decode the token at the top of the 64-bit window ``win`` (read at bit ``b``) into
+    out[i:] unless it is an escape, an invalid code or a run past ``stop``; returns (decoded,
+    i, b) after it, or unchanged when not decoded. All uint64."""
+    e = table[win >> uint64(64 - MAX_CODE_BITS)]
+    length = e & uint64(0xF)
+    if length == 0 or (e & uint64(ENTRY_ESCAPE)) != 0:
+        return False, i, b
+    extra = (e >> uint64(EXTRA_SHIFT)) & uint64(0x3F)
+    run = (e >> uint64(RUN_SHIFT)) & uint64(0xFFFFFFFF)
+    if extra > 0:                        # code + extra <= 12 + 30 bits: inside the window
+        run += (win << length) >> (uint64(64) - extra)
+    if run > stop - i:
+        return False, i, b
+    level = base + int64(e >> uint64(LEVEL_SHIFT))
+    end = i + run
+    while i < end:
+        out[i] = level
+        i += uint64(1)
+    return True, i, b + length + extra
+
+
 @njit(cache=True)
-def _tokens_until_escape(words, bit_pos, total_bits, table, pairs, base, out, i, n):
+def _four_token_chunks(words, starts, chunk_bits, c0, chunk, table, multi, base, out):
+    """Hot loop of ``decode_tokens``: chunks c0..c0+3 advance together, one lookup each per
+    step (four independent chains): a multi-level entry when the prefix has one, else one
+    token; stops when a chunk lacks room for a whole entry, has passed its end, or meets a
+    token it cannot decode here (escape, invalid code, run overflow). Returns the four (bit
+    position, element index) pairs where they stopped; indices are uint64 (kernels/bits.py,
+    note 5)."""
+    n = uint64(out.shape[0])
+    size = uint64(chunk)
+    top, four, one = uint64(64 - MAX_CODE_BITS), uint64(MULTI_SYMBOLS), uint64(1)
+    word_shift, bit_mask = uint64(6), uint64(63)
+    count_shift, count_mask, used_mask = uint64(4), uint64(7), uint64(0xF)
+    c = uint64(c0)
+    b0, b1 = uint64(starts[c]), uint64(starts[c + one])
+    b2, b3 = uint64(starts[c + uint64(2)]), uint64(starts[c + uint64(3)])
+    e0, e1 = b0 + uint64(chunk_bits[c]), b1 + uint64(chunk_bits[c + one])
+    e2, e3 = b2 + uint64(chunk_bits[c + uint64(2)]), b3 + uint64(chunk_bits[c + uint64(3)])
+    i0 = c * size
+    i1, i2, i3 = i0 + size, i0 + uint64(2) * size, i0 + uint64(3) * size
+    stop0, stop1, stop2, stop3 = i1, i2, i3, min(n, i3 + size)
+    while (i0 + four <= stop0 and i1 + four <= stop1 and i2 + four <= stop2 and
+           i3 + four <= stop3 and
+           b0 <= e0 and b1 <= e1 and b2 <= e2 and b3 <= e3):
+        j0, j1, j2, j3 = b0 >> word_shift, b1 >> word_shift, b2 >> word_shift, b3 >> word_shift
+        w0 = window64(words[j0], words[j0 + one], b0 & bit_mask)
+        w1 = window64(words[j1], words[j1 + one], b1 & bit_mask)
+        w2 = window64(words[j2], words[j2 + one], b2 & bit_mask)
+        w3 = window64(words[j3], words[j3 + one], b3 & bit_mask)
+        m0, m1, m2, m3 = multi[w0 >> top], multi[w1 >> top], multi[w2 >> top], multi[w3 >> top]
+        if m0 != 0:
+            put_four(out, i0, m0, base)
+            i0 += (m0 >> count_shift) & count_mask
+            b0 += m0 & used_mask
+        else:
+            ok, i0, b0 = _one_token(w0, b0, table, base, out, i0, stop0)
+            if not ok:
+                break
+        if m1 != 0:
+            put_four(out, i1, m1, base)
+            i1 += (m1 >> count_shift) & count_mask
+            b1 += m1 & used_mask
+        else:
+            ok, i1, b1 = _one_token(w1, b1, table, base, out, i1, stop1)
+            if not ok:
+                break
+        if m2 != 0:
+            put_four(out, i2, m2, base)
+            i2 += (m2 >> count_shift) & count_mask
+            b2 += m2 & used_mask
+        else:
+            ok, i2, b2 = _one_token(w2, b2, table, base, out, i2, stop2)
+            if not ok:
+                break
+        if m3 != 0:
+            put_four(out, i3, m3, base)
+            i3 += (m3 >> count_shift) & count_mask
+            b3 += m3 & used_mask
+        else:
+            ok, i3, b3 = _one_token(w3, b3, table, base, out, i3, stop3)
+            if not ok:
+                break
+    return (int64(b0), int64(b1), int64(b2), int64(b3),
+            int64(i0), int64(i1), int64(i2), int64(i3))
+
+
+@njit(cache=True)
+def _tokens_until_escape(words, bit_pos, total_bits, table, multi, base, out, i, n):
     """Hot loop of ``_decode_token_range``: decode tokens into elements [i, n) from ``bit_pos``
     until ``n`` or an escape code; returns (status, i, bit_pos), bit_pos past the escape code
     when the status is _AT_ESCAPE. Tokens come from one 64-bit window while code and extra bits
     fit in it; indices are uint64 (kernels/bits.py, note 5)."""
     bit_pos, total_bits, i, n = uint64(bit_pos), uint64(total_bits), uint64(i), uint64(n)
     one, top, length_mask = uint64(1), uint64(64 - MAX_CODE_BITS), uint64(0xF)
+    four = uint64(MULTI_SYMBOLS)
     while i < n:
         if bit_pos > total_bits:
             return PAYLOAD_OVERRUN, int64(i), int64(bit_pos)
@@ -295,12 +389,11 @@ def _tokens_until_escape(words, bit_pos, total_bits, table, pairs, base, out, i,
         used = uint64(0)
         while i < n:
             prefix = (win << used) >> top
-            pe = pairs[prefix]
-            if pe != 0 and i + one < n:             # two run-1 tokens in one lookup
-                out[i] = base + int64((pe >> uint64(PAIR_SHIFT)) & uint64(PAIR_INDEX_MASK))
-                out[i + one] = base + int64(pe >> uint64(32))
-                i += uint64(2)
-                used += pe & length_mask
+            m = multi[prefix]
+            if m != 0 and i + four <= n:            # up to four levels in one lookup
+                put_four(out, i, m, base)
+                i += (m >> uint64(4)) & uint64(7)
+                used += m & length_mask
                 if used > top:
                     break
                 continue
@@ -331,7 +424,7 @@ def _tokens_until_escape(words, bit_pos, total_bits, table, pairs, base, out, i,
 
 
 @njit(cache=True)
-def _decode_token_range(words, bit_pos, total_bits, table, pairs, base, value_bits, esc_has_run,
+def _decode_token_range(words, bit_pos, total_bits, table, multi, base, value_bits, esc_has_run,
                         lo, hi, out, i, n):
     """Decode elements [i, n) of one chunk from ``bit_pos``; the chunk must end exactly at
     ``total_bits``. Returns a status code (errors.py).
@@ -340,7 +433,7 @@ def _decode_token_range(words, bit_pos, total_bits, table, pairs, base, value_bi
     Elias-gamma run length (otherwise the run is 1).
     """
     while True:
-        status, i, bit_pos = _tokens_until_escape(words, bit_pos, total_bits, table, pairs,
+        status, i, bit_pos = _tokens_until_escape(words, bit_pos, total_bits, table, multi,
                                                   base, out, i, n)
         if status != _AT_ESCAPE:
             break
@@ -358,21 +451,32 @@ def _decode_token_range(words, bit_pos, total_bits, table, pairs, base, value_bi
 
 
 @njit(cache=True)
-def decode_tokens(words, starts, chunk_bits, chunk, table, pairs, base, value_bits, esc_has_run,
+def decode_tokens(words, starts, chunk_bits, chunk, table, multi, base, value_bits, esc_has_run,
                   lo, hi, out):
-    """Fill ``out`` from a chunked token payload, chunk after chunk; returns a status code.
+    """Fill ``out`` from a chunked token payload; returns a status code (errors.py).
 
-    (Interleaving chunks as ``symbols.decode_levels`` does was measured slower here: a token's
-    run fill makes the chunks advance unevenly, and per-chunk state in arrays costs more than
-    the overlap gains.)
+    Dense chunks (>= DENSE_BITS_PER_LEVEL) go four at a time through ``_four_token_chunks``
+    while it can; then each chunk finishes on the single-chunk path, which handles escapes and
+    errors and checks that the chunk ends exactly at its declared bit length.
     """
     n = out.shape[0]
-    for c in range(starts.shape[0]):
-        status = _decode_token_range(words, starts[c], starts[c] + chunk_bits[c], table, pairs,
-                                     base, value_bits, esc_has_run, lo, hi, out, c * chunk,
-                                     min(n, (c + 1) * chunk))
-        if status != OK:
-            return status
+    n_chunks = starts.shape[0]
+    for c0 in range(0, n_chunks, 4):
+        group = min(4, n_chunks - c0)
+        bit_pos = starts[c0:c0 + group].copy()             # where each chunk resumes
+        index = np.arange(c0, c0 + group) * chunk
+        if group == 4 and chunk_bits[c0:c0 + 4].sum() >= 4 * chunk * DENSE_BITS_PER_LEVEL:
+            stopped = _four_token_chunks(words, starts, chunk_bits, c0, chunk, table, multi,
+                                         base, out)
+            for k in range(4):
+                bit_pos[k], index[k] = stopped[k], stopped[4 + k]
+        for k in range(group):
+            c = c0 + k
+            status = _decode_token_range(words, bit_pos[k], starts[c] + chunk_bits[c], table,
+                                         multi, base, value_bits, esc_has_run, lo, hi, out,
+                                         index[k], min(n, (c + 1) * chunk))
+            if status != OK:
+                return status
     return OK
 
 

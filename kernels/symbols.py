@@ -148,6 +148,17 @@ def encode_levels(levels, base, window, entries, value_bits, chunk, out32, chunk
     return word_pos
 
 
+@njit(cache=True, inline="always")
+def with_level(entry, count, s, base, byte_levels):
+    """Multi-symbol ``entry`` with symbol ``s`` (level base + s, s <= MULTI_SYMBOL_MAX) as its
+    level number ``count`` (< MULTI_SYMBOLS): byte ``count`` of the 32-bit store for a 1-byte
+    level dtype (kernels/stores.py), else the 14-bit symbol field ``count``."""
+    if byte_levels:
+        byte = count if LITTLE_ENDIAN else MULTI_SYMBOLS - 1 - count
+        return entry | (uint64((base + s) & 0xFF) << uint64(MULTI_SHIFT + 8 * byte))
+    return entry | (uint64(s) << uint64(MULTI_SHIFT + MULTI_SYMBOL_BITS * count))
+
+
 @njit(cache=True)
 def multi_symbol_table(table, window, base, byte_levels):
     """Multi-symbol entries from a single-symbol table (see module doc); 0 = use the single path.
@@ -168,11 +179,7 @@ def multi_symbol_table(table, window, base, byte_levels):
             s = int64(e >> LENGTH_SHIFT)
             if length == 0 or length > MAX_CODE_BITS - used or s == window or s > MULTI_SYMBOL_MAX:
                 break
-            if byte_levels:                       # byte k of the 32-bit store (stores.py)
-                byte = count if LITTLE_ENDIAN else MULTI_SYMBOLS - 1 - count
-                entry |= uint64((base + s) & 0xFF) << uint64(MULTI_SHIFT + 8 * byte)
-            else:
-                entry |= uint64(s) << uint64(MULTI_SHIFT + MULTI_SYMBOL_BITS * count)
+            entry = with_level(entry, count, s, base, byte_levels)
             used += length
             count += 1
         if count > 0:

@@ -13,9 +13,10 @@ from strategies import level_arrays
 NAMES = [n for n in hh.ENCODERS if n != "auto"]
 
 
-def encoder(name):
+def encoder(name, **kw):
     """A deterministic encoder (sampling encoders get a fixed seed)."""
-    return hh.get_encoder(name, seed=0) if name in ("sh", "shs") else hh.get_encoder(name)
+    return hh.get_encoder(name, seed=0, **kw) if name in ("sh", "shs") else \
+        hh.get_encoder(name, **kw)
 
 
 def sample_levels(seed=0, n=2000):
@@ -62,7 +63,9 @@ def test_bit_flips_are_caught_by_the_checksum(name):
 @given(data=st.data())
 def test_resealed_mutations_never_crash_or_overallocate(name, data):
     x = data.draw(level_arrays(max_size=500))
-    buf = bytearray(encoder(name).encode(x))
+    chunked = name in ("huffman", "sh", "rlh", "shs") and data.draw(st.booleans())
+    kw = {"chunk_levels": data.draw(st.integers(1, 64))} if chunked else {}
+    buf = bytearray(encoder(name, **kw).encode(x))
     for _ in range(data.draw(st.integers(1, 8))):
         pos = data.draw(st.integers(0, len(buf) - 5))
         op = data.draw(st.sampled_from(["flip", "byte", "insert", "delete"]))

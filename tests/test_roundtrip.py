@@ -7,6 +7,8 @@ import horovod_huffman as hh
 from strategies import level_arrays
 
 NAMES = list(hh.ENCODERS)
+# Encoders whose payload is cut into independently decodable chunks (``chunk_levels``).
+CHUNKED = ["huffman", "sh", "rlh", "shs"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -29,6 +31,14 @@ def test_sampled_encoders_roundtrip_for_any_sample(name, levels, seed, sample):
 @given(levels=level_arrays(), k=st.integers(1, 2048))
 def test_shs_roundtrips_for_any_sparsity_factor(levels, k):
     np.testing.assert_array_equal(hh.decode(hh.get_encoder("shs", k=k).encode(levels)), levels)
+
+
+@pytest.mark.parametrize("name", CHUNKED)
+@given(levels=level_arrays(), chunk=st.integers(1, 300))
+def test_streams_of_many_chunks_roundtrip(name, levels, chunk):
+    """Small chunks: the decoders' four-chunks-at-once loops, partial groups and chunk ends."""
+    enc = hh.get_encoder(name, chunk_levels=chunk)
+    np.testing.assert_array_equal(hh.decode(enc.encode(levels)), levels)
 
 
 @pytest.mark.parametrize("name", NAMES)
