@@ -13,9 +13,11 @@ READ ME FIRST
    runs are cut at chunk boundaries (kernels/chunks.py, 2**16 levels), far below that.
 3. The decoder reads one uint64 table entry per token, which says everything about it:
    bits 0-3 code length, bit 4 escape, bits 5-10 extra bits, bits 11-42 run base,
-   bits 43-63 level index (level = base + index). A second table (``pair_table``) decodes two
-   run-1 tokens per lookup when both codes fit in the 12-bit prefix, which halves the serial
-   lookup chain on dense levels, where most runs have length 1.
+   bits 43-63 level index (level = base + index). A second table (``token_multi_table``, in
+   the multi-symbol format of kernels/stores.py) yields up to four levels per lookup from
+   tokens of runs 1..3 whose codes fit in the 12-bit prefix, which shortens the serial lookup
+   chain on dense levels, where most runs have length 1; dense chunks also decode four at a
+   time (four independent chains), as the Huffman decoder's do.
 """
 import numpy as np
 from numba import njit, uint64, int64
