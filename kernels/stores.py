@@ -1,4 +1,4 @@
-"""Stores of several decoded levels at once, which Numba cannot express itself.
+"""Loads and stores of several levels at once, which Numba cannot express itself.
 
 READ ME FIRST
 1. The multi-symbol Huffman decoder (symbols.py) writes up to four levels per table lookup. For
@@ -8,6 +8,9 @@ READ ME FIRST
 2. ``store4_bytes`` is an LLVM-level intrinsic: no bounds check, no reference counting. The
    caller guarantees ``i + 4 <= out.size`` (the decoder's loops only run with room for a whole
    entry) and a 1-byte dtype (``put_four`` dispatches on the dtype at compile time).
+3. ``load8`` reads the 8 bytes from element i on (8 / itemsize elements) as one uint64, so an
+   encoder can test several levels at once (a block without a run end, a block of one level).
+   Same contract: no bounds check; the caller guarantees i + 8 / itemsize <= out.size.
 """
 import sys
 
@@ -39,6 +42,23 @@ def store4_bytes(typingctx, out, i, value):
         store.align = 1
         return context.get_dummy_value()
     return types.void(out, i, value), codegen
+
+
+@intrinsic
+def load8(typingctx, ary, i):
+    """The 8 bytes at element ``i`` of ``ary`` (any dtype of 1, 2, 4 or 8 bytes) as one
+    unaligned native-order uint64 load."""
+    if not (isinstance(ary, types.Array) and ary.dtype.bitwidth in (8, 16, 32, 64)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        array, index = args
+        data = context.make_array(sig.args[0])(context, builder, array).data
+        pointer = builder.bitcast(builder.gep(data, [index]), ir.IntType(64).as_pointer())
+        load = builder.load(pointer)
+        load.align = 1
+        return load
+    return types.uint64(ary, i), codegen
 
 
 def put_four(out, i, entry, base):
