@@ -28,7 +28,7 @@ from .elias import put_gamma, read_gamma
 from .errors import OK, PAYLOAD_OVERRUN, INVALID_CODE, RUN_OVERFLOW, VALUE_OVERFLOW, \
     PAYLOAD_UNDERRUN
 from .huffman import MAX_CODE_BITS, TABLE_SIZE
-from .stores import load8, put_four, MULTI_SYMBOL_MAX
+from .stores import load8, sampled_eighths, put_four, MULTI_SYMBOL_MAX
 from .symbols import put_escape, with_level, MULTI_SYMBOLS
 
 MAX_RUN = (1 << 32) - 1
@@ -94,24 +94,10 @@ def bucket_tables():
 BUCKET_BASE, BUCKET_EXTRA = bucket_tables()
 
 
-# run_ends skips 8-byte blocks without a run end in a chunk where at least 7 of 8 of
-# SAMPLE_BLOCKS evenly spaced blocks have none (measured: TernGrad levels 2-3x faster; where
-# fewer blocks are clean the test costs more than it skips).
-SAMPLE_BLOCKS = 64
-
-
-@njit(cache=True, inline="always")
-def _mostly_clean_blocks(levels, start, stop, block):
-    """Whether at least 7/8 of SAMPLE_BLOCKS sampled blocks of [start, stop) hold no run end."""
-    one, samples = uint64(1), uint64(SAMPLE_BLOCKS)
-    if stop - start <= samples * block:
-        return False
-    step = (stop - start - block) // samples
-    clean = uint64(0)
-    for k in range(samples):
-        i = start + k * step
-        clean += uint64(load8(levels, i) == load8(levels, i + one))
-    return clean * uint64(8) >= samples * uint64(7)
+# run_ends skips 8-byte blocks without a run end in a chunk where at least 7 of 8 sampled
+# blocks have none (measured: TernGrad levels 2-3x faster; where fewer blocks are clean the
+# test costs more than it skips).
+CLEAN_EIGHTHS = 7
 
 
 @njit(cache=True)
@@ -119,7 +105,7 @@ def run_ends(levels, chunk, ends, chunk_runs):
     """Write the index of the last element of every run into ``ends``, runs cut at chunk
     boundaries (kernels/chunks.py); ``chunk_runs[c]`` = runs in chunks 0..c. Returns the number
     of runs. Branch-free per element: every index is stored, the count advances at run ends
-    only (an index is kept once the count moves past it). In sparse chunks (SAMPLE_BLOCKS) a
+    only (an index is kept once the count moves past it). In sparse chunks (CLEAN_EIGHTHS) a
     block of 8 bytes of levels equal to the 8 bytes one level on holds no run end and is
     skipped whole."""
     n = levels.shape[0]
@@ -130,7 +116,7 @@ def run_ends(levels, chunk, ends, chunk_runs):
         # Unsigned indices: Numba skips its negative-index wraparound check (3x faster here).
         i = uint64(c * chunk)
         stop = uint64(min(n, (c + 1) * chunk))
-        sparse = _mostly_clean_blocks(levels, i, stop, block)
+        sparse = sampled_eighths(levels, i, stop, uint64(0), True) >= CLEAN_EIGHTHS
         while sparse and i + block < stop:       # elements i..i+block-1 and their successors
             if load8(levels, i) == load8(levels, i + one):
                 i += block

@@ -9,13 +9,15 @@ READ ME FIRST
    caller guarantees ``i + 4 <= out.size`` (the decoder's loops only run with room for a whole
    entry) and a 1-byte dtype (``put_four`` dispatches on the dtype at compile time).
 3. ``load8`` reads the 8 bytes from element i on (8 / itemsize elements) as one uint64, so an
-   encoder can test several levels at once (a block without a run end, a block of one level).
+   encoder can test several levels at once (a block without a run end, a block of one level);
+   ``sampled_eighths`` tells from a sample whether such blocks are common enough in a chunk
+   for the test to pay.
    Same contract: no bounds check; the caller guarantees i + 8 / itemsize <= out.size.
 """
 import sys
 
 from llvmlite import ir
-from numba import types, uint64, int64
+from numba import njit, types, uint64, int64
 from numba.extending import intrinsic, overload
 
 # Multi-symbol entry (symbols.py): bits consumed (0-3), count (4-6), levels from bit 8: four
@@ -59,6 +61,27 @@ def load8(typingctx, ary, i):
         load.align = 1
         return load
     return types.uint64(ary, i), codegen
+
+
+# Blocks sampled per chunk to choose between a per-element loop and one that skips blocks.
+SAMPLE_BLOCKS = 64
+
+
+@njit(cache=True, inline="always")
+def sampled_eighths(levels, start, stop, pattern, against_next):
+    """Eighths (0..8) of SAMPLE_BLOCKS evenly spaced 8-byte blocks of levels[start:stop] (uint64
+    indices) that equal ``pattern`` or, ``against_next``, the block one level on (no run end in
+    the block); 0 when the range is too short to sample."""
+    one, samples = uint64(1), uint64(SAMPLE_BLOCKS)
+    block = uint64(8 // levels.itemsize)
+    if stop - start <= samples * block:
+        return 0
+    step = (stop - start - block) // samples    # the last block and its successor fit
+    hits = uint64(0)
+    for k in range(samples):
+        i = start + k * step
+        hits += uint64(load8(levels, i) == (load8(levels, i + one) if against_next else pattern))
+    return int64(hits * uint64(8) // samples)
 
 
 def put_four(out, i, entry, base):

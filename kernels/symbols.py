@@ -18,8 +18,8 @@ from .bits import (settle, window64, WORD_BITS, put_bits, put_bits_long, flush_b
                    top_bits, zigzag, unzigzag)
 from .errors import OK, PAYLOAD_OVERRUN, INVALID_CODE, VALUE_OVERFLOW, PAYLOAD_UNDERRUN
 from .huffman import MAX_CODE_BITS, TABLE_SIZE, LENGTH_SHIFT, LENGTH_MASK
-from .stores import (put_four, MULTI_SHIFT, MULTI_SYMBOL_BITS, MULTI_SYMBOL_MAX,
-                     LITTLE_ENDIAN)
+from .stores import (load8, sampled_eighths, put_four, MULTI_SHIFT, MULTI_SYMBOL_BITS,
+                     MULTI_SYMBOL_MAX, LITTLE_ENDIAN)
 
 MULTI_SYMBOLS = 4            # symbols per multi-table entry
 LOOKUPS_PER_WINDOW = 4       # 12-bit lookups per 64-bit window: 4 * 12 = 48 <= 64
@@ -38,21 +38,43 @@ def _symbol(level, base, window):
     return v if v >= 0 and v < window else window
 
 
+# The histogram counts ranges of HISTOGRAM_RANGE levels; in one where at least
+# CLEAN_EIGHTHS of 8 sampled 8-byte blocks hold a single level (kernels/stores.py), such blocks
+# count at once (measured: TernGrad levels 4x faster).
+HISTOGRAM_RANGE = 1 << 16
+CLEAN_EIGHTHS = 7
+
+
 @njit(cache=True)
 def level_histogram(levels, base, window, counts):
     """Add symbol counts of ``levels`` to ``counts`` (size window + 1; last slot = escapes)."""
     n = uint64(levels.shape[0])
     w = uint64(window)
+    one, block = uint64(1), uint64(8 // levels.itemsize)
     lanes = np.zeros((HISTOGRAM_LANES, window + 1), dtype=np.int64)
     n_lanes = uint64(HISTOGRAM_LANES)
-    stop = n - n % n_lanes
-    for i in range(uint64(0), stop, n_lanes):
-        for lane in range(n_lanes):
-            v = uint64(int64(levels[i + lane]) - base)     # out of the window: v >= w
-            lanes[lane, v if v < w else w] += 1
-    for i in range(stop, n):
-        v = uint64(int64(levels[i]) - base)
-        lanes[0, v if v < w else w] += 1
+    for start in range(uint64(0), n, uint64(HISTOGRAM_RANGE)):
+        i, stop = start, min(n, start + uint64(HISTOGRAM_RANGE))
+        if sampled_eighths(levels, i, stop, uint64(0), True) >= CLEAN_EIGHTHS:
+            while i + block < stop:                # levels i..i+block all equal: count block
+                if load8(levels, i) == load8(levels, i + one):
+                    v = uint64(int64(levels[i]) - base)
+                    lanes[0, v if v < w else w] += block
+                    i += block
+                    continue
+                for lane in range(block):
+                    v = uint64(int64(levels[i]) - base)
+                    lanes[lane % n_lanes, v if v < w else w] += 1
+                    i += one
+        while i + n_lanes <= stop:
+            for lane in range(n_lanes):
+                v = uint64(int64(levels[i + lane]) - base)     # out of the window: v >= w
+                lanes[lane, v if v < w else w] += 1
+            i += n_lanes
+        while i < stop:
+            v = uint64(int64(levels[i]) - base)
+            lanes[0, v if v < w else w] += 1
+            i += one
     for lane in range(HISTOGRAM_LANES):
         for v in range(window + 1):
             counts[v] += lanes[lane, v]
@@ -68,16 +90,26 @@ def pack_entries(codes, lengths):
 
 
 @njit(cache=True)
-def _codes_until_escape(levels, i, stop, base, window, entries, out32, acc, n_pending,
-                        word_pos):
+def _codes_until_escape(levels, i, stop, base, window, entries, block_pattern, block_bits, out32,
+                        acc, n_pending, word_pos):
     """Hot loop of ``encode_levels``: write codes of elements i.. until one needs the escape
     (or ``stop``); returns (i, acc, n_pending, word_pos). Two codes (<= 24 bits) per flush step:
-    with < 32 bits pending they fit the 64-bit accumulator."""
+    with < 32 bits pending they fit the 64-bit accumulator. With ``block_bits`` > 0, 8 bytes of
+    levels equal to ``block_pattern`` (the level whose code is all zero bits, repeated) are
+    written at once as ``block_bits`` (<= 32) zero bits."""
     i, stop, w = uint64(i), uint64(stop), uint64(window)
     n_pending, word_pos = uint64(n_pending), uint64(word_pos)
     one, code_shift, length_mask = uint64(1), uint64(ENTRY_CODE_SHIFT), uint64(LENGTH_MASK)
+    block, block_bits = uint64(8 // levels.itemsize), uint64(block_bits)
     while True:
         while i + one < stop:
+            if block_bits != 0 and i + block <= stop and load8(levels, i) == block_pattern:
+                acc <<= block_bits
+                word, n_pending, full = settle(acc, n_pending + block_bits)
+                out32[word_pos] = word
+                word_pos += full
+                i += block
+                continue
             v0 = uint64(int64(levels[i]) - base)              # out of the window: v >= w
             v1 = uint64(int64(levels[i + one]) - base)
             if v0 >= w or v1 >= w:
@@ -117,16 +149,28 @@ def put_escape(out32, acc, n_pending, word_pos, esc, level, value_bits):
     return put_bits_long(out32, acc, n_pending, word_pos, zigzag(level), value_bits)
 
 
+# The Huffman writer takes 8-byte blocks of the all-zero-code level whole in a chunk where at
+# least BLOCK_EIGHTHS of 8 sampled blocks are such blocks (kernels/stores.py).
+BLOCK_EIGHTHS = 5
+
+
 @njit(cache=True)
-def _encode_chunk(levels, start, stop, base, window, entries, value_bits, out32, word_pos):
-    """Write elements [start, stop) (one chunk) from ``word_pos``; returns (words end, bits)."""
+def _encode_chunk(levels, start, stop, base, window, entries, value_bits, block_pattern,
+                  block_bits, out32, word_pos):
+    """Write elements [start, stop) (one chunk) from ``word_pos``; returns (words end, bits).
+    ``block_pattern``, ``block_bits``: as ``_codes_until_escape``, used when the chunk's sample
+    has enough such blocks."""
     first_word = word_pos
     acc = uint64(0)
     n_pending = 0
     i = start
+    if block_bits and sampled_eighths(levels, uint64(start), uint64(stop), block_pattern,
+                                      False) < BLOCK_EIGHTHS:
+        block_bits = 0
     while True:
         i, acc, n_pending, word_pos = _codes_until_escape(levels, i, stop, base, window, entries,
-                                                          out32, acc, n_pending, word_pos)
+                                                          block_pattern, block_bits, out32, acc,
+                                                          n_pending, word_pos)
         if i >= stop:
             break
         acc, n_pending, word_pos = put_escape(out32, acc, n_pending, word_pos, entries[window],
@@ -137,14 +181,32 @@ def _encode_chunk(levels, start, stop, base, window, entries, value_bits, out32,
 
 
 @njit(cache=True)
+def zero_code_block(levels, base, window, entries):
+    """(pattern, bits) for the block fast path: 8 bytes of levels that all take the code of
+    zero bits (canonical Huffman gives the all-zero code to the first symbol of the shortest
+    length), and the bits they cost; bits 0 when no such code or more than 32 bits."""
+    block = 8 // levels.itemsize
+    for s in range(window):
+        length = int64(entries[s] & LENGTH_MASK)
+        if length > 0 and entries[s] >> ENTRY_CODE_SHIFT == 0:
+            if length * block > 32:
+                break
+            copies = np.full(block, base + s, dtype=levels.dtype)
+            return load8(copies, 0), length * block
+    return uint64(0), 0
+
+
+@njit(cache=True)
 def encode_levels(levels, base, window, entries, value_bits, chunk, out32, chunk_bits):
     """Write every level's code (or escape + zigzag value), chunk by chunk (kernels/chunks.py);
     fills ``chunk_bits`` and returns the words used."""
     n = levels.shape[0]
     word_pos = 0
+    block_pattern, block_bits = zero_code_block(levels, base, window, entries)
     for c in range(chunk_bits.shape[0]):
         word_pos, chunk_bits[c] = _encode_chunk(levels, c * chunk, min(n, (c + 1) * chunk), base,
-                                                window, entries, value_bits, out32, word_pos)
+                                                window, entries, value_bits, block_pattern,
+                                                block_bits, out32, word_pos)
     return word_pos
 
 
