@@ -11,7 +11,8 @@ READ ME FIRST
 3. ``load8`` reads the 8 bytes from element i on (8 / itemsize elements) as one uint64, so an
    encoder can test several levels at once (a block without a run end, a block of one level);
    ``sampled_eighths`` tells from a sample whether such blocks are common enough in a chunk
-   for the test to pay.
+   for the test to pay. ``store8`` is its counterpart (the Huffman decoder writes a run of
+   the all-zero-code level 8 bytes at a time); the caller guarantees room.
    Same contract: no bounds check; the caller guarantees i + 8 / itemsize <= out.size.
 """
 import sys
@@ -44,6 +45,23 @@ def store4_bytes(typingctx, out, i, value):
         store.align = 1
         return context.get_dummy_value()
     return types.void(out, i, value), codegen
+
+
+@intrinsic
+def store8(typingctx, out, i, value):
+    """Store the uint64 ``value`` as the 8 bytes from element ``i`` of ``out`` (any dtype of 1,
+    2, 4 or 8 bytes) with one unaligned native-order store."""
+    if not (isinstance(out, types.Array) and out.dtype.bitwidth in (8, 16, 32, 64)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        ary, index, val = args
+        data = context.make_array(sig.args[0])(context, builder, ary).data
+        pointer = builder.bitcast(builder.gep(data, [index]), ir.IntType(64).as_pointer())
+        store = builder.store(val, pointer)
+        store.align = 1
+        return context.get_dummy_value()
+    return types.void(out, i, types.uint64), codegen
 
 
 @intrinsic

@@ -82,6 +82,21 @@ def test_resealed_mutations_never_crash_or_overallocate(name, data):
         assert out.size <= 10_000
 
 
+@pytest.mark.parametrize("name", ["huffman", "rlh"])
+@given(seed=st.integers(0, 2**32 - 1), chunk=st.integers(16, 200), flips=st.integers(1, 6))
+def test_bit_flips_in_sparse_many_chunk_streams(name, seed, chunk, flips):
+    """The four-chunk loops and the Huffman zero-run path (one-bit code, >= 4 chunks) meet
+    forged payload bits."""
+    rng = np.random.default_rng(seed)
+    x = np.where(rng.random(4000) < 0.005, rng.choice([-1, 1], 4000), 0).astype(np.int8)
+    buf = bytearray(hh.get_encoder(name, chunk_levels=chunk).encode(x))
+    for pos in rng.integers(len(buf) // 2, len(buf) - 4, flips):
+        buf[pos] ^= 1 << int(rng.integers(0, 8))
+    out = decode_or_error(reseal(buf), max_elements=10_000)
+    if out is not None:
+        assert out.size == x.size
+
+
 @given(st.binary(min_size=0, max_size=400))
 def test_random_bytes_raise(data):
     assert decode_or_error(data) is None

@@ -41,6 +41,22 @@ def test_streams_of_many_chunks_roundtrip(name, levels, chunk):
     np.testing.assert_array_equal(hh.decode(enc.encode(levels)), levels)
 
 
+def sparse_levels(n, density, dtype, seed):
+    """Mostly zeros, the rest +-1: the one-bit-code fast paths of the Huffman coders."""
+    rng = np.random.default_rng(seed)
+    return np.where(rng.random(n) < density, rng.choice([-1, 1], n), 0).astype(dtype)
+
+
+@pytest.mark.parametrize("name", CHUNKED)
+@given(n=st.integers(0, 6000), chunk=st.integers(1, 400),
+       density=st.sampled_from([0.0005, 0.005, 0.02, 0.1]),
+       dtype=st.sampled_from([np.int8, np.int16, np.int32]), seed=st.integers(0, 2**32 - 1))
+def test_sparse_streams_of_many_chunks_roundtrip(name, n, chunk, density, dtype, seed):
+    levels = sparse_levels(n, density, dtype, seed)
+    enc = hh.get_encoder(name, chunk_levels=chunk)
+    np.testing.assert_array_equal(hh.decode(enc.encode(levels)), levels)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_large_tensors_with_long_runs_and_many_symbols(name):
     rng = np.random.default_rng(7)
