@@ -137,16 +137,17 @@ def run_ends(levels, chunk, ends, chunk_runs):
 
 
 @njit(cache=True)
-def rlh_histogram(levels, ends, n_runs, base, window, counts):
-    """Joint (run bucket, level index) token counts; ``counts[RUN_BUCKETS * window]`` = escapes."""
+def rlh_histogram(levels, ends, n_runs, base, window, counts, symbols):
+    """Joint (run bucket, level index) token counts; ``counts[RUN_BUCKETS * window]`` = escapes.
+    Writes each token's symbol to ``symbols`` (uint32, n_runs) for the writer."""
     if short_runs_likely(n_runs, levels.shape[0]):
-        _count_tokens(levels, ends, n_runs, base, window, counts, True)
+        _count_tokens(levels, ends, n_runs, base, window, counts, symbols, True)
     else:
-        _count_tokens(levels, ends, n_runs, base, window, counts, False)
+        _count_tokens(levels, ends, n_runs, base, window, counts, symbols, False)
 
 
 @njit(cache=True)
-def _count_tokens(levels, ends, n_runs, base, window, counts, short):
+def _count_tokens(levels, ends, n_runs, base, window, counts, symbols, short):
     """``rlh_histogram``'s loop, compiled once per ``short`` (``bucket_and_extra``'s mode)."""
     literally(short)
     w = uint64(window)
@@ -159,44 +160,55 @@ def _count_tokens(levels, ends, n_runs, base, window, counts, short):
         start = end + one
         v = uint64(int64(levels[end]) - base)     # out of the window: v >= w
         bucket, _ = bucket_and_extra(run, short)
-        counts[bucket * w + v if v < w else esc] += 1
-
-
-@njit(cache=True, inline="always")
-def _token_bits(end, start, levels, base, w, entries, short):
-    """(bits, length, code length) of the token of the run [start, end] (uint64 in and out):
-    code then extra bits; code length 0 when the token needs the escape (length is then 0 or
-    garbage and must not be used). ``short``: as ``bucket_and_extra``."""
-    one = uint64(1)
-    run = end + one - start
-    v = uint64(int64(levels[end]) - base)         # out of the window: v >= w
-    bucket, extra = bucket_and_extra(run, short)
-    e = uint64(entries[bucket * w + v]) if v < w else uint64(0)
-    code_length = e & uint64(0xF)
-    bits = ((e >> uint64(4)) << extra) | (run & ((one << extra) - one))
-    return bits, code_length + extra, code_length
+        symbol = bucket * w + v if v < w else esc
+        symbols[k] = symbol
+        counts[symbol] += 1
 
 
 @njit(cache=True)
-def _encode_until_escape(levels, ends, k, n_runs, start, base, window, entries, short, out32,
-                         acc, n_pending, word_pos):
+def writer_entries(entries, window, bucket_extra):
+    """Per token symbol, what the writer's hot loop needs (uint64): code << 16 | extra bits << 8
+    | code and extra bits together; 0 for the escape, symbols without a code, and tokens over
+    32 bits (written by the chunk writer's slow path)."""
+    w = window
+    out = np.zeros(entries.shape[0], dtype=np.uint64)
+    for s in range(RUN_BUCKETS * w):
+        length = int64(entries[s] & 0xF)
+        extra = int64(bucket_extra[s // w])
+        if length > 0 and length + extra <= WORD_BITS:
+            out[s] = (uint64(entries[s] >> 4) << uint64(16)) | uint64(extra << 8) | \
+                uint64(length + extra)
+    return out
+
+
+@njit(cache=True, inline="always")
+def _written_token(e, end, start):
+    """(bits, length) of a token from its writer entry and run [start, end] (uint64)."""
+    one = uint64(1)
+    extra = (e >> uint64(8)) & uint64(0xFF)
+    bits = ((e >> uint64(16)) << extra) | ((end + one - start) & ((one << extra) - one))
+    return bits, e & uint64(0xFF)
+
+
+@njit(cache=True)
+def _encode_until_escape(ends, symbols, k, n_runs, start, tokens, out32, acc, n_pending,
+                         word_pos):
     """Hot loop of ``encode_rlh``: write tokens from run ``k`` (first element ``start``) on until
-    one needs the escape (or a code with extra bits over 32); returns (k, start, acc, n_pending,
-    word_pos) at that token. Two tokens per flush step while they fit 32 bits together (dense
-    levels: mostly short codes without extra bits), else one. ``short``: as
-    ``bucket_and_extra``; compiled once per value."""
-    literally(short)
-    k, n_runs, start, w = uint64(k), uint64(n_runs), uint64(start), uint64(window)
+    one the writer entries (``tokens``) leave to the slow path; returns (k, start, acc,
+    n_pending, word_pos) at that token. Two tokens per flush step while they fit 32 bits
+    together (dense levels: mostly short codes without extra bits), else one."""
+    k, n_runs, start = uint64(k), uint64(n_runs), uint64(start)
     n_pending, word_pos = uint64(n_pending), uint64(word_pos)
     one, word_bits = uint64(1), uint64(WORD_BITS)
     while True:
         while k + one < n_runs:
-            end0, end1 = uint64(ends[k]), uint64(ends[k + one])
-            bits0, length0, code0 = _token_bits(end0, start, levels, base, w, entries, short)
-            bits1, length1, code1 = _token_bits(end1, end0 + one, levels, base, w, entries,
-                                                short)
-            if code0 == 0 or code1 == 0 or length0 + length1 > word_bits:
+            e0, e1 = tokens[symbols[k]], tokens[symbols[k + one]]
+            if (e0 & uint64(0xFF)) == 0 or (e1 & uint64(0xFF)) == 0 or \
+                    (e0 & uint64(0xFF)) + (e1 & uint64(0xFF)) > word_bits:
                 break
+            end0, end1 = uint64(ends[k]), uint64(ends[k + one])
+            bits0, length0 = _written_token(e0, end0, start)
+            bits1, length1 = _written_token(e1, end1, end0 + one)
             acc = (((acc << length0) | bits0) << length1) | bits1
             word, n_pending, full = settle(acc, n_pending + length0 + length1)
             out32[word_pos] = word
@@ -205,10 +217,11 @@ def _encode_until_escape(levels, ends, k, n_runs, start, base, window, entries, 
             k += uint64(2)
         if k >= n_runs:
             break
-        end = uint64(ends[k])
-        bits, length, code = _token_bits(end, start, levels, base, w, entries, short)
-        if code == 0 or length > word_bits:
+        e = tokens[symbols[k]]
+        if (e & uint64(0xFF)) == 0:
             break
+        end = uint64(ends[k])
+        bits, length = _written_token(e, end, start)
         acc = (acc << length) | bits
         word, n_pending, full = settle(acc, n_pending + length)
         out32[word_pos] = word
@@ -219,21 +232,18 @@ def _encode_until_escape(levels, ends, k, n_runs, start, base, window, entries, 
 
 
 @njit(cache=True)
-def _encode_rlh_chunk(levels, ends, k, k_end, start, base, window, entries, short, value_bits,
-                      bucket_extra, out32, word_pos):
+def _encode_rlh_chunk(levels, ends, symbols, k, k_end, start, base, window, entries, tokens,
+                      value_bits, bucket_extra, out32, word_pos):
     """Write tokens k..k_end-1 (one chunk, first element ``start``) from ``word_pos``; returns
     (words end, bits). The hot loop runs until a token it cannot write from registers; that
-    token (an escape, or a code with more than 32 extra bits) is written here. ``short``: as
-    ``bucket_and_extra``; compiled once per value."""
-    literally(short)
+    token (an escape, or a code with extra bits over 32 bits) is written here."""
     esc = entries[RUN_BUCKETS * window]
     first_word = word_pos
     acc = uint64(0)
     n_pending = 0
     while True:
         k, start, acc, n_pending, word_pos = _encode_until_escape(
-            levels, ends, k, k_end, start, base, window, entries, short, out32, acc, n_pending,
-            word_pos)
+            ends, symbols, k, k_end, start, tokens, out32, acc, n_pending, word_pos)
         if k >= k_end:
             break
         end = int64(ends[k])
@@ -262,21 +272,17 @@ def _encode_rlh_chunk(levels, ends, k, k_end, start, base, window, entries, shor
 
 
 @njit(cache=True)
-def encode_rlh(levels, ends, chunk_runs, chunk, base, window, entries, value_bits, bucket_extra,
-               out32, chunk_bits):
-    """Write (level, run) tokens chunk by chunk; fills ``chunk_bits``, returns the words used."""
+def encode_rlh(levels, ends, symbols, chunk_runs, chunk, base, window, entries, value_bits,
+               bucket_extra, out32, chunk_bits):
+    """Write (level, run) tokens chunk by chunk (``symbols`` from ``rlh_histogram``); fills
+    ``chunk_bits``, returns the words used."""
+    tokens = writer_entries(entries, window, bucket_extra)
     word_pos = 0
     k = 0
-    short = chunk_runs.shape[0] == 0 or short_runs_likely(chunk_runs[-1], levels.shape[0])
     for c in range(chunk_runs.shape[0]):
-        if short:                            # a constant in each compiled writer
-            word_pos, chunk_bits[c] = _encode_rlh_chunk(
-                levels, ends, k, chunk_runs[c], c * chunk, base, window, entries, True,
-                value_bits, bucket_extra, out32, word_pos)
-        else:
-            word_pos, chunk_bits[c] = _encode_rlh_chunk(
-                levels, ends, k, chunk_runs[c], c * chunk, base, window, entries, False,
-                value_bits, bucket_extra, out32, word_pos)
+        word_pos, chunk_bits[c] = _encode_rlh_chunk(
+            levels, ends, symbols, k, chunk_runs[c], c * chunk, base, window, entries, tokens,
+            value_bits, bucket_extra, out32, word_pos)
         k = chunk_runs[c]
     return word_pos
 
