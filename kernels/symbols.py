@@ -12,7 +12,7 @@ READ ME FIRST
 4. Payloads are chunked (kernels/chunks.py); the decoder runs four chunks interleaved.
 """
 import numpy as np
-from numba import njit, uint64, int64, literally
+from numba import njit, uint64, int64
 
 from .bits import (settle, window64, WORD_BITS, put_bits, put_bits_long, flush_bits, peek64,
                    top_bits, zigzag, unzigzag, count_leading_zeros)
