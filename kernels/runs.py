@@ -29,7 +29,7 @@ from .errors import OK, PAYLOAD_OVERRUN, INVALID_CODE, RUN_OVERFLOW, VALUE_OVERF
     PAYLOAD_UNDERRUN
 from .huffman import MAX_CODE_BITS, TABLE_SIZE
 from .stores import load8, sampled_eighths, put_four, MULTI_SYMBOL_MAX
-from .symbols import put_escape, with_level, MULTI_SYMBOLS
+from .symbols import put_escape, with_level, four_chunk_bounds, MULTI_SYMBOLS
 
 MAX_RUN = (1 << 32) - 1
 # Buckets 0..2 are runs 1..3; then two per octave for bit lengths 3..32: 3 + 2 * 30 = 63.
@@ -374,26 +374,18 @@ def _one_token(win, b, table, base, out, i, stop):
 def _four_token_chunks(words, starts, chunk_bits, c0, chunk, table, multi, base, out):
     """Hot loop of ``decode_tokens``: chunks c0..c0+3 advance together (four independent
     chains), each per iteration by up to two multi-level entries from one 64-bit window (52
-    bits left after the first: a whole entry) or else one token (``_one_token``); stops when a chunk lacks room for a
-    multi-level entry, has passed its end, or meets a token it cannot decode here (escape,
-    invalid code, run overflow). Returns the four (bit position, element index) pairs where
+    bits left after the first: a whole entry) or else one token (``_one_token``); stops when
+    a chunk lacks room for a multi-level entry, has passed its end, or meets a token it cannot
+    decode here (escape, invalid code, run overflow). Returns the four (bit position, element index) pairs where
     they stopped; indices are uint64 (kernels/bits.py, note 5). (All four first lookups come
     before any branch: measured 7x faster than a lookup after each chunk's branch. The second
     entry is written out here: as an inlined helper its stores were lost, a Numba inlining
     fault with ``put_four`` inlined twice.)"""
-    n = uint64(out.shape[0])
-    size = uint64(chunk)
+    (b0, b1, b2, b3, e0, e1, e2, e3, i0, i1, i2, i3,
+     stop0, stop1, stop2, stop3) = four_chunk_bounds(starts, chunk_bits, c0, chunk, out.shape[0])
     top, room, one = uint64(64 - MAX_CODE_BITS), uint64(MULTI_SYMBOLS), uint64(1)
     word_shift, bit_mask = uint64(6), uint64(63)
     count_shift, count_mask, used_mask = uint64(4), uint64(7), uint64(0xF)
-    c = uint64(c0)
-    b0, b1 = uint64(starts[c]), uint64(starts[c + one])
-    b2, b3 = uint64(starts[c + uint64(2)]), uint64(starts[c + uint64(3)])
-    e0, e1 = b0 + uint64(chunk_bits[c]), b1 + uint64(chunk_bits[c + one])
-    e2, e3 = b2 + uint64(chunk_bits[c + uint64(2)]), b3 + uint64(chunk_bits[c + uint64(3)])
-    i0 = c * size
-    i1, i2, i3 = i0 + size, i0 + uint64(2) * size, i0 + uint64(3) * size
-    stop0, stop1, stop2, stop3 = i1, i2, i3, min(n, i3 + size)
     while (i0 + room <= stop0 and i1 + room <= stop1 and i2 + room <= stop2 and
            i3 + room <= stop3 and
            b0 <= e0 and b1 <= e1 and b2 <= e2 and b3 <= e3):
