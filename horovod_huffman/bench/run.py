@@ -3,7 +3,7 @@
 For each trace (bench/traces.py) and quantizer (QSGD s in {1, 2, 4, 8, 16, 127}, TernGrad) it
 reports, per encoder: bits per coordinate, ratio to the levels' zeroth-order entropy, ratio to
 ``elias_rle`` and ``elias_gamma`` (the paper's comparison), and encode/decode speed in M levels/s
-on one core (best of ``--repeats``), with zstd -1, zstd -19 and lz4 on the same int8 levels
+on one core (best of ``--repeats`` in each of ``--passes`` passes), with zstd -1, zstd -19 and lz4 on the same int8 levels
 measured in the same run. Then it checks the targets and prints the machine.
 """
 import argparse
@@ -110,30 +110,51 @@ def compile_times():
     return out
 
 
+def measure_row(levels, repeats):
+    """Every encoder and reference, and ``auto``'s statistics pass, on one tensor."""
+    row = {"H0": entropy_bits(levels), "n": levels.size}
+    for name in ENCODERS:
+        row[name] = measure_encoder(name, levels, repeats)
+    for name in REFERENCES:
+        row[name] = measure_reference(name, levels, repeats)
+    auto = make_encoder("auto")
+    row["auto_choose_s"] = best_time(lambda: auto.estimate(levels), repeats)
+    return row
+
+
+def faster(row, other):
+    """``row`` with each time replaced by ``other``'s where that is shorter (same tensor)."""
+    for key, value in other.items():
+        if key == "auto_choose_s":
+            row[key] = min(row[key], value)
+        elif isinstance(value, dict):
+            for t in ("enc_s", "dec_s"):
+                row[key][t] = min(row[key][t], value[t])
+    return row
+
+
 def run(args):
     from tqdm import tqdm
     import torch
     torch.set_num_threads(1)
     results = {}       # (trace, quantizer) -> {"H0": bits, name: measurement}
     jobs = [(t, q) for t in args.traces for q in args.quantizers]
-    with tqdm(total=len(args.traces) + len(jobs), desc="benchmark", unit="step") as bar:
+    with tqdm(total=len(args.traces) + args.passes * len(jobs), desc="benchmark",
+              unit="step") as bar:
         grads = {}
         for t in args.traces:
             bar.set_postfix_str(f"training {t}")
             grads[t] = tr.TRACES[t](args.coords)
             bar.update()
-        for t, q in jobs:
-            bar.set_postfix_str(f"{t} {q}")
-            levels = QUANTIZERS[q]().quantize(grads[t]).levels
-            row = {"H0": entropy_bits(levels), "n": levels.size}
-            for name in ENCODERS:
-                row[name] = measure_encoder(name, levels, args.repeats)
-            for name in REFERENCES:
-                row[name] = measure_reference(name, levels, args.repeats)
-            auto = make_encoder("auto")
-            row["auto_choose_s"] = best_time(lambda: auto.estimate(levels), args.repeats)
-            results[(t, q)] = row
-            bar.update()
+        levels = {(t, q): QUANTIZERS[q]().quantize(grads[t]).levels for t, q in jobs}
+        # Passes over every tensor: this VM has slow phases of seconds, longer than one
+        # tensor's repeats; the best of passes minutes apart is the machine's speed.
+        for p in range(args.passes):
+            for t, q in jobs:
+                bar.set_postfix_str(f"pass {p + 1}: {t} {q}")
+                row = measure_row(levels[(t, q)], args.repeats)
+                results[(t, q)] = faster(results[(t, q)], row) if p else row
+                bar.update()
     return results
 
 
@@ -149,9 +170,10 @@ def tables(results, compile_s, args):
     lines = []
     add = lines.append
     add(f"Machine: {machine()}.")
-    add(f"Run: `python -m horovod_huffman.bench --coords {args.coords} --repeats {args.repeats}` "
-        f"on {datetime.date.today().isoformat()}; {args.coords} coordinates per tensor; "
-        "speeds are best of the repeats, one core, including framing and the CRC.")
+    add(f"Run: `python -m horovod_huffman.bench --coords {args.coords} --repeats {args.repeats} "
+        f"--passes {args.passes}` on {datetime.date.today().isoformat()}; {args.coords} "
+        "coordinates per tensor; speeds are the best of the repeats of every pass, one core, "
+        "including framing and the CRC.")
     add("")
     add(f"Numba compile, import + first call of every encoder: {compile_s['cold']:.1f} s with an "
         f"empty cache, {compile_s['warm']:.2f} s once cached (`cache=True`).")
@@ -223,6 +245,8 @@ def main(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--coords", type=int, default=1 << 20, help="coordinates per tensor (1M)")
     p.add_argument("--repeats", type=int, default=5, help="timing repeats, best kept")
+    p.add_argument("--passes", type=int, default=2,
+                   help="passes over all tensors, best of all passes' repeats kept")
     p.add_argument("--traces", nargs="+", default=list(tr.TRACES), choices=list(tr.TRACES))
     p.add_argument("--quantizers", nargs="+", default=list(QUANTIZERS), choices=list(QUANTIZERS))
     p.add_argument("--plot", metavar="PNG", help="write bits/coordinate plots to this file")
