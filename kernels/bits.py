@@ -106,9 +106,10 @@ def flush_bits(out32, acc, n_pending, word_pos):
 
 @njit(cache=True, inline="always")
 def peek64(words, bit_pos):
-    """The 64 bits starting at ``bit_pos`` (rare paths; hot loops inline ``window64``)."""
-    j = bit_pos >> 6
-    return window64(words[j], words[j + 1], bit_pos & 63)
+    """The 64 bits starting at ``bit_pos`` (>= 0; indices uint64, note 5)."""
+    b = uint64(bit_pos)
+    j = b >> uint64(6)
+    return window64(words[j], words[j + uint64(1)], b & uint64(63))
 
 
 @njit(cache=True, inline="always")

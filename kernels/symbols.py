@@ -407,16 +407,12 @@ def _four_chunks(words, starts, chunk_bits, c0, chunk, multi, base, out):
     stopped. Indices are uint64 (kernels/bits.py, note 5)."""
     (b0, b1, b2, b3, e0, e1, e2, e3, i0, i1, i2, i3,
      stop0, stop1, stop2, stop3) = four_chunk_bounds(starts, chunk_bits, c0, chunk, out.shape[0])
-    room, one = uint64(2 * MULTI_SYMBOLS), uint64(1)
-    word_shift, bit_mask = uint64(6), uint64(63)
+    room = uint64(2 * MULTI_SYMBOLS)
     while (i0 + room <= stop0 and i1 + room <= stop1 and i2 + room <= stop2 and
            i3 + room <= stop3 and
            b0 <= e0 and b1 <= e1 and b2 <= e2 and b3 <= e3):
-        j0, j1, j2, j3 = b0 >> word_shift, b1 >> word_shift, b2 >> word_shift, b3 >> word_shift
-        w0 = window64(words[j0], words[j0 + one], b0 & bit_mask)
-        w1 = window64(words[j1], words[j1 + one], b1 & bit_mask)
-        w2 = window64(words[j2], words[j2 + one], b2 & bit_mask)
-        w3 = window64(words[j3], words[j3 + one], b3 & bit_mask)
+        w0, w1 = peek64(words, b0), peek64(words, b1)
+        w2, w3 = peek64(words, b2), peek64(words, b3)
         ok, b, i0 = _multi_step(w0, b0, i0, multi, base, out)
         if ok:                                   # a second entry from the same window
             ok, b, i0 = _multi_step(w0 << (b - b0), b, i0, multi, base, out)
@@ -451,16 +447,12 @@ def _four_zero_chunks(words, starts, chunk_bits, c0, chunk, multi, base, out, ze
     second step per window measured slower here)."""
     (b0, b1, b2, b3, e0, e1, e2, e3, i0, i1, i2, i3,
      stop0, stop1, stop2, stop3) = four_chunk_bounds(starts, chunk_bits, c0, chunk, out.shape[0])
-    room, one = uint64(ZERO_RUN_MAX), uint64(1)
-    word_shift, bit_mask = uint64(6), uint64(63)
+    room = uint64(ZERO_RUN_MAX)
     while (i0 + room <= stop0 and i1 + room <= stop1 and i2 + room <= stop2 and
            i3 + room <= stop3 and
            b0 <= e0 and b1 <= e1 and b2 <= e2 and b3 <= e3):
-        j0, j1, j2, j3 = b0 >> word_shift, b1 >> word_shift, b2 >> word_shift, b3 >> word_shift
-        w0 = window64(words[j0], words[j0 + one], b0 & bit_mask)
-        w1 = window64(words[j1], words[j1 + one], b1 & bit_mask)
-        w2 = window64(words[j2], words[j2 + one], b2 & bit_mask)
-        w3 = window64(words[j3], words[j3 + one], b3 & bit_mask)
+        w0, w1 = peek64(words, b0), peek64(words, b1)
+        w2, w3 = peek64(words, b2), peek64(words, b3)
         ok, b0, i0 = _zero_step(w0, b0, i0, multi, base, out, zero_pattern)
         if not ok:
             break
