@@ -8,7 +8,8 @@ READ ME FIRST
    have a bucket each; from 4 on, every octave splits in two buckets (one mantissa bit), like
    DEFLATE's lengths. The escape is symbol RUN_BUCKETS * window.
 4. Encoding first compacts run boundaries without data-dependent branches (``run_ends``), then
-   walks tokens: a branch per run length costs a misprediction whenever run lengths vary.
+   walks tokens: a branch per run length costs a misprediction whenever run lengths vary. The
+   histogram pass stores each token's symbol; the writer reads it with the run end.
 2. A run never exceeds MAX_RUN (2**32 - 1) elements, so a bucket base always fits 32 bits;
    runs are cut at chunk boundaries (kernels/chunks.py, 2**16 levels), far below that.
 3. The decoder reads one uint64 table entry per token, which says everything about it:
@@ -376,11 +377,11 @@ def _four_token_chunks(words, starts, chunk_bits, c0, chunk, table, multi, base,
     chains), each per iteration by up to two multi-level entries from one 64-bit window (52
     bits left after the first: a whole entry) or else one token (``_one_token``); stops when
     a chunk lacks room for a multi-level entry, has passed its end, or meets a token it cannot
-    decode here (escape, invalid code, run overflow). Returns the four (bit position, element index) pairs where
-    they stopped; indices are uint64 (kernels/bits.py, note 5). (All four first lookups come
-    before any branch: measured 7x faster than a lookup after each chunk's branch. The second
-    entry is written out here: as an inlined helper its stores were lost, a Numba inlining
-    fault with ``put_four`` inlined twice.)"""
+    decode here (escape, invalid code, run overflow). Returns the four (bit position, element
+    index) pairs where they stopped; indices are uint64 (kernels/bits.py, note 5). (All four
+    first lookups come before any branch: measured 7x faster than a lookup after each chunk's
+    branch. The second entry is written out here: as an inlined helper its stores were lost, a
+    Numba inlining fault with ``put_four`` inlined twice.)"""
     (b0, b1, b2, b3, e0, e1, e2, e3, i0, i1, i2, i3,
      stop0, stop1, stop2, stop3) = four_chunk_bounds(starts, chunk_bits, c0, chunk, out.shape[0])
     top, room = uint64(64 - MAX_CODE_BITS), uint64(MULTI_SYMBOLS)
