@@ -26,7 +26,7 @@ setup(
               "horovod_huffman.torch", "horovod_huffman.tensorflow",
               "horovod_huffman.kernels"],
     package_dir={"horovod_huffman.kernels": "kernels"},
-    install_requires=["numpy>=1.24", "numba>=0.59"],
+    install_requires=["numpy>=1.24", "numba>=0.59", "xxhash>=3.0"],
     extras_require={
         "torch": [TORCH],
         # 2.18.1: the newest TensorFlow Horovod 0.28.1 builds against (docs/tensorflow-adapter.md).

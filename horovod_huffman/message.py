@@ -2,7 +2,7 @@
 
     offset  size   field
     0       4      magic b"HHQT"
-    4       1      format version (1)
+    4       1      format version (2)
     5       1      float dtype code (FLOAT_CODES)
     6       1      ndim (<= MAX_NDIM)
     7       1      flags (0)
@@ -10,10 +10,9 @@
     16      8*ndim dims
     ...     4*S    scales, float32 little-endian, S = ceil(numel / bucket size)
     ...            level stream (wire.py), which carries its own checksum
-    end-4   4      CRC-32 of every preceding byte
+    end-8   8      checksum of every preceding byte (wire.checksum: XXH3-64)
 """
 import struct
-import zlib
 
 import numpy as np
 
@@ -24,7 +23,7 @@ from .errors import DecodeError
 from .quantizers import QuantizedTensor
 
 MAGIC = b"HHQT"
-VERSION = 1
+VERSION = 2                     # 2: the checksum became wire.checksum (was CRC-32)
 HEAD = struct.Struct("<4sBBBBQ")
 MAX_NDIM = 32
 FLOAT_CODES = {"float16": 1, "float32": 2, "float64": 3, "bfloat16": 4}
@@ -58,8 +57,14 @@ def pack(qt, encoder="rlh", stream=None):
     scales = np.ascontiguousarray(scales, dtype="<f4")
     head = HEAD.pack(MAGIC, VERSION, FLOAT_CODES[qt.dtype.name], len(qt.shape), 0, qt.bucket_size)
     dims = struct.pack(f"<{len(qt.shape)}Q", *qt.shape)
-    body = b"".join([head, dims, scales.tobytes(), levels_stream.tobytes()])
-    return np.frombuffer(body + struct.pack("<I", zlib.crc32(body)), dtype=np.uint8)
+    parts = [head, dims, scales.view(np.uint8), levels_stream]
+    out = np.empty(sum(len(p) for p in parts) + wire.CHECKSUM.size, dtype=np.uint8)
+    pos = 0
+    for part in parts:
+        out[pos:pos + len(part)] = np.frombuffer(part, dtype=np.uint8)
+        pos += len(part)
+    wire.CHECKSUM.pack_into(out, pos, wire.checksum(out[:pos]))
+    return out
 
 
 def unpack(buf, max_elements=None, device=None, stream=None):
@@ -67,10 +72,11 @@ def unpack(buf, max_elements=None, device=None, stream=None):
     ``device="cuda"``: the levels are decoded on the GPU into a device array (scales stay on
     the host: they are few, and ``dequantize`` uploads them)."""
     data = wire.as_bytes(buf)
-    if len(data) < HEAD.size + 4:
+    tail = wire.CHECKSUM.size
+    if len(data) < HEAD.size + tail:
         raise DecodeError(f"message truncated: {len(data)} bytes")
-    (crc,) = struct.unpack_from("<I", data, len(data) - 4)
-    if zlib.crc32(data[:-4]) != crc:
+    (stored,) = wire.CHECKSUM.unpack_from(data, len(data) - tail)
+    if wire.checksum(data[:-tail]) != stored:
         raise DecodeError("message checksum mismatch: message corrupted")
     magic, version, dtype_code, ndim, flags, bucket = HEAD.unpack_from(data, 0)
     if magic != MAGIC:
@@ -84,7 +90,7 @@ def unpack(buf, max_elements=None, device=None, stream=None):
     if bucket < 1 or bucket > wire.MAX_ELEMENTS:
         raise DecodeError(f"bucket size {bucket} out of range")
     pos = HEAD.size
-    if len(data) < pos + 8 * ndim + 4:
+    if len(data) < pos + 8 * ndim + tail:
         raise DecodeError("message truncated in the shape")
     shape = struct.unpack_from(f"<{ndim}Q", data, pos)
     pos += 8 * ndim
@@ -95,11 +101,11 @@ def unpack(buf, max_elements=None, device=None, stream=None):
     if numel > min(limit, wire.MAX_ELEMENTS):
         raise DecodeError(f"tensor of {numel} elements exceeds max_elements={limit}")
     n_scales = -(-numel // bucket)
-    if len(data) < pos + 4 * n_scales + 4:
+    if len(data) < pos + 4 * n_scales + tail:
         raise DecodeError("message truncated in the scales")
     scales = np.frombuffer(data, dtype="<f4", count=n_scales, offset=pos).astype(np.float32)
     pos += 4 * n_scales
-    levels = decode(data[pos:len(data) - 4], max_elements=numel, device=device, stream=stream)
+    levels = decode(data[pos:len(data) - tail], max_elements=numel, device=device, stream=stream)
     if levels.size != numel:
         raise DecodeError(f"level stream holds {levels.size} levels, the shape needs {numel}")
     return QuantizedTensor(levels, scales, tuple(int(d) for d in shape),

@@ -28,6 +28,8 @@ import numpy as np
 from numba import njit, uint64, int64
 from numba.cpython.unsafe.numbers import leading_zeros
 
+from .stores import big_endian, load8, store4_bytes
+
 # peek64 reads words[j] and words[j + 1] where j = bit_pos >> 6 and bit_pos may sit at the very
 # end of the payload; two zero words cover that read and one 48-bit multi-symbol step beyond it.
 READ_PAD_WORDS = 2
@@ -144,14 +146,47 @@ def unzigzag(u):
     return int64(u >> uint64(1)) ^ -int64(u & uint64(1))
 
 
-def words_to_bytes(out32, n_words, n_bits):
-    """Big-endian bytes of the first ``n_bits`` written into ``out32`` (NumPy, not jitted)."""
-    return out32[:n_words].astype(">u4").view(np.uint8)[: (n_bits + 7) // 8]
+@njit(cache=True)
+def store_payload(out32, n_bytes, dst, start):
+    """Write the first ``n_bytes`` of the stream in ``out32`` (native uint32 words) to
+    dst[start:start + n_bytes] (uint8) as big-endian bytes, the wire order."""
+    full = uint64(n_bytes) // uint64(4)
+    first = uint64(start)
+    for k in range(full):
+        store4_bytes(dst, first + uint64(4) * k, big_endian(out32[k]))
+    for b in range(full * uint64(4), uint64(n_bytes)):
+        shift = uint64(24) - uint64(8) * (b & uint64(3))
+        dst[first + b] = np.uint8((out32[b >> uint64(2)] >> shift) & np.uint32(0xFF))
+
+
+def words_to_bytes(out32, n_bits):
+    """Big-endian bytes (a new uint8 array) of the first ``n_bits`` written into ``out32``."""
+    out = np.empty((n_bits + 7) // 8, dtype=np.uint8)
+    if out.size > 4 * out32.size:
+        raise ValueError(f"{n_bits} bits but {out32.size} words written")
+    store_payload(out32, out.size, out, 0)
+    return out
+
+
+@njit(cache=True)
+def load_payload(payload, words):
+    """words[k] = the native uint64 of big-endian payload bytes 8k..8k+7 (zeros past the end of
+    ``payload``); ``words`` must hold at least ceil(len(payload) / 8) words."""
+    n = uint64(payload.shape[0])
+    full = n // uint64(8)
+    for k in range(full):
+        words[k] = big_endian(load8(payload, uint64(8) * k))
+    for k in range(full, uint64(words.shape[0])):
+        words[k] = 0
+    for b in range(full * uint64(8), n):
+        words[full] |= uint64(payload[b]) << (uint64(56) - uint64(8) * (b & uint64(7)))
 
 
 def bytes_to_words(payload):
-    """Native uint64 words of a big-endian byte payload, with READ_PAD_WORDS zero words after."""
-    n_words = (len(payload) + 7) // 8 + READ_PAD_WORDS
-    padded = np.zeros(n_words * 8, dtype=np.uint8)
-    padded[: len(payload)] = payload
-    return padded.view(">u8").astype(np.uint64)
+    """Native uint64 words of a big-endian byte payload (uint8 array or bytes-like), with
+    READ_PAD_WORDS zero words after."""
+    if not isinstance(payload, np.ndarray):
+        payload = np.frombuffer(payload, dtype=np.uint8)
+    words = np.empty((len(payload) + 7) // 8 + READ_PAD_WORDS, dtype=np.uint64)
+    load_payload(payload, words)
+    return words

@@ -42,7 +42,7 @@ def write_codebook(lengths):
     n_coded = int(np.count_nonzero(lengths))
     out32 = np.zeros(2 * n_coded + 2, dtype=np.uint32)  # each entry <= 2*17-1 + 4 bits < 64
     n_words, n_bits = _write(lengths.astype(np.int64), out32)
-    return words_to_bytes(out32, n_words, n_bits).tobytes()
+    return words_to_bytes(out32[:n_words], n_bits).tobytes()
 
 
 @njit(cache=True)

@@ -6,15 +6,17 @@ import pytest
 from hypothesis import given, strategies as st
 
 import horovod_huffman as hh
+from horovod_huffman import wire
+from horovod_huffman.kernels.bits import READ_PAD_WORDS, bytes_to_words, words_to_bytes
 from horovod_huffman.kernels.huffman import code_lengths, canonical_codes, MAX_CODE_BITS
-from horovod_huffman.wire import HEADER, CRC
+from horovod_huffman.wire import HEADER, CHECKSUM
 
 
 def payload_bits(buf):
     """The payload bit string of a stream as '0'/'1' characters."""
     n_params = int.from_bytes(bytes(buf[16:20]), "little")
     n_bits = int.from_bytes(bytes(buf[20:28]), "little")
-    payload = bytes(buf[HEADER.size + n_params:len(buf) - CRC.size])
+    payload = bytes(buf[HEADER.size + n_params:len(buf) - CHECKSUM.size])
     return "".join(f"{b:08b}" for b in payload)[:n_bits]
 
 
@@ -125,3 +127,27 @@ def test_huffman_payload_equals_histogram_cost():
     counts = np.bincount(x.astype(np.int64) + 8)
     buf = hh.get_encoder("huffman").encode(x)
     assert len(payload_bits(buf)) == reference_huffman_bits(list(counts))
+
+
+def test_stream_ends_with_the_xxh3_64_of_everything_before_it():
+    assert wire.checksum(b"") == 0x2D06800538D394C2         # XXH3-64, seed 0 (xxHash's spec)
+    for name in ("huffman", "rlh", "raw"):
+        buf = bytes(hh.get_encoder(name).encode(np.arange(-50, 50, dtype=np.int8)))
+        assert buf[4] == wire.VERSION == 2
+        assert int.from_bytes(buf[-8:], "little") == wire.checksum(buf[:-8])
+    msg = bytes(hh.pack(hh.TernGrad().quantize(np.linspace(-1, 1, 77)), "rlh"))
+    assert int.from_bytes(msg[-8:], "little") == wire.checksum(msg[:-8])
+
+
+@pytest.mark.parametrize("n_bytes", list(range(0, 20)) + [4093, 4096])
+def test_payload_bytes_and_words_are_big_endian(n_bytes):
+    """The kernels' word <-> byte conversions against NumPy's byte-swapping views."""
+    rng = np.random.default_rng(n_bytes)
+    words32 = rng.integers(0, 2**32, n_bytes // 4 + 1, dtype=np.uint64).astype(np.uint32)
+    expected = words32.astype(">u4").view(np.uint8)[:n_bytes]
+    assert (words_to_bytes(words32, 8 * n_bytes) == expected).all()
+    framed = np.concatenate([np.zeros(3, np.uint8), expected])[3:]   # a view at an offset
+    padded = np.zeros(-(-n_bytes // 8) * 8 + 8 * READ_PAD_WORDS, np.uint8)
+    padded[:n_bytes] = expected
+    assert (bytes_to_words(framed) == padded.view(">u8").astype(np.uint64)).all()
+    assert (bytes_to_words(bytes(expected)) == padded.view(">u8").astype(np.uint64)).all()

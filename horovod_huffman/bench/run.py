@@ -173,7 +173,7 @@ def tables(results, compile_s, args):
     add(f"Run: `python -m horovod_huffman.bench --coords {args.coords} --repeats {args.repeats} "
         f"--passes {args.passes}` on {datetime.date.today().isoformat()}; {args.coords} "
         "coordinates per tensor; speeds are the best of the repeats of every pass, one core, "
-        "including framing and the CRC.")
+        "including framing and the checksum.")
     add("")
     add(f"Numba compile, import + first call of every encoder: {compile_s['cold']:.1f} s with an "
         f"empty cache, {compile_s['warm']:.2f} s once cached (`cache=True`).")

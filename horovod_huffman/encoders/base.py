@@ -1,7 +1,6 @@
 """What every encoder shares: input checks, the encode frame, and kernel status handling."""
 import numpy as np
 
-from horovod_huffman.kernels.bits import words_to_bytes
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS
 
 from .. import wire
@@ -85,7 +84,7 @@ class Encoder:
             return self._encode_on_device(as_device_array(levels), stream_or_default(stream))
         levels = check_levels(levels)
         if levels.size == 0:
-            return wire.frame(self.encoder_id, levels.dtype, 0, b"", np.empty(0, np.uint8), 0)
+            return wire.frame(self.encoder_id, levels.dtype, 0, b"", out_words(0), 0)
         return self._frame(levels.dtype, levels.size, *self._encode(levels))
 
     def _encode_on_device(self, levels, stream):
@@ -93,13 +92,12 @@ class Encoder:
         if not self.on_device:
             return self.encode(copy_to_host(levels, stream))
         if levels.size == 0:
-            return wire.frame(self.encoder_id, levels.dtype, 0, b"", np.empty(0, np.uint8), 0)
+            return wire.frame(self.encoder_id, levels.dtype, 0, b"", out_words(0), 0)
         return self._frame(levels.dtype, levels.size, *self._encode_device(levels, stream))
 
     def _frame(self, dtype, n, params, out32, n_words, n_bits):
         """The stream of ``n`` levels of ``dtype`` from an ``_encode`` result."""
-        payload = words_to_bytes(out32, n_words, n_bits)
-        return wire.frame(self.encoder_id, dtype, n, params, payload, n_bits)
+        return wire.frame(self.encoder_id, dtype, n, params, out32[:n_words], n_bits)
 
     def _encode(self, levels):
         raise NotImplementedError
