@@ -16,12 +16,15 @@ READ ME FIRST
    bits 0-3 code length, bit 4 escape, bits 5-10 extra bits, bits 11-42 run base,
    bits 43-63 level index (level = base + index). A second table (``token_multi_table``, in
    the multi-symbol format of kernels/stores.py) yields up to four levels per lookup from
-   tokens of runs 1..3 whose codes fit in the 12-bit prefix, which shortens the serial lookup
-   chain on dense levels, where most runs have length 1; dense chunks also decode four at a
-   time (four independent chains), as the Huffman decoder's do.
+   tokens whose code and extra bits fit in the 12-bit prefix, which shortens the serial lookup
+   chain; for 1-byte levels a token whose run passes the four levels ends the entry as a fill
+   (FILL_SHIFT: up to FILL_MAX more levels of its level), so runs of 4..260
+   decode in the same lookup as short ones. Dense chunks decode four at a time (four
+   independent chains), as the Huffman decoder's do.
 """
 import numpy as np
 from numba import njit, uint64, int64, literally
+from numba.extending import overload
 
 from .bits import (settle, window64, WORD_BITS, put_bits, put_bits_long, flush_bits, peek64,
                    top_bits, bit_length, unzigzag)
@@ -29,7 +32,7 @@ from .elias import put_gamma, read_gamma
 from .errors import OK, PAYLOAD_OVERRUN, INVALID_CODE, RUN_OVERFLOW, VALUE_OVERFLOW, \
     PAYLOAD_UNDERRUN
 from .huffman import MAX_CODE_BITS, TABLE_SIZE
-from .stores import load8, sampled_eighths, put_four, MULTI_SYMBOL_MAX
+from .stores import load8, store8, sampled_eighths, put_four, MULTI_SYMBOL_MAX
 from .symbols import put_escape, with_level, four_chunk_bounds, MULTI_SYMBOLS
 
 MAX_RUN = (1 << 32) - 1
@@ -310,11 +313,38 @@ def token_table(lengths, codes, sym_level_index, sym_run_base, sym_extra, esc_sy
     return table
 
 
+# Fill entries (1-byte levels): a multi-level entry whose last token's run does not fit in its
+# four levels carries the rest as a fill: the count of further levels (<= FILL_MAX) in the top
+# 16 bits (FILL_SHIFT), their level in the byte below (FILL_LEVEL_SHIFT). Tokens of runs >= 4
+# whose code and extra bits lie in the 12-bit prefix then decode in the same lookup as short
+# ones (measured: rlh decode on QSGD s = 8..16 levels, where such runs hold half the levels).
+FILL_LEVEL_SHIFT = 40
+FILL_SHIFT = 48
+FILL_MAX = 256
+# Elements a decode loop needs before the chunk's end to apply any multi-level entry.
+ENTRY_ROOM = MULTI_SYMBOLS + FILL_MAX + 8
+
+
+# Fill entries pay where the code gives tokens of runs >= 4 at least this probability (QSGD
+# s = 1..16: 0.08-0.47); at s = 127 (0.02) the four-chunk loop without fill code is 1.2-1.3x
+# faster, so those streams decode without fills.
+FILL_MIN_SHARE = 0.05
+
+
+def fills_pay(table, byte_levels):
+    """Whether to decode with fill entries: 1-byte levels and a code whose 12-bit prefixes
+    start a token of run >= 4 with probability >= FILL_MIN_SHARE (``table``: token_table)."""
+    runs = (table >> np.uint64(RUN_SHIFT)) & np.uint64(0xFFFFFFFF)
+    return bool(byte_levels) and float(np.mean(runs >= MULTI_SYMBOLS)) >= FILL_MIN_SHARE
+
+
 @njit(cache=True)
-def token_multi_table(table, base, byte_levels):
+def token_multi_table(table, base, byte_levels, fills):
     """Multi-level entries (kernels/stores.py format, as symbols.multi_symbol_table) for the
-    prefixes that start with tokens without escape or extra bits (runs 1..3) whose codes lie
-    wholly in the 12-bit prefix, up to MULTI_SYMBOLS levels in all; else 0."""
+    prefixes that start with tokens without escape whose code and extra bits lie wholly in the
+    12-bit prefix, up to MULTI_SYMBOLS levels in all; with ``fills`` (1-byte levels only), the
+    token that would pass MULTI_SYMBOLS ends the entry as a fill (FILL_SHIFT) of up to FILL_MAX
+    further levels. Prefixes starting otherwise get 0."""
     multi = np.zeros(TABLE_SIZE, dtype=np.uint64)
     for prefix in range(TABLE_SIZE):
         used = 0
@@ -323,25 +353,57 @@ def token_multi_table(table, base, byte_levels):
         while True:
             e = table[(prefix << used) & (TABLE_SIZE - 1)]
             length = int64(e & uint64(0xF))
-            run = int64((e >> uint64(RUN_SHIFT)) & uint64(0xFFFFFFFF))
+            extra = int64((e >> uint64(EXTRA_SHIFT)) & uint64(0x3F))
             s = int64(e >> uint64(LEVEL_SHIFT))
-            if length == 0 or length > MAX_CODE_BITS - used or (e & uint64(ENTRY_ESCAPE)) or \
-                    (e >> uint64(EXTRA_SHIFT)) & uint64(0x3F) or run > MULTI_SYMBOLS - count or \
-                    s > MULTI_SYMBOL_MAX:
+            if length == 0 or length + extra > MAX_CODE_BITS - used or \
+                    (e & uint64(ENTRY_ESCAPE)) or s > MULTI_SYMBOL_MAX:
                 break
-            for _ in range(run):
+            run = int64((e >> uint64(RUN_SHIFT)) & uint64(0xFFFFFFFF))
+            if extra:
+                run += ((prefix << (used + length)) & (TABLE_SIZE - 1)) >> (MAX_CODE_BITS - extra)
+            fill = count + run - MULTI_SYMBOLS
+            if fill > 0 and not (fills and fill <= FILL_MAX):
+                break
+            while count < MULTI_SYMBOLS and run > 0:
                 entry = with_level(entry, count, s, base, byte_levels)
                 count += 1
-            used += length
+                run -= 1
+            used += length + extra
+            if fill > 0:
+                entry |= (uint64(fill) << uint64(FILL_SHIFT)) | \
+                    (uint64((base + s) & 0xFF) << uint64(FILL_LEVEL_SHIFT))
+                break
         if count > 0:
             multi[prefix] = entry | uint64(used) | uint64(count << 4)
     return multi
 
 
+def store_fill(out, i, entry):
+    """Write the fill of a multi-level ``entry`` at out[i:] with one 8-byte store and return
+    the index after it: the four-chunk loop's form, for fills of at most 8 levels (the caller
+    checks; the longer ones take ``_one_token``); no branch. Compiled only (Numba overload)."""
+    raise NotImplementedError("store_fill runs inside Numba-compiled code only")
+
+
+@overload(store_fill, inline="always")
+def _store_fill(out, i, entry):
+    if out.dtype.bitwidth != 8:
+        def no_fill(out, i, entry):                 # wider dtypes: entries carry no fill
+            return i
+        return no_fill
+
+    def fill_bytes(out, i, entry):
+        level = (entry >> uint64(FILL_LEVEL_SHIFT)) & uint64(0xFF)
+        store8(out, i, level * uint64(0x0101010101010101))
+        return i + (entry >> uint64(FILL_SHIFT))
+    return fill_bytes
+
+
 # Chunks coded in at least this many bits per level decode four at a time (measured on the
-# benchmark's tensors: 2-4x faster at 1.4-4.4 bits per level, even at ~1; below, where tokens
-# are mostly long runs, up to 35% slower than one chunk at a time).
-DENSE_BITS_PER_LEVEL = 1
+# benchmark's tensors with fill entries: QSGD s = 8..16, 0.96-1.9 bits per level, 2-2.7x faster
+# than before fills; at s = 4, 0.6-0.84 bits, where fills of more than 8 levels are common and
+# leave the four-chunk loop for ``_one_token``, one chunk at a time is 1.15-1.3x faster).
+DENSE_BITS_PER_LEVEL = 0.9
 
 
 # Status of ``_tokens_until_escape`` when it stops at an escape code (not an error).
@@ -372,19 +434,23 @@ def _one_token(win, b, table, base, out, i, stop):
 
 
 @njit(cache=True)
-def _four_token_chunks(words, starts, chunk_bits, c0, chunk, table, multi, base, out):
+def _four_token_chunks(words, starts, chunk_bits, c0, chunk, table, multi, base, out, fills):
     """Hot loop of ``decode_tokens``: chunks c0..c0+3 advance together (four independent
     chains), each per iteration by up to two multi-level entries from one 64-bit window (52
     bits left after the first: a whole entry) or else one token (``_one_token``); stops when
     a chunk lacks room for a multi-level entry, has passed its end, or meets a token it cannot
-    decode here (escape, invalid code, run overflow). Returns the four (bit position, element
-    index) pairs where they stopped; indices are uint64 (kernels/bits.py, note 5). (All four
-    first lookups come before any branch: measured 7x faster than a lookup after each chunk's
-    branch. The second entry is written out here: as an inlined helper its stores were lost, a
-    Numba inlining fault with ``put_four`` inlined twice.)"""
+    decode here (escape, invalid code, run overflow); ``fills`` (a constant): entries may carry
+    fills (``store_fill``). Returns the four (bit position, element index) pairs where they
+    stopped; indices are uint64 (kernels/bits.py, note 5). (All four first lookups come before
+    any branch: measured 7x faster than a lookup after each chunk's branch. The second entry
+    is written out here: as an inlined helper its stores were lost, a Numba inlining fault with
+    ``put_four`` inlined twice.)"""
+    literally(fills)
     (b0, b1, b2, b3, e0, e1, e2, e3, i0, i1, i2, i3,
      stop0, stop1, stop2, stop3) = four_chunk_bounds(starts, chunk_bits, c0, chunk, out.shape[0])
-    top, room = uint64(64 - MAX_CODE_BITS), uint64(MULTI_SYMBOLS)
+    top, room = uint64(64 - MAX_CODE_BITS), uint64(ENTRY_ROOM)
+    # Entries below this have no fill or one of <= 8 levels (the fill count is the top bits).
+    short_fill = uint64(9) << uint64(FILL_SHIFT)
     count_shift, count_mask, used_mask = uint64(4), uint64(7), uint64(0xF)
     while (i0 + room <= stop0 and i1 + room <= stop1 and i2 + room <= stop2 and
            i3 + room <= stop3 and
@@ -392,57 +458,73 @@ def _four_token_chunks(words, starts, chunk_bits, c0, chunk, table, multi, base,
         w0, w1 = peek64(words, b0), peek64(words, b1)
         w2, w3 = peek64(words, b2), peek64(words, b3)
         m0, m1, m2, m3 = multi[w0 >> top], multi[w1 >> top], multi[w2 >> top], multi[w3 >> top]
-        if m0 != 0:
+        if m0 != 0 and (not fills or m0 < short_fill):
             put_four(out, i0, m0, base)
             used = m0 & used_mask
             i0 += (m0 >> count_shift) & count_mask
+            if fills:
+                i0 = store_fill(out, i0, m0)
             m0 = multi[(w0 << used) >> top]          # a second entry from the window
-            if m0 != 0 and i0 + room <= stop0:
+            if m0 != 0 and (not fills or m0 < short_fill) and i0 + room <= stop0:
                 put_four(out, i0, m0, base)
                 used += m0 & used_mask
                 i0 += (m0 >> count_shift) & count_mask
+                if fills:
+                    i0 = store_fill(out, i0, m0)
             b0 += used
         else:
             ok, b0, i0 = _one_token(w0, b0, table, base, out, i0, stop0)
             if not ok:
                 break
-        if m1 != 0:
+        if m1 != 0 and (not fills or m1 < short_fill):
             put_four(out, i1, m1, base)
             used = m1 & used_mask
             i1 += (m1 >> count_shift) & count_mask
+            if fills:
+                i1 = store_fill(out, i1, m1)
             m1 = multi[(w1 << used) >> top]          # a second entry from the window
-            if m1 != 0 and i1 + room <= stop1:
+            if m1 != 0 and (not fills or m1 < short_fill) and i1 + room <= stop1:
                 put_four(out, i1, m1, base)
                 used += m1 & used_mask
                 i1 += (m1 >> count_shift) & count_mask
+                if fills:
+                    i1 = store_fill(out, i1, m1)
             b1 += used
         else:
             ok, b1, i1 = _one_token(w1, b1, table, base, out, i1, stop1)
             if not ok:
                 break
-        if m2 != 0:
+        if m2 != 0 and (not fills or m2 < short_fill):
             put_four(out, i2, m2, base)
             used = m2 & used_mask
             i2 += (m2 >> count_shift) & count_mask
+            if fills:
+                i2 = store_fill(out, i2, m2)
             m2 = multi[(w2 << used) >> top]          # a second entry from the window
-            if m2 != 0 and i2 + room <= stop2:
+            if m2 != 0 and (not fills or m2 < short_fill) and i2 + room <= stop2:
                 put_four(out, i2, m2, base)
                 used += m2 & used_mask
                 i2 += (m2 >> count_shift) & count_mask
+                if fills:
+                    i2 = store_fill(out, i2, m2)
             b2 += used
         else:
             ok, b2, i2 = _one_token(w2, b2, table, base, out, i2, stop2)
             if not ok:
                 break
-        if m3 != 0:
+        if m3 != 0 and (not fills or m3 < short_fill):
             put_four(out, i3, m3, base)
             used = m3 & used_mask
             i3 += (m3 >> count_shift) & count_mask
+            if fills:
+                i3 = store_fill(out, i3, m3)
             m3 = multi[(w3 << used) >> top]          # a second entry from the window
-            if m3 != 0 and i3 + room <= stop3:
+            if m3 != 0 and (not fills or m3 < short_fill) and i3 + room <= stop3:
                 put_four(out, i3, m3, base)
                 used += m3 & used_mask
                 i3 += (m3 >> count_shift) & count_mask
+                if fills:
+                    i3 = store_fill(out, i3, m3)
             b3 += used
         else:
             ok, b3, i3 = _one_token(w3, b3, table, base, out, i3, stop3)
@@ -453,14 +535,15 @@ def _four_token_chunks(words, starts, chunk_bits, c0, chunk, table, multi, base,
 
 
 @njit(cache=True)
-def _tokens_until_escape(words, bit_pos, total_bits, table, multi, base, out, i, n):
+def _tokens_until_escape(words, bit_pos, total_bits, table, multi, base, out, i, n, fills):
     """Hot loop of ``_decode_token_range``: decode tokens into elements [i, n) from ``bit_pos``
     until ``n`` or an escape code; returns (status, i, bit_pos), bit_pos past the escape code
     when the status is _AT_ESCAPE. Tokens come from one 64-bit window while code and extra bits
-    fit in it; indices are uint64 (kernels/bits.py, note 5)."""
+    fit in it; indices are uint64 (kernels/bits.py, note 5). ``fills``: ``multi`` has fill
+    entries."""
     bit_pos, total_bits, i, n = uint64(bit_pos), uint64(total_bits), uint64(i), uint64(n)
     one, top, length_mask = uint64(1), uint64(64 - MAX_CODE_BITS), uint64(0xF)
-    four = uint64(MULTI_SYMBOLS)
+    room = uint64(ENTRY_ROOM)
     while i < n:
         if bit_pos > total_bits:
             return PAYLOAD_OVERRUN, int64(i), int64(bit_pos)
@@ -470,9 +553,15 @@ def _tokens_until_escape(words, bit_pos, total_bits, table, multi, base, out, i,
         while i < n:
             prefix = (win << used) >> top
             m = multi[prefix]
-            if m != 0 and i + four <= n:            # up to four levels in one lookup
+            if m != 0 and i + room <= n:            # up to four levels (and a fill) at once
                 put_four(out, i, m, base)
                 i += (m >> uint64(4)) & uint64(7)
+                if fills:                          # a loop: fills here are long (sparse levels)
+                    fill_level = (m >> uint64(FILL_LEVEL_SHIFT)) & uint64(0xFF)
+                    stop = i + (m >> uint64(FILL_SHIFT))
+                    while i < stop:
+                        out[i] = fill_level
+                        i += one
                 used += m & length_mask
                 if used > top:
                     break
@@ -505,7 +594,7 @@ def _tokens_until_escape(words, bit_pos, total_bits, table, multi, base, out, i,
 
 @njit(cache=True)
 def _decode_token_range(words, bit_pos, total_bits, table, multi, base, value_bits, esc_has_run,
-                        lo, hi, out, i, n):
+                        lo, hi, out, i, n, fills):
     """Decode elements [i, n) of one chunk from ``bit_pos``; the chunk must end exactly at
     ``total_bits``. Returns a status code (errors.py).
 
@@ -514,7 +603,7 @@ def _decode_token_range(words, bit_pos, total_bits, table, multi, base, value_bi
     """
     while True:
         status, i, bit_pos = _tokens_until_escape(words, bit_pos, total_bits, table, multi,
-                                                  base, out, i, n)
+                                                  base, out, i, n, fills)
         if status != _AT_ESCAPE:
             break
         status, i, bit_pos = _escaped_token(words, total_bits, bit_pos, value_bits, esc_has_run,
@@ -532,12 +621,14 @@ def _decode_token_range(words, bit_pos, total_bits, table, multi, base, value_bi
 
 @njit(cache=True)
 def decode_tokens(words, starts, chunk_bits, chunk, table, multi, base, value_bits, esc_has_run,
-                  lo, hi, out):
+                  lo, hi, out, fills):
     """Fill ``out`` from a chunked token payload; returns a status code (errors.py).
 
     Dense chunks (>= DENSE_BITS_PER_LEVEL) go four at a time through ``_four_token_chunks``
     while it can; then each chunk finishes on the single-chunk path, which handles escapes and
-    errors and checks that the chunk ends exactly at its declared bit length.
+    errors and checks that the chunk ends exactly at its declared bit length. ``fills``: whether
+    ``multi`` has fill entries (``fills_pay``); the four-chunk loop is compiled with or without
+    their code.
     """
     n = out.shape[0]
     n_chunks = starts.shape[0]
@@ -546,15 +637,19 @@ def decode_tokens(words, starts, chunk_bits, chunk, table, multi, base, value_bi
         bit_pos = starts[c0:c0 + group].copy()             # where each chunk resumes
         index = np.arange(c0, c0 + group) * chunk
         if group == 4 and chunk_bits[c0:c0 + 4].sum() >= 4 * chunk * DENSE_BITS_PER_LEVEL:
-            stopped = _four_token_chunks(words, starts, chunk_bits, c0, chunk, table, multi,
-                                         base, out)
+            if fills:
+                stopped = _four_token_chunks(words, starts, chunk_bits, c0, chunk, table, multi,
+                                             base, out, True)
+            else:
+                stopped = _four_token_chunks(words, starts, chunk_bits, c0, chunk, table, multi,
+                                             base, out, False)
             for k in range(4):
                 bit_pos[k], index[k] = stopped[k], stopped[4 + k]
         for k in range(group):
             c = c0 + k
             status = _decode_token_range(words, bit_pos[k], starts[c] + chunk_bits[c], table,
                                          multi, base, value_bits, esc_has_run, lo, hi, out,
-                                         index[k], min(n, (c + 1) * chunk))
+                                         index[k], min(n, (c + 1) * chunk), fills)
             if status != OK:
                 return status
     return OK

@@ -57,6 +57,29 @@ def test_sparse_streams_of_many_chunks_roundtrip(name, n, chunk, density, dtype,
     np.testing.assert_array_equal(hh.decode(enc.encode(levels)), levels)
 
 
+def mixed_run_levels(n, s, seed, dtype):
+    """Laplace levels in [-s, s] with runs of one level, 4 to 600 long, laid over them: tokens
+    of every run bucket, as QSGD's s = 2..16 levels have (the RLH decoder's fill entries)."""
+    rng = np.random.default_rng(seed)
+    x = np.clip(np.rint(rng.laplace(0, s / 8, n)), -s, s).astype(dtype)
+    lengths = rng.choice([4, 5, 7, 12, 30, 255, 600], n // 100, p=[.3, .2, .2, .1, .1, .05, .05])
+    for start, length in zip(rng.integers(0, max(n, 1), n // 100), lengths):
+        x[start:start + length] = rng.integers(-s, s + 1)
+    return x
+
+
+@pytest.mark.parametrize("name", ["rlh", "shs"])
+@given(n=st.integers(0, 40_000), chunk=st.integers(250, 300) | st.integers(300, 5000),
+       s=st.sampled_from([2, 4, 8, 16]), dtype=st.sampled_from([np.int8, np.int16]),
+       seed=st.integers(0, 2**32 - 1))
+def test_mixed_runs_in_chunks_of_every_size_roundtrip(name, n, chunk, s, dtype, seed):
+    """Dense chunks long enough for the four-chunk loops, runs up to and past the longest fill,
+    at and across chunk ends."""
+    levels = mixed_run_levels(n, s, seed, dtype)
+    enc = hh.get_encoder(name, chunk_levels=chunk, **({"seed": 0} if name == "shs" else {}))
+    np.testing.assert_array_equal(hh.decode(enc.encode(levels)), levels)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_large_tensors_with_long_runs_and_many_symbols(name):
     rng = np.random.default_rng(7)
