@@ -46,9 +46,34 @@ HISTOGRAM_RANGE = 1 << 16
 CLEAN_EIGHTHS = 6
 
 
+# Windows of at most this many levels are counted one level at a time by a compare pass that
+# LLVM vectorizes (measured: ~0.03 ns per element and level against 0.25-0.6 ns per element for
+# the table increments on QSGD s = 1..4 and TernGrad levels, windows of 3 to 7).
+COMPARE_WINDOW = 8
+
+
+@njit(cache=True)
+def _count_equal(levels, level):
+    """Elements of ``levels`` equal to ``level`` (of the levels' dtype: a narrow compare)."""
+    count = 0
+    for i in range(levels.shape[0]):
+        count += levels[i] == level
+    return count
+
+
 @njit(cache=True)
 def level_histogram(levels, base, window, counts):
     """Add symbol counts of ``levels`` to ``counts`` (size window + 1; last slot = escapes)."""
+    last = base + window - 1
+    if window <= COMPARE_WINDOW and int64(levels.dtype.type(base)) == base and \
+            int64(levels.dtype.type(last)) == last:      # the window lies in the dtype's range
+        inside = 0
+        for v in range(window):
+            c = _count_equal(levels, levels.dtype.type(base + v))
+            counts[v] += c
+            inside += c
+        counts[window] += levels.shape[0] - inside
+        return
     n = uint64(levels.shape[0])
     w = uint64(window)
     one, block = uint64(1), uint64(8 // levels.itemsize)

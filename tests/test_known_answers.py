@@ -9,6 +9,7 @@ import horovod_huffman as hh
 from horovod_huffman import wire
 from horovod_huffman.kernels.bits import READ_PAD_WORDS, bytes_to_words, words_to_bytes
 from horovod_huffman.kernels.huffman import code_lengths, canonical_codes, MAX_CODE_BITS
+from horovod_huffman.kernels.symbols import level_histogram
 from horovod_huffman.wire import HEADER, CHECKSUM
 
 
@@ -151,3 +152,20 @@ def test_payload_bytes_and_words_are_big_endian(n_bytes):
     padded[:n_bytes] = expected
     assert (bytes_to_words(framed) == padded.view(">u8").astype(np.uint64)).all()
     assert (bytes_to_words(bytes(expected)) == padded.view(">u8").astype(np.uint64)).all()
+
+
+@given(dtype=st.sampled_from([np.int8, np.int16, np.int32, np.int64]), n=st.integers(0, 5000),
+       base=st.integers(-140, 140), window=st.integers(1, 40), seed=st.integers(0, 2**32 - 1))
+def test_level_histogram_counts_like_numpy(dtype, n, base, window, seed):
+    """Small windows (compare passes) and large ones (table increments), levels in and out of
+    the window, windows reaching past the dtype's range."""
+    info = np.iinfo(dtype)
+    lo, hi = max(info.min, base - 5), min(info.max, base + window + 5)
+    levels = np.random.default_rng(seed).integers(lo, max(lo, hi) + 1, n).astype(dtype)
+    counts = np.zeros(window + 1, dtype=np.int64)
+    level_histogram(levels, base, window, counts)
+    v = levels.astype(np.int64) - base
+    inside = (v >= 0) & (v < window)
+    expected = np.bincount(v[inside], minlength=window + 1)
+    expected[window] = np.count_nonzero(~inside)
+    np.testing.assert_array_equal(counts, expected)
