@@ -245,7 +245,7 @@ def main(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--coords", type=int, default=1 << 20, help="coordinates per tensor (1M)")
     p.add_argument("--repeats", type=int, default=5, help="timing repeats, best kept")
-    p.add_argument("--passes", type=int, default=2,
+    p.add_argument("--passes", type=int, default=3,
                    help="passes over all tensors, best of all passes' repeats kept")
     p.add_argument("--traces", nargs="+", default=list(tr.TRACES), choices=list(tr.TRACES))
     p.add_argument("--quantizers", nargs="+", default=list(QUANTIZERS), choices=list(QUANTIZERS))
