@@ -26,8 +26,11 @@ def chunk_starts(chunk_bits):
     return np.concatenate([[0], np.cumsum(padded)[:-1]]).astype(np.int64)
 
 
-def payload_bits(chunk_bits):
-    """Payload bits of a chunked stream: every chunk padded to a word but the last."""
+def payload_bits(chunk_bits, starts=None):
+    """Payload bits of a chunked stream: every chunk padded to a word but the last.
+    ``starts``: chunk_starts(chunk_bits), where the caller has it already."""
     if len(chunk_bits) == 0:
         return 0
-    return int(chunk_starts(chunk_bits)[-1] + int(chunk_bits[-1]))
+    if starts is None:
+        starts = chunk_starts(chunk_bits)
+    return int(starts[-1] + int(chunk_bits[-1]))

@@ -331,11 +331,31 @@ ENTRY_ROOM = MULTI_SYMBOLS + FILL_MAX + 8
 FILL_MIN_SHARE = 0.05
 
 
+@njit(cache=True)
 def fills_pay(table, byte_levels):
     """Whether to decode with fill entries: 1-byte levels and a code whose 12-bit prefixes
     start a token of run >= 4 with probability >= FILL_MIN_SHARE (``table``: token_table)."""
-    runs = (table >> np.uint64(RUN_SHIFT)) & np.uint64(0xFFFFFFFF)
-    return bool(byte_levels) and float(np.mean(runs >= MULTI_SYMBOLS)) >= FILL_MIN_SHARE
+    if not byte_levels:
+        return False
+    long_runs = 0
+    for e in table:
+        long_runs += ((e >> uint64(RUN_SHIFT)) & uint64(0xFFFFFFFF)) >= uint64(MULTI_SYMBOLS)
+    return long_runs >= FILL_MIN_SHARE * TABLE_SIZE
+
+
+@njit(cache=True)
+def rlh_token_table(lengths, codes, window):
+    """``token_table`` for rlh's symbols: bucket * window + level index, the escape last."""
+    n = lengths.shape[0] - 1
+    level_index = np.empty(n, dtype=np.int64)
+    run_base = np.empty(n, dtype=np.int64)
+    extra = np.empty(n, dtype=np.int64)
+    for s in range(n):
+        bucket = s // window
+        level_index[s] = s - bucket * window
+        run_base[s] = BUCKET_BASE[bucket]
+        extra[s] = BUCKET_EXTRA[bucket]
+    return token_table(lengths, codes, level_index, run_base, extra, n)
 
 
 @njit(cache=True)

@@ -82,7 +82,9 @@ def read_chunks(reader, n, total_bits, name):
         raise DecodeError(f"{name}: {n_chunks} chunks declared, the parameters cannot hold them")
     bits = np.array([reader.uint("chunk bits", 0, total_bits) for _ in range(n_chunks)],
                     dtype=np.int64)
-    if payload_bits(bits) != total_bits:
-        raise DecodeError(f"{name}: chunk lengths add up to {payload_bits(bits)} bits, the "
-                          f"header declares {total_bits}")
-    return chunk, chunk_starts(bits), bits
+    starts = chunk_starts(bits)
+    declared = payload_bits(bits, starts)
+    if declared != total_bits:
+        raise DecodeError(f"{name}: chunk lengths add up to {declared} bits, the header "
+                          f"declares {total_bits}")
+    return chunk, starts, bits

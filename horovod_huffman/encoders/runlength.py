@@ -15,8 +15,8 @@ import numpy as np
 
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, payload_bits
 from horovod_huffman.kernels.huffman import MAX_CODE_BITS, MAX_CODED_SYMBOLS, canonical_codes
-from horovod_huffman.kernels.runs import (RUN_BUCKETS, BUCKET_BASE, BUCKET_EXTRA, run_ends,
-                                          token_multi_table, fills_pay,
+from horovod_huffman.kernels.runs import (RUN_BUCKETS, BUCKET_EXTRA, run_ends,
+                                          token_multi_table, fills_pay, rlh_token_table,
                                           rlh_histogram, encode_rlh, encode_shs, token_table,
                                           decode_tokens)
 from horovod_huffman.kernels.symbols import level_histogram, pack_entries
@@ -102,10 +102,7 @@ class RLH(Encoder):
         chunk, starts, chunk_bits = read_chunks(reader, out.size, payload_bits, cls.name)
         n_symbols = window * RUN_BUCKETS + 1
         lengths, codes = read_lengths(reader, n_symbols, cls.name)
-        symbols = np.arange(n_symbols - 1)
-        buckets = symbols // window
-        table = token_table(lengths, codes, symbols % window, BUCKET_BASE[buckets],
-                            BUCKET_EXTRA[buckets], n_symbols - 1)
+        table = rlh_token_table(lengths, codes, window)
         _decode_tokens(cls.name, words, starts, chunk_bits, chunk, table, base, out, True, stream)
 
 
