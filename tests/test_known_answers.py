@@ -9,6 +9,7 @@ import horovod_huffman as hh
 from horovod_huffman import wire
 from horovod_huffman.kernels.bits import READ_PAD_WORDS, bytes_to_words, words_to_bytes
 from horovod_huffman.kernels.huffman import code_lengths, canonical_codes, MAX_CODE_BITS
+from horovod_huffman.kernels.stats import level_range
 from horovod_huffman.kernels.symbols import level_histogram
 from horovod_huffman.wire import HEADER, CHECKSUM
 
@@ -169,3 +170,13 @@ def test_level_histogram_counts_like_numpy(dtype, n, base, window, seed):
     expected = np.bincount(v[inside], minlength=window + 1)
     expected[window] = np.count_nonzero(~inside)
     np.testing.assert_array_equal(counts, expected)
+
+
+@given(dtype=st.sampled_from([np.int8, np.int16, np.int32, np.int64]), n=st.integers(0, 3000),
+       seed=st.integers(0, 2**32 - 1))
+def test_level_range_is_numpys_min_and_max(dtype, n, seed):
+    info = np.iinfo(dtype)
+    levels = np.random.default_rng(seed).integers(info.min, info.max, n, dtype=dtype,
+                                                  endpoint=True)
+    expected = (int(levels.min()), int(levels.max())) if n else (0, -1)
+    assert level_range(levels) == expected

@@ -9,7 +9,7 @@ import numpy as np
 from horovod_huffman.kernels.codebook import write_codebook
 from horovod_huffman.kernels.estimate import elias_level_bits
 from horovod_huffman.kernels.runs import RUN_BUCKETS
-from horovod_huffman.kernels.stats import run_statistics
+from horovod_huffman.kernels.stats import level_range, run_statistics
 
 from .. import wire
 from ..device import is_device_array, as_device_array, stream_or_default, copy_to_host
@@ -47,7 +47,7 @@ class Auto(Encoder):
 
     def estimate(self, levels):
         """{encoder name: (estimated stream bytes, plan or None)} for 1-D levels (non-empty)."""
-        lo, hi = int(levels.min()), int(levels.max())
+        lo, hi = level_range(levels)
         base, window = lo, min(hi - lo + 1, RLH_MAX_WINDOW)
         k = self.shs.k
         level_counts = np.zeros(window + 1, dtype=np.int64)

@@ -2,6 +2,7 @@
 import numpy as np
 
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS
+from horovod_huffman.kernels.stats import level_range
 
 from .. import wire
 from ..device import is_device_array, as_device_array, stream_or_default, copy_to_host
@@ -136,7 +137,7 @@ class Sampled:
 
     def plan(self, levels):
         """The code for host ``levels``."""
-        return self.sampled_plan(int(levels.min()), int(levels.max()),
+        return self.sampled_plan(*level_range(levels),
                                  levels[self.positions(levels.size)])
 
     def plan_device(self, levels, stream):

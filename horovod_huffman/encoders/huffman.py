@@ -12,6 +12,7 @@ import numpy as np
 
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, payload_bits
 from horovod_huffman.kernels.huffman import MAX_CODE_BITS, canonical_codes, decode_table
+from horovod_huffman.kernels.stats import level_range
 from horovod_huffman.kernels.symbols import level_histogram, pack_entries, encode_levels, \
     decode_levels, multi_symbol_table
 
@@ -66,7 +67,7 @@ class Huffman(Encoder):
 
     def plan(self, levels):
         """The code this encoder would use for ``levels``."""
-        base, window = level_window(int(levels.min()), int(levels.max()))
+        base, window = level_window(*level_range(levels))
         counts = np.zeros(window + 1, dtype=np.int64)
         level_histogram(levels, base, window, counts)
         return LevelPlan(base, window, lengths_for(counts, window), self.chunk_levels)

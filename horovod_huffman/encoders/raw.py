@@ -3,6 +3,7 @@
 Parameters: base (the minimum), width in bits (0..32).
 """
 from horovod_huffman.kernels.fixed import encode_fixed, decode_fixed
+from horovod_huffman.kernels.stats import level_range
 
 from horovod_huffman.kernels.errors import PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN
 
@@ -24,7 +25,7 @@ class Raw(Encoder):
     on_device = True
 
     def _encode(self, levels):
-        lo, hi = int(levels.min()), int(levels.max())
+        lo, hi = level_range(levels)
         width = fixed_width(lo, hi)
         out32 = out_words(levels.size * width)
         n_words, n_bits = encode_fixed(levels, lo, width, out32)

@@ -19,6 +19,7 @@ from horovod_huffman.kernels.runs import (RUN_BUCKETS, BUCKET_EXTRA, run_ends,
                                           token_multi_table, fills_pay, rlh_token_table,
                                           rlh_histogram, encode_rlh, encode_shs, token_table,
                                           decode_tokens)
+from horovod_huffman.kernels.stats import level_range
 from horovod_huffman.kernels.symbols import level_histogram, pack_entries
 
 from ..errors import DecodeError
@@ -56,7 +57,7 @@ class RLH(Encoder):
     def token_counts(self, levels):
         """(base, window, joint token counts, run ends, token symbols, runs up to each chunk's
         end) of ``levels``."""
-        lo, hi = int(levels.min()), int(levels.max())
+        lo, hi = level_range(levels)
         base, window = lo, min(hi - lo + 1, RLH_MAX_WINDOW)
         ends, symbols = token_buffers(levels.size)
         chunk_runs = np.empty(chunk_count(levels.size, self.chunk_levels), dtype=np.int64)
