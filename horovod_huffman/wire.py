@@ -21,7 +21,7 @@ import struct
 import numpy as np
 import xxhash
 
-from horovod_huffman.kernels.bits import store_payload
+from horovod_huffman.kernels.bits import write_payload
 
 from .errors import DecodeError
 
@@ -67,18 +67,14 @@ def checksum(data):
 def frame(encoder_id, dtype, n, params, out32, payload_bits):
     """The complete stream as a 1-D uint8 array; the payload is the first ``payload_bits`` of
     ``out32`` (native uint32 words, as the kernels write them)."""
-    payload_bytes = (payload_bits + 7) // 8
-    if payload_bytes > 4 * out32.size:
-        raise ValueError(f"{payload_bits} payload bits but {out32.size} words written")
-    total = HEADER.size + len(params) + payload_bytes + CHECKSUM.size
+    total = HEADER.size + len(params) + (payload_bits + 7) // 8 + CHECKSUM.size
     out = np.empty(total, dtype=np.uint8)
     HEADER.pack_into(out, 0, MAGIC, VERSION, encoder_id, DTYPE_CODES[np.dtype(dtype)], 0,
                      n, len(params), payload_bits)
     start = HEADER.size
     out[start:start + len(params)] = np.frombuffer(params, dtype=np.uint8)
     start += len(params)
-    if payload_bytes:
-        store_payload(out32, payload_bytes, out, start)
+    write_payload(out32, payload_bits, out, start)
     CHECKSUM.pack_into(out, total - CHECKSUM.size, checksum(out[:total - CHECKSUM.size]))
     return out
 

@@ -159,12 +159,20 @@ def store_payload(out32, n_bytes, dst, start):
         dst[first + b] = np.uint8((out32[b >> uint64(2)] >> shift) & np.uint32(0xFF))
 
 
+def write_payload(out32, n_bits, dst, start):
+    """Write the first ``n_bits`` of ``out32`` (the words written) to dst[start:] as big-endian
+    bytes, ceil(n_bits / 8) of them; checks that the words hold that many bits."""
+    n_bytes = (n_bits + 7) // 8
+    if n_bytes > 4 * out32.size:
+        raise ValueError(f"{n_bits} payload bits but {out32.size} words written")
+    if n_bytes:
+        store_payload(out32, n_bytes, dst, start)
+
+
 def words_to_bytes(out32, n_bits):
     """Big-endian bytes (a new uint8 array) of the first ``n_bits`` written into ``out32``."""
     out = np.empty((n_bits + 7) // 8, dtype=np.uint8)
-    if out.size > 4 * out32.size:
-        raise ValueError(f"{n_bits} bits but {out32.size} words written")
-    store_payload(out32, out.size, out, 0)
+    write_payload(out32, n_bits, out, 0)
     return out
 
 

@@ -4,7 +4,8 @@ For each trace (bench/traces.py) and quantizer (QSGD s in {1, 2, 4, 8, 16, 127},
 reports, per encoder: bits per coordinate, ratio to the levels' zeroth-order entropy, ratio to
 ``elias_rle`` and ``elias_gamma`` (the paper's comparison), and encode/decode speed in M levels/s
 on one core (best of ``--repeats`` in each of ``--passes`` passes), with zstd -1, zstd -19 and
-lz4 on the same int8 levels measured in the same run. Then it checks the targets and prints the machine.
+lz4 on the same int8 levels measured in the same run. Then it checks the targets and prints the
+machine.
 """
 import argparse
 import datetime
