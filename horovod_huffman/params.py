@@ -1,6 +1,9 @@
 """Encoder parameter blocks: LEB128 varints and byte strings, read with bounds on every field."""
 import numpy as np
 
+from horovod_huffman.kernels.varints import (read_uints, MAX_VARINT_BYTES, READ_OK, TRUNCATED,
+                                             TOO_LONG)
+
 from .errors import DecodeError
 
 
@@ -34,16 +37,13 @@ class ParamWriter:
 class ParamReader:
     """Reads a parameter block; every read names its field and bounds its value."""
 
-    # A varint longer than this is forged: 10 bytes hold 70 bits, more than any field needs.
-    MAX_VARINT_BYTES = 10
-
     def __init__(self, data):
         self._data = bytes(data)
         self._pos = 0
 
     def uint(self, name, lo, hi):
         value = 0
-        for k in range(self.MAX_VARINT_BYTES):
+        for k in range(MAX_VARINT_BYTES):
             if self._pos >= len(self._data):
                 raise DecodeError(f"parameters truncated while reading {name}")
             byte = self._data[self._pos]
@@ -56,6 +56,20 @@ class ParamReader:
         if not lo <= value <= hi:
             raise DecodeError(f"parameter {name}={value} out of range [{lo}, {hi}]")
         return value
+
+    def uints(self, name, count, lo, hi):
+        """``count`` unsigned fields in [lo, hi] (0 <= lo, hi < 2**63) as an int64 array."""
+        out = np.empty(count, dtype=np.int64)
+        reason, k, pos = read_uints(np.frombuffer(self._data, dtype=np.uint8), self._pos, lo, hi,
+                                    out)
+        self._pos = pos
+        if reason == READ_OK:
+            return out
+        if reason == TRUNCATED:
+            raise DecodeError(f"parameters truncated while reading {name} {k}")
+        if reason == TOO_LONG:
+            raise DecodeError(f"parameter {name} {k}: varint too long")
+        raise DecodeError(f"parameter {name} {k} out of range [{lo}, {hi}]")
 
     def sint(self, name, lo, hi):
         u = self.uint(name, 0, 2 * max(abs(lo), abs(hi)) + 1)

@@ -32,8 +32,18 @@ from .elias import put_gamma, read_gamma
 from .errors import OK, PAYLOAD_OVERRUN, INVALID_CODE, RUN_OVERFLOW, VALUE_OVERFLOW, \
     PAYLOAD_UNDERRUN
 from .huffman import MAX_CODE_BITS, TABLE_SIZE
-from .stores import load8, store8, sampled_eighths, put_four, MULTI_SYMBOL_MAX
-from .symbols import put_escape, with_level, four_chunk_bounds, MULTI_SYMBOLS
+from .stores import load8, store8, sampled_eighths, put_four, MULTI_SYMBOL_MAX, MULTI_SHIFT, \
+    MULTI_SYMBOL_BITS, LITTLE_ENDIAN
+from .symbols import put_escape, four_chunk_bounds
+MULTI_SYMBOLS = 4
+
+
+@njit(cache=True, inline="always")
+def with_level(entry, count, s, base, byte_levels):
+    if byte_levels:
+        byte = count if LITTLE_ENDIAN else MULTI_SYMBOLS - 1 - count
+        return entry | (uint64((base + s) & 0xFF) << uint64(MULTI_SHIFT + 8 * byte))
+    return entry | (uint64(s) << uint64(MULTI_SHIFT + MULTI_SYMBOL_BITS * count))
 
 MAX_RUN = (1 << 32) - 1
 # Buckets 0..2 are runs 1..3; then two per octave for bit lengths 3..32: 3 + 2 * 30 = 63.

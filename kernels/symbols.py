@@ -5,24 +5,22 @@ READ ME FIRST
    followed by the level's zigzag form in ``value_bits`` bits (8, 16 or 32). Levels outside the
    window, or without a code, take the escape, so any level round-trips.
 2. The encoder reads one packed entry per element: ``code << 4 | length`` (length 0 = escape).
-3. The decoder reads a multi-symbol table: one 12-bit lookup yields up to MULTI_SYMBOLS whole
-   codes that fit in those 12 bits (1-bit codes are common for quantized gradients), and one
-   64-bit window feeds LOOKUPS_PER_WINDOW lookups (4 x 12 = 48 bits). Escapes, symbols beyond
-   MULTI_SYMBOL_MAX and the last few elements go through the single-symbol table.
-4. Payloads are chunked (kernels/chunks.py); the decoder runs four chunks interleaved.
+3. The decoder reads multi-symbol tables: one 12-bit lookup yields every whole code in those
+   12 bits, up to 8 bytes of levels (1-bit codes are common for quantized gradients), written
+   by one 8-byte store. Escapes and the last few elements go through the single-symbol table.
+4. Payloads are chunked (kernels/chunks.py); the decoder runs four chunks interleaved, each
+   chain on its own bit buffer (kernels/bits.py, note 6).
 """
 import numpy as np
 from numba import njit, uint64, int64
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from .bits import (settle, window64, WORD_BITS, put_bits, put_bits_long, flush_bits, peek64,
-                   top_bits, zigzag, unzigzag, count_leading_zeros)
+                   top_bits, zigzag, unzigzag, buffer_at, buffer_refill, buffer_position)
 from .errors import OK, PAYLOAD_OVERRUN, INVALID_CODE, VALUE_OVERFLOW, PAYLOAD_UNDERRUN
 from .huffman import MAX_CODE_BITS, TABLE_SIZE, LENGTH_SHIFT, LENGTH_MASK
-from .stores import (load8, store8, sampled_eighths, put_four, MULTI_SHIFT, MULTI_SYMBOL_BITS,
-                     MULTI_SYMBOL_MAX, LITTLE_ENDIAN)
+from .stores import load8, store8, sampled_eighths, LITTLE_ENDIAN
 
-MULTI_SYMBOLS = 4            # symbols per multi-table entry
-LOOKUPS_PER_WINDOW = 4       # 12-bit lookups per 64-bit window: 4 * 12 = 48 <= 64
 # A packed encoder entry: code << ENTRY_CODE_SHIFT | length (length <= 12 needs 4 bits).
 ENTRY_CODE_SHIFT = 4
 
@@ -236,50 +234,108 @@ def encode_levels(levels, base, window, entries, value_bits, chunk, out32, chunk
     return word_pos
 
 
-@njit(cache=True, inline="always")
-def with_level(entry, count, s, base, byte_levels):
-    """Multi-symbol ``entry`` with symbol ``s`` (level base + s, s <= MULTI_SYMBOL_MAX) as its
-    level number ``count`` (< MULTI_SYMBOLS): byte ``count`` of the 32-bit store for a 1-byte
-    level dtype (kernels/stores.py), else the 14-bit symbol field ``count``."""
-    if byte_levels:
-        byte = count if LITTLE_ENDIAN else MULTI_SYMBOLS - 1 - count
-        return entry | (uint64((base + s) & 0xFF) << uint64(MULTI_SHIFT + 8 * byte))
-    return entry | (uint64(s) << uint64(MULTI_SHIFT + MULTI_SYMBOL_BITS * count))
+# Decoder tables (``multi_symbol_tables``), each indexed by a 12-bit prefix of the stream:
+#   levels[p]  uint64: the levels of the whole codes that begin the prefix, at most
+#              8 // itemsize of them, laid out as that many elements of the level dtype in native
+#              order, so one unaligned 8-byte store (stores.store8) writes them all;
+#   counts[p]  uint8: how many (0: the prefix begins with an escape or no code: single path);
+#   bits[p]    uint8: the bits they take (<= 12).
+# Count and bits sit in byte tables, not in the levels word: on this Zen 5 core shifts issue on
+# three ports and were the four-chunk loop's bottleneck (measured: 1.2x faster than extracting
+# them from the word).
+
+
+# Byte patterns of the cumulative-bits word ``multi_symbol_tables`` keeps per prefix: byte k
+# holds the bits of the first k + 1 codes (<= 12 < 0x80, so bytewise compares cannot borrow
+# across bytes), bytes past the count hold NO_CODES (more than any prefix has).
+BYTES_ONE = 0x0101010101010101
+BYTES_HIGH = 0x8080808080808080
+NO_CODES = 0x7F7F7F7F7F7F7F7F
 
 
 @njit(cache=True)
-def multi_symbol_table(table, window, base, byte_levels):
-    """Multi-symbol entries from a single-symbol table (see module doc); 0 = use the single path.
+def _all_zero_prefix(table, window, base, itemsize):
+    """(levels word, count, cumulative-bits word) of the all-zero prefix: the all-zero code
+    (canonical: the first code of the shortest length) as often as it fits in 12 bits."""
+    per_word = 8 // itemsize
+    width = 8 * itemsize
+    mask = (uint64(1) << uint64(width)) - uint64(1) if itemsize < 8 else ~uint64(0)
+    e = table[0]
+    length = int64(e & LENGTH_MASK)
+    s = int64(e >> LENGTH_SHIFT)
+    word, count, cum = uint64(0), 0, uint64(NO_CODES)
+    if length != 0 and s != window:
+        count = min(MAX_CODE_BITS // length, per_word)
+        for k in range(count):
+            slot = k if LITTLE_ENDIAN else per_word - 1 - k
+            word |= (uint64(base + s) & mask) << uint64(width * slot)
+            cum = (cum & ~(uint64(0xFF) << uint64(8 * k))) | (uint64(length * (k + 1)) <<
+                                                             uint64(8 * k))
+    return word, count, cum
 
-    Entry (kernels/stores.py): bits consumed | count << 4 | levels from bit 8, for the codes that
-    lie wholly inside the 12-bit prefix, stopping before an escape or a symbol above
-    MULTI_SYMBOL_MAX. With ``byte_levels`` (a 1-byte level dtype) the levels are bytes,
-    ``base + symbol`` at bit 8 + 8 k; otherwise symbol k sits at bit 8 + 14 k.
+
+@njit(cache=True)
+def multi_symbol_tables(table, window, base, itemsize):
+    """(levels, counts, bits) decoder tables (see above) from a single-symbol ``table``
+    (kernels/huffman.py) for levels of ``itemsize`` bytes; symbol s is level base + s.
+
+    One step per prefix, no loop over its codes: prefix p opens with one code of L bits, and
+    the codes after it are those of the prefix c = (p << L) mod 2**12 that end within its first
+    12 - L bits. c has more trailing zeros than p, so prefixes go in order of decreasing trailing
+    zeros (the all-zero prefix first, its own successor, by ``_all_zero_prefix``); a bytewise
+    compare of c's cumulative bits with 12 - L says how many of its codes to keep (measured:
+    19 us against 17-48 us for decoding each prefix code by code).
     """
-    multi = np.zeros(TABLE_SIZE, dtype=np.uint64)
-    for prefix in range(TABLE_SIZE):
-        used = 0
-        count = 0
-        entry = uint64(0)
-        while count < MULTI_SYMBOLS:
-            e = table[(prefix << used) & (TABLE_SIZE - 1)]
-            length = int64(e & LENGTH_MASK)
-            s = int64(e >> LENGTH_SHIFT)
-            if length == 0 or length > MAX_CODE_BITS - used or s == window or s > MULTI_SYMBOL_MAX:
-                break
-            entry = with_level(entry, count, s, base, byte_levels)
-            used += length
-            count += 1
-        if count > 0:
-            multi[prefix] = entry | uint64(used) | uint64(count << 4)
-    return multi
+    per_word = uint64(8 // itemsize)
+    width = uint64(8 * itemsize)
+    mask = (uint64(1) << width) - uint64(1) if itemsize < 8 else ~uint64(0)
+    ones, high, none = uint64(BYTES_ONE), uint64(BYTES_HIGH), uint64(NO_CODES)
+    byte, top_byte = uint64(8), uint64(1) << uint64(63)
+    levels = np.empty(TABLE_SIZE, dtype=np.uint64)
+    counts = np.empty(TABLE_SIZE, dtype=np.uint8)
+    bits = np.empty(TABLE_SIZE, dtype=np.uint8)
+    cums = np.empty(TABLE_SIZE, dtype=np.uint64)
+    word, count, cum = _all_zero_prefix(table, window, base, itemsize)
+    levels[0], counts[0], cums[0] = word, count, cum
+    bits[0] = (cum >> uint64(8 * (count - 1))) & uint64(0xFF) if count else 0
+    for zeros in range(MAX_CODE_BITS - 1, -1, -1):
+        for k in range(1 << (MAX_CODE_BITS - 1 - zeros)):
+            p = (2 * k + 1) << zeros                       # exactly ``zeros`` trailing zeros
+            e = uint64(table[p])
+            length = e & uint64(LENGTH_MASK)
+            s = int64(e >> uint64(LENGTH_SHIFT))
+            ok = (length != uint64(0)) & (s != window)
+            c = (uint64(p) << length) & uint64(TABLE_SIZE - 1)
+            # c's codes that end past 12 - L bits: bytes with cum >= 13 - L (high bit set).
+            over = ((cums[c] | high) - (uint64(MAX_CODE_BITS + 1) - length) * ones) & high
+            kept = uint64(trailing_zeros(over | top_byte)) >> uint64(3)
+            n = min(kept + uint64(1), per_word)
+            keep = (uint64(1) << (byte * n)) - uint64(1) if n < byte else ~uint64(0)
+            cum = ((((cums[c] << byte) + length * ones) & keep) | (none & ~keep))
+            level = uint64(base + s) & mask
+            if width == uint64(64):                        # 8-byte levels: one per word
+                word = level
+            elif LITTLE_ENDIAN:
+                word = (levels[c] << width) | level
+            else:
+                word = (levels[c] >> width) | (level << (uint64(64) - width))
+            levels[p] = word if ok else uint64(0)
+            counts[p] = n if ok else uint64(0)
+            bits[p] = ((cum >> (byte * (n - uint64(1)))) & uint64(0xFF)) if ok else uint64(0)
+            cums[p] = cum if ok else none
+    return levels, counts, bits
+
+
+# A window of 64 bits feeds this many lookups on the single-chunk path: 4 * 12 = 48 <= 64.
+LOOKUPS_PER_WINDOW = 4
 
 
 @njit(cache=True)
-def _decode_range(words, bit_pos, end_bit, table, multi, base, window, value_bits, lo, hi, out,
-                  i, stop):
+def _decode_range(words, bit_pos, end_bit, table, levels, counts, bits, base, window,
+                  value_bits, lo, hi, out, i, stop):
     """Decode elements [i, stop) of one chunk from ``bit_pos``; the chunk must end exactly at
     ``end_bit``. Returns a status code."""
+    per_word = 8 // out.itemsize
     while i < stop:
         if bit_pos > end_bit:
             return PAYLOAD_OVERRUN
@@ -288,20 +344,20 @@ def _decode_range(words, bit_pos, end_bit, table, multi, base, window, value_bit
         used = 0
         single = False
         for _ in range(LOOKUPS_PER_WINDOW):
-            if i > stop - MULTI_SYMBOLS:
+            if i > stop - per_word:
                 single = i < stop                # the last few symbols, one at a time
                 break
-            e = multi[(win << uint64(used)) >> uint64(64 - MAX_CODE_BITS)]
-            if e == 0:
+            x = (win << uint64(used)) >> uint64(64 - MAX_CODE_BITS)
+            if counts[x] == 0:
                 single = True
                 break
-            put_four(out, i, e, base)
-            i += int64((e >> uint64(4)) & uint64(7))
-            used += int64(e & uint64(0xF))
+            store8(out, i, levels[x])
+            i += int64(counts[x])
+            used += int64(bits[x])
         bit_pos += used
         if not single:
             continue
-        # One symbol through the single-symbol table: escapes, large symbols, the tail.
+        # One symbol through the single-symbol table: escapes, the tail.
         if bit_pos > end_bit:
             return PAYLOAD_OVERRUN
         j = bit_pos >> 6
@@ -331,80 +387,60 @@ def _decode_range(words, bit_pos, end_bit, table, multi, base, window, value_bit
 
 
 @njit(cache=True)
-def decode_levels(words, starts, chunk_bits, chunk, table, multi, base, window, value_bits,
-                  lo, hi, out):
+def decode_levels(words, starts, chunk_bits, chunk, table, levels, counts, bits, base, window,
+                  value_bits, lo, hi, out):
     """Fill ``out`` from a chunked payload; returns a status code (errors.py).
 
-    Chunks go four at a time: while all four have room, one multi-symbol lookup per chunk per
-    iteration (four independent chains); then each chunk finishes on the single-chunk path,
-    which checks it ends exactly at its declared bit length. Sparse groups of 1-byte levels
-    (ZERO_RUN_BITS) whose all-zero code is one bit long write runs of its level 8 bytes at a
-    time.
+    Chunks go four at a time: ``_four_chunks`` advances all four while each has room; then
+    each chunk finishes on the single-chunk path, which checks it ends exactly at its declared
+    bit length. (levels, counts, bits): ``multi_symbol_tables``.
     """
     n = out.shape[0]
     n_chunks = starts.shape[0]
-    first = table[0]                             # the symbol of the all-zero code
-    zero_symbol = int64(first >> LENGTH_SHIFT)
-    zero_ok = out.itemsize == 1 and (first & LENGTH_MASK) == 1 and zero_symbol < window
-    zero_pattern = uint64((base + zero_symbol) & 0xFF) * uint64(0x0101010101010101)
     for c0 in range(0, n_chunks, 4):
         group = min(4, n_chunks - c0)
         bit_pos = starts[c0:c0 + group].copy()             # where each chunk resumes
         index = np.arange(c0, c0 + group) * chunk
         if group == 4:
-            if zero_ok and chunk_bits[c0:c0 + 4].sum() * ZERO_RUN_BITS[1] <= \
-                    4 * chunk * ZERO_RUN_BITS[0]:
-                stopped = _four_zero_chunks(words, starts, chunk_bits, c0, chunk, multi, base,
-                                            out, zero_pattern)
-            else:
-                stopped = _four_chunks(words, starts, chunk_bits, c0, chunk, multi, base, out)
+            stopped = _four_chunks(words, starts, chunk_bits, c0, chunk, levels, counts, bits,
+                                   out)
             for k in range(4):
                 bit_pos[k], index[k] = stopped[k], stopped[4 + k]
         for k in range(group):
             c = c0 + k
-            status = _decode_range(words, bit_pos[k], starts[c] + chunk_bits[c], table, multi,
-                                   base, window, value_bits, lo, hi, out, index[k],
+            status = _decode_range(words, bit_pos[k], starts[c] + chunk_bits[c], table, levels,
+                                   counts, bits, base, window, value_bits, lo, hi, out, index[k],
                                    min(n, (c + 1) * chunk))
             if status != OK:
                 return status
     return OK
 
 
-# Groups coded in at most 33/32 bits per level (nearly all levels of the one-bit code: QSGD
-# s = 1, TernGrad) take the zero-run path: measured 1.3-3.5x faster there; at 1.05 bits per
-# level (QSGD s = 2) 1.2x slower.
-ZERO_RUN_BITS = (33, 32)
-# Levels per zero-run step (a whole 64-bit window of one-bit codes), written by 8-byte stores
-# (measured against 16: TernGrad decode 1.1-1.2x, QSGD s = 1 1.05-1.6x faster).
-ZERO_RUN_MAX = 64
+# Lookups per chain between refills of its bit buffer: 5 * 12 = 60 <= BUFFER_BITS (measured:
+# 1.25x faster than 4).
+LOOKUPS_PER_REFILL = 5
+# Iterations between the checks that every chain can go on: a chain stopped at an escape or an
+# invalid code (a lookup of count 0 consumes nothing) idles until the next check.
+BATCH_ITERATIONS = 256
 
 
 @njit(cache=True, inline="always")
-def _multi_step(win, b, i, multi, base, out):
-    """One multi-symbol entry from the top of the 64-bit window ``win`` (uint64 state); returns
-    (decoded, b, i), unchanged when the prefix has no entry."""
-    m = multi[win >> uint64(64 - MAX_CODE_BITS)]
-    if m == 0:
-        return False, b, i
-    put_four(out, i, m, base)
-    return True, b + (m & uint64(0xF)), i + ((m >> uint64(4)) & uint64(7))
+def _lookup(buf, i, levels, counts, bits, out):
+    """One multi-symbol lookup at the top of the bit buffer: store its levels at out[i:] and
+    return (buffer, i) after them (unchanged, but for the store, when its count is 0)."""
+    x = buf >> uint64(64 - MAX_CODE_BITS)
+    store8(out, i, levels[x])
+    return buf << uint64(bits[x]), i + uint64(counts[x])
 
 
 @njit(cache=True, inline="always")
-def _zero_step(win, b, i, multi, base, out, zero_pattern):
-    """A window of >= 8 leading zero bits is that many levels of the one-bit all-zero code (up
-    to ZERO_RUN_MAX, written 8 bytes at a time); else one multi-symbol entry, as
-    ``_multi_step`` (written out: see runs._four_token_chunks on nested inlining)."""
-    if (win >> uint64(56)) == uint64(0):
-        k = min(uint64(count_leading_zeros(win)), uint64(ZERO_RUN_MAX))
-        for k8 in range(uint64(0), uint64(ZERO_RUN_MAX), uint64(8)):
-            store8(out, i + k8, zero_pattern)
-        return True, b + k, i + k
-    m = multi[win >> uint64(64 - MAX_CODE_BITS)]
-    if m == 0:
-        return False, b, i
-    put_four(out, i, m, base)
-    return True, b + (m & uint64(0xF)), i + ((m >> uint64(4)) & uint64(7))
+def safe_iterations(i, stop, bit_pos, end_bit, levels_per_iteration, bits_per_iteration):
+    """Iterations a chain can surely run: each writes at most ``levels_per_iteration``
+    elements before ``stop`` and reads at most ``bits_per_iteration`` bits, all before
+    ``end_bit``; uint64."""
+    room = (stop - i) // levels_per_iteration if stop > i else uint64(0)
+    left = (end_bit - bit_pos) // bits_per_iteration if end_bit > bit_pos else uint64(0)
+    return min(room, left)
 
 
 @njit(cache=True, inline="always")
@@ -424,71 +460,41 @@ def four_chunk_bounds(starts, chunk_bits, c0, chunk, n):
 
 
 @njit(cache=True)
-def _four_chunks(words, starts, chunk_bits, c0, chunk, multi, base, out):
-    """Hot loop of ``decode_levels``: chunks c0..c0+3 advance together (four independent
-    chains), each by two ``_multi_step``s from one 64-bit window per iteration (1.45x faster
-    than one on dense levels; three no faster than two), while each has room for them and has
-    not passed its end; returns the four (bit position, element index) pairs where they
-    stopped. Indices are uint64 (kernels/bits.py, note 5)."""
-    (b0, b1, b2, b3, e0, e1, e2, e3, i0, i1, i2, i3,
+def _four_chunks(words, starts, chunk_bits, c0, chunk, levels, counts, bits, out):
+    """Hot loop of ``decode_levels``: chunks c0..c0+3 advance together, four independent
+    chains of ``_lookup``s, each on its own bit buffer (kernels/bits.py, note 6), in batches of
+    iterations every chain can surely run (``safe_iterations``): no bounds or escape test per
+    lookup. Stops when a chain's next lookup has count 0 or a batch would be empty; returns
+    the four (bit position, element index) pairs where they stopped."""
+    (p0, p1, p2, p3, e0, e1, e2, e3, i0, i1, i2, i3,
      stop0, stop1, stop2, stop3) = four_chunk_bounds(starts, chunk_bits, c0, chunk, out.shape[0])
-    room = uint64(2 * MULTI_SYMBOLS)
-    while (i0 + room <= stop0 and i1 + room <= stop1 and i2 + room <= stop2 and
-           i3 + room <= stop3 and
-           b0 <= e0 and b1 <= e1 and b2 <= e2 and b3 <= e3):
-        w0, w1 = peek64(words, b0), peek64(words, b1)
-        w2, w3 = peek64(words, b2), peek64(words, b3)
-        ok, b, i0 = _multi_step(w0, b0, i0, multi, base, out)
-        if ok:                                   # a second entry from the same window
-            ok, b, i0 = _multi_step(w0 << (b - b0), b, i0, multi, base, out)
-        b0 = b
-        if not ok:
+    u0, q0 = buffer_at(words, p0)
+    u1, q1 = buffer_at(words, p1)
+    u2, q2 = buffer_at(words, p2)
+    u3, q3 = buffer_at(words, p3)
+    top = uint64(64 - MAX_CODE_BITS)
+    out_step = uint64(LOOKUPS_PER_REFILL * (8 // out.itemsize))
+    bit_step = uint64(LOOKUPS_PER_REFILL * MAX_CODE_BITS)
+    while True:
+        p0, p1 = buffer_position(u0, q0), buffer_position(u1, q1)
+        p2, p3 = buffer_position(u2, q2), buffer_position(u3, q3)
+        n = min(safe_iterations(i0, stop0, p0, e0, out_step, bit_step),
+                safe_iterations(i1, stop1, p1, e1, out_step, bit_step),
+                safe_iterations(i2, stop2, p2, e2, out_step, bit_step),
+                safe_iterations(i3, stop3, p3, e3, out_step, bit_step),
+                uint64(BATCH_ITERATIONS))
+        if n == 0 or counts[u0 >> top] == 0 or counts[u1 >> top] == 0 or \
+                counts[u2 >> top] == 0 or counts[u3 >> top] == 0:
             break
-        ok, b, i1 = _multi_step(w1, b1, i1, multi, base, out)
-        if ok:                                   # a second entry from the same window
-            ok, b, i1 = _multi_step(w1 << (b - b1), b, i1, multi, base, out)
-        b1 = b
-        if not ok:
-            break
-        ok, b, i2 = _multi_step(w2, b2, i2, multi, base, out)
-        if ok:                                   # a second entry from the same window
-            ok, b, i2 = _multi_step(w2 << (b - b2), b, i2, multi, base, out)
-        b2 = b
-        if not ok:
-            break
-        ok, b, i3 = _multi_step(w3, b3, i3, multi, base, out)
-        if ok:                                   # a second entry from the same window
-            ok, b, i3 = _multi_step(w3 << (b - b3), b, i3, multi, base, out)
-        b3 = b
-        if not ok:
-            break
-    return (int64(b0), int64(b1), int64(b2), int64(b3),
-            int64(i0), int64(i1), int64(i2), int64(i3))
-
-
-@njit(cache=True)
-def _four_zero_chunks(words, starts, chunk_bits, c0, chunk, multi, base, out, zero_pattern):
-    """``_four_chunks`` for sparse groups: one ``_zero_step`` per chunk per iteration (a
-    second step per window measured slower here)."""
-    (b0, b1, b2, b3, e0, e1, e2, e3, i0, i1, i2, i3,
-     stop0, stop1, stop2, stop3) = four_chunk_bounds(starts, chunk_bits, c0, chunk, out.shape[0])
-    room = uint64(ZERO_RUN_MAX)
-    while (i0 + room <= stop0 and i1 + room <= stop1 and i2 + room <= stop2 and
-           i3 + room <= stop3 and
-           b0 <= e0 and b1 <= e1 and b2 <= e2 and b3 <= e3):
-        w0, w1 = peek64(words, b0), peek64(words, b1)
-        w2, w3 = peek64(words, b2), peek64(words, b3)
-        ok, b0, i0 = _zero_step(w0, b0, i0, multi, base, out, zero_pattern)
-        if not ok:
-            break
-        ok, b1, i1 = _zero_step(w1, b1, i1, multi, base, out, zero_pattern)
-        if not ok:
-            break
-        ok, b2, i2 = _zero_step(w2, b2, i2, multi, base, out, zero_pattern)
-        if not ok:
-            break
-        ok, b3, i3 = _zero_step(w3, b3, i3, multi, base, out, zero_pattern)
-        if not ok:
-            break
-    return (int64(b0), int64(b1), int64(b2), int64(b3),
+        for _ in range(n):
+            for _ in range(LOOKUPS_PER_REFILL):
+                u0, i0 = _lookup(u0, i0, levels, counts, bits, out)
+                u1, i1 = _lookup(u1, i1, levels, counts, bits, out)
+                u2, i2 = _lookup(u2, i2, levels, counts, bits, out)
+                u3, i3 = _lookup(u3, i3, levels, counts, bits, out)
+            u0, q0 = buffer_refill(words, u0, q0)
+            u1, q1 = buffer_refill(words, u1, q1)
+            u2, q2 = buffer_refill(words, u2, q2)
+            u3, q3 = buffer_refill(words, u3, q3)
+    return (int64(p0), int64(p1), int64(p2), int64(p3),
             int64(i0), int64(i1), int64(i2), int64(i3))

@@ -8,9 +8,11 @@ from hypothesis import given, strategies as st
 import horovod_huffman as hh
 from horovod_huffman import wire
 from horovod_huffman.kernels.bits import READ_PAD_WORDS, bytes_to_words, words_to_bytes
-from horovod_huffman.kernels.huffman import code_lengths, canonical_codes, MAX_CODE_BITS
+from horovod_huffman.kernels.huffman import (code_lengths, canonical_codes, decode_table,
+                                             MAX_CODE_BITS, LENGTH_SHIFT, LENGTH_MASK)
 from horovod_huffman.kernels.stats import level_range
-from horovod_huffman.kernels.symbols import level_histogram
+from horovod_huffman.kernels.symbols import level_histogram, multi_symbol_tables
+from horovod_huffman.params import ParamReader, ParamWriter
 from horovod_huffman.wire import HEADER, CHECKSUM
 
 
@@ -180,3 +182,71 @@ def test_level_range_is_numpys_min_and_max(dtype, n, seed):
                                                   endpoint=True)
     expected = (int(levels.min()), int(levels.max())) if n else (0, -1)
     assert level_range(levels) == expected
+
+
+def codes_in_prefix(table, window, base, prefix, per_word):
+    """Reference: the levels of the whole codes that begin a 12-bit prefix, one at a time."""
+    out, used = [], 0
+    while len(out) < per_word:
+        e = int(table[(prefix << used) & ((1 << MAX_CODE_BITS) - 1)])
+        length, s = e & LENGTH_MASK, e >> LENGTH_SHIFT
+        if length == 0 or used + length > MAX_CODE_BITS or s == window:
+            break
+        out.append(base + s)
+        used += length
+    return out, used
+
+
+@given(counts=st.lists(st.integers(0, 10**6), min_size=2, max_size=300),
+       itemsize=st.sampled_from([1, 2, 4, 8]), base=st.integers(-100, 100),
+       drop=st.integers(0, 3), seed=st.integers(0, 2**32 - 1))
+def test_multi_symbol_tables_hold_every_whole_code_of_each_prefix(counts, itemsize, base, drop,
+                                                                   seed):
+    """The one-step-per-prefix build against decoding each prefix code by code; the last
+    symbol is the escape; ``drop`` codes removed make the code incomplete (prefixes without
+    a code)."""
+    counts = np.array(counts, dtype=np.int64)
+    lengths = code_lengths(counts, MAX_CODE_BITS)
+    coded = np.flatnonzero(lengths)
+    if drop and len(coded) > drop:
+        lengths[np.random.default_rng(seed).choice(coded, drop, replace=False)] = 0
+    window = len(counts) - 1
+    dtype = np.dtype(f"int{8 * itemsize}")
+    table = decode_table(lengths, canonical_codes(lengths))
+    levels, counts_, bits = multi_symbol_tables(table, window, base, itemsize)
+    per_word = 8 // itemsize
+    for prefix in range(1 << MAX_CODE_BITS):
+        expected, used = codes_in_prefix(table, window, base, prefix, per_word)
+        assert (counts_[prefix], bits[prefix]) == (len(expected), used), prefix
+        got = np.array([levels[prefix]], dtype=np.uint64).view(dtype)[:len(expected)]
+        assert got.tolist() == expected, prefix
+
+
+@given(values=st.lists(st.integers(0, 2**63 - 1), max_size=40), cut=st.integers(0, 400))
+def test_bulk_varints_read_like_one_at_a_time(values, cut):
+    """``ParamReader.uints`` (a Numba kernel) against ``uint``, on whole and truncated blocks,
+    with one value out of range."""
+    block = ParamWriter()
+    for v in values:
+        block.uint(v)
+    data = block.getvalue()
+    assert ParamReader(data).uints("v", len(values), 0, 2**63 - 1).tolist() == values
+    truncated = data[:cut]
+    one_by_one = ParamReader(truncated)
+    try:
+        expected = [one_by_one.uint("v", 0, 2**63 - 1) for _ in values]
+    except hh.DecodeError:
+        with pytest.raises(hh.DecodeError, match="truncated"):
+            ParamReader(truncated).uints("v", len(values), 0, 2**63 - 1)
+    else:
+        assert ParamReader(truncated).uints("v", len(values), 0, 2**63 - 1).tolist() == expected
+    if values and max(values) > 0:
+        with pytest.raises(hh.DecodeError, match="out of range"):
+            ParamReader(data).uints("v", len(values), 0, max(values) - 1)
+
+
+def test_forged_varints_are_too_long_or_out_of_range():
+    with pytest.raises(hh.DecodeError, match="too long"):
+        ParamReader(b"\x80" * 11).uints("v", 1, 0, 10)
+    with pytest.raises(hh.DecodeError, match="out of range"):     # 2**63: past any bound
+        ParamReader(b"\x80" * 9 + b"\x01").uints("v", 1, 0, 2**63 - 1)

@@ -80,8 +80,7 @@ def read_chunks(reader, n, total_bits, name):
     n_chunks = chunk_count(n, chunk)
     if n_chunks > reader.remaining():
         raise DecodeError(f"{name}: {n_chunks} chunks declared, the parameters cannot hold them")
-    bits = np.array([reader.uint("chunk bits", 0, total_bits) for _ in range(n_chunks)],
-                    dtype=np.int64)
+    bits = reader.uints("chunk bits", n_chunks, 0, total_bits)
     starts = chunk_starts(bits)
     declared = payload_bits(bits, starts)
     if declared != total_bits:
