@@ -32,18 +32,24 @@ from .elias import put_gamma, read_gamma
 from .errors import OK, PAYLOAD_OVERRUN, INVALID_CODE, RUN_OVERFLOW, VALUE_OVERFLOW, \
     PAYLOAD_UNDERRUN
 from .huffman import MAX_CODE_BITS, TABLE_SIZE
-from .stores import load8, store8, sampled_eighths, put_four, MULTI_SYMBOL_MAX, MULTI_SHIFT, \
-    MULTI_SYMBOL_BITS, LITTLE_ENDIAN
+from .stores import (load8, store8, sampled_eighths, put_four, MULTI_SYMBOL_MAX, MULTI_SHIFT,
+                     MULTI_SYMBOL_BITS, LITTLE_ENDIAN)
 from .symbols import put_escape, four_chunk_bounds
+
+# Levels per multi-level entry (the format of kernels/stores.py).
 MULTI_SYMBOLS = 4
 
 
 @njit(cache=True, inline="always")
 def with_level(entry, count, s, base, byte_levels):
+    """Multi-level ``entry`` with symbol ``s`` (level base + s, s <= MULTI_SYMBOL_MAX) as its
+    level number ``count`` (< MULTI_SYMBOLS): byte ``count`` of the 32-bit store for a 1-byte
+    level dtype (kernels/stores.py), else the 14-bit symbol field ``count``."""
     if byte_levels:
         byte = count if LITTLE_ENDIAN else MULTI_SYMBOLS - 1 - count
         return entry | (uint64((base + s) & 0xFF) << uint64(MULTI_SHIFT + 8 * byte))
     return entry | (uint64(s) << uint64(MULTI_SHIFT + MULTI_SYMBOL_BITS * count))
+
 
 MAX_RUN = (1 << 32) - 1
 # Buckets 0..2 are runs 1..3; then two per octave for bit lengths 3..32: 3 + 2 * 30 = 63.
@@ -370,7 +376,7 @@ def rlh_token_table(lengths, codes, window):
 
 @njit(cache=True)
 def token_multi_table(table, base, byte_levels, fills):
-    """Multi-level entries (kernels/stores.py format, as symbols.multi_symbol_table) for the
+    """Multi-level entries (the format of kernels/stores.py) for the
     prefixes that start with tokens without escape whose code and extra bits lie wholly in the
     12-bit prefix, up to MULTI_SYMBOLS levels in all; with ``fills`` (1-byte levels only), the
     token that would pass MULTI_SYMBOLS ends the entry as a fill (FILL_SHIFT) of up to FILL_MAX

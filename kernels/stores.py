@@ -1,18 +1,19 @@
 """Loads and stores of several levels at once, which Numba cannot express itself.
 
 READ ME FIRST
-1. The multi-symbol Huffman decoder (symbols.py) writes up to four levels per table lookup. For
+1. The multi-level RLH/SHS decoder (runs.py) writes up to four levels per table lookup. For
    1-byte level dtypes its table holds the four levels already as bytes, so one unaligned
-   32-bit store writes them all (measured: its four-chunk loop 1.4x faster than four stores of
-   separately extracted levels); wider dtypes take four element stores.
+   32-bit store writes them all (measured: the four-chunk loop 1.4x faster than four stores of
+   separately extracted levels); wider dtypes take four element stores. (The Huffman decoder,
+   symbols.py, keeps 8 bytes of levels per entry and writes them with ``store8``.)
 2. ``store4_bytes`` is an LLVM-level intrinsic: no bounds check, no reference counting. The
    caller guarantees ``i + 4 <= out.size`` (the decoder's loops only run with room for a whole
    entry) and a 1-byte dtype (``put_four`` dispatches on the dtype at compile time).
 3. ``load8`` reads the 8 bytes from element i on (8 / itemsize elements) as one uint64, so an
    encoder can test several levels at once (a block without a run end, a block of one level);
    ``sampled_eighths`` tells from a sample whether such blocks are common enough in a chunk
-   for the test to pay. ``store8`` is its counterpart (the Huffman decoder writes a run of
-   the all-zero-code level 8 bytes at a time); the caller guarantees room.
+   for the test to pay. ``store8`` is its counterpart (the Huffman decoder writes a lookup's
+   levels, the RLH decoder a fill, 8 bytes at a time); the caller guarantees room.
    Same contract: no bounds check; the caller guarantees i + 8 / itemsize <= out.size.
 4. ``big_endian`` reverses a word's bytes on a little-endian machine: the payload converts
    between big-endian bytes and native words with one load, swap and store per word
@@ -25,7 +26,7 @@ from llvmlite import ir
 from numba import njit, types, uint64, int64
 from numba.extending import intrinsic, overload
 
-# Multi-symbol entry (symbols.py): bits consumed (0-3), count (4-6), levels from bit 8: four
+# Multi-level entry (runs.py): bits consumed (0-3), count (4-6), levels from bit 8: four
 # bytes for a 1-byte dtype, else four 14-bit symbols (4 * 14 + 8 header bits = 64).
 MULTI_SHIFT = 8
 MULTI_SYMBOL_BITS = 14
