@@ -35,7 +35,9 @@ class ParamWriter:
 
 
 class ParamReader:
-    """Reads a parameter block; every read names its field and bounds its value."""
+    """Reads a parameter block; every read names its field and bounds its value. ``uint`` reads
+    one field in Python (cheaper than a kernel call for a single value); ``uints`` reads many in
+    one Numba call (kernels/varints.py), the same format and bounds."""
 
     def __init__(self, data):
         self._data = bytes(data)
