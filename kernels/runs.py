@@ -34,7 +34,7 @@ from .errors import OK, PAYLOAD_OVERRUN, INVALID_CODE, RUN_OVERFLOW, VALUE_OVERF
 from .huffman import MAX_CODE_BITS, TABLE_SIZE
 from .stores import (load8, store8, sampled_eighths, put_four, MULTI_SYMBOL_MAX, MULTI_SHIFT,
                      MULTI_SYMBOL_BITS, LITTLE_ENDIAN)
-from .symbols import put_escape, four_chunk_bounds
+from .symbols import put_escape, four_chunk_bounds, BYTES_ONE
 
 # Levels per multi-level entry (the format of kernels/stores.py).
 MULTI_SYMBOLS = 4
@@ -430,7 +430,7 @@ def _store_fill(out, i, entry):
 
     def fill_bytes(out, i, entry):
         level = (entry >> uint64(FILL_LEVEL_SHIFT)) & uint64(0xFF)
-        store8(out, i, level * uint64(0x0101010101010101))
+        store8(out, i, level * uint64(BYTES_ONE))
         return i + (entry >> uint64(FILL_SHIFT))
     return fill_bytes
 

@@ -247,7 +247,8 @@ def encode_levels(levels, base, window, entries, value_bits, chunk, out32, chunk
 
 # Byte patterns of the cumulative-bits word ``multi_symbol_tables`` keeps per prefix: byte k
 # holds the bits of the first k + 1 codes (<= 12 < 0x80, so bytewise compares cannot borrow
-# across bytes), bytes past the count hold NO_CODES (more than any prefix has).
+# across bytes), bytes past the count hold NO_CODES (more than any prefix has). BYTES_ONE times
+# a byte is that byte in all eight (runs.store_fill broadcasts a level so).
 BYTES_ONE = 0x0101010101010101
 BYTES_HIGH = 0x8080808080808080
 NO_CODES = 0x7F7F7F7F7F7F7F7F
