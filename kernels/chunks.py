@@ -5,8 +5,8 @@ READ ME FIRST
 1. Chunk c holds elements [c * chunk, min((c + 1) * chunk, n)); its stream starts at bit
    ``32 * (words used by chunks 0..c-1)`` of the payload and is ``chunk_bits[c]`` bits long.
 2. One chunk's decode is a serial chain (each code's position depends on the previous code's
-   length). The CPU Huffman decoder runs four chunks in one loop, four independent chains the
-   core overlaps (+15% measured); the GPU encoder takes one chunk per thread block and the GPU
+   length). The CPU table decoders run four chunks in one loop, four independent chains the
+   core overlaps (kernels/lanes.py); the GPU encoder takes one chunk per thread block and the GPU
    decoder one chunk per thread (cuda_tokens.py, cuda_decode.py).
 3. CHUNK_LEVELS is the encoders' default (``chunk_levels``); for the same chunk size every
    producer (CPU or GPU) writes the very same bytes; decoders accept any size a stream declares.
@@ -16,7 +16,7 @@ from numba import njit
 
 from .bits import WORD_BITS
 
-# 2**16 levels: a 1M-level tensor gives 16 chunks (4 interleaved rounds on a CPU) and a 64M one
+# 2**16 levels: a 1M-level tensor gives 16 chunks (4 for each CPU decoder lane) and a 64M one
 # 1024 (enough blocks for a GPU); the per-chunk bit count costs ~3 bytes of parameters.
 CHUNK_LEVELS = 1 << 16
 

@@ -18,7 +18,7 @@ from .elias import MAX_VALUE_BITS
 from .errors import (OK, PAYLOAD_OVERRUN, INVALID_CODE, RUN_OVERFLOW, VALUE_OVERFLOW,
                      PAYLOAD_UNDERRUN, BAD_ELIAS)
 from .huffman import MAX_CODE_BITS, TABLE_SIZE
-from .runs import ENTRY_ESCAPE, EXTRA_SHIFT, RUN_SHIFT, LEVEL_SHIFT
+from .tokens import ENTRY_ESCAPE, EXTRA_SHIFT, RUN_SHIFT, LEVEL_SHIFT
 
 # Chunks (threads) per decode block: few, since each thread runs a long serial chain and the
 # block's first job is loading the shared table.
@@ -95,7 +95,7 @@ def decode_levels(words, starts, chunk_bits, chunk, table, base, window, vbits, 
 @cuda.jit
 def decode_tokens(words, starts, chunk_bits, chunk, table, base, vbits, esc_has_run, lo, hi,
                   out, status):
-    """rlh/shs: ``table`` entries as runs.token_table (uint64). An escape carries a zigzag level
+    """rlh/shs: ``table`` entries as tokens.token_table (uint64). An escape carries a zigzag level
     in ``vbits`` bits, then, when ``esc_has_run``, an Elias-gamma run. Grid: >= a thread per chunk."""
     tab = cuda.shared.array(TABLE_SIZE, uint64)
     _load_table(tab, table)

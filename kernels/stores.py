@@ -1,20 +1,16 @@
 """Loads and stores of several levels at once, which Numba cannot express itself.
 
 READ ME FIRST
-1. The multi-level RLH/SHS decoder (runs.py) writes up to four levels per table lookup. For
-   1-byte level dtypes its table holds the four levels already as bytes, so one unaligned
-   32-bit store writes them all (measured: the four-chunk loop 1.4x faster than four stores of
-   separately extracted levels); wider dtypes take four element stores. (The Huffman decoder,
-   symbols.py, keeps 8 bytes of levels per entry and writes them with ``store8``.)
-2. ``store4_bytes`` is an LLVM-level intrinsic: no bounds check, no reference counting. The
-   caller guarantees ``i + 4 <= out.size`` (the decoder's loops only run with room for a whole
-   entry) and a 1-byte dtype (``put_four`` dispatches on the dtype at compile time).
+1. The table decoders (kernels/lanes.py) write a lookup's levels, up to 8 bytes, with one
+   unaligned 8-byte store (``store8``); ``levels_per_word`` and ``last_level`` give them the
+   dtype's levels per 8 bytes and the last level of such a word as compile-time forms.
+2. ``store4_bytes`` (the payload's byte order, kernels/bits.py) and ``store8`` are LLVM-level
+   intrinsics: no bounds check, no reference counting. The caller guarantees room
+   (i + 4 <= out.size for 1-byte ``out``; i + 8 / itemsize <= out.size).
 3. ``load8`` reads the 8 bytes from element i on (8 / itemsize elements) as one uint64, so an
    encoder can test several levels at once (a block without a run end, a block of one level);
    ``sampled_eighths`` tells from a sample whether such blocks are common enough in a chunk
-   for the test to pay. ``store8`` is its counterpart (the Huffman decoder writes a lookup's
-   levels, the RLH decoder a fill, 8 bytes at a time); the caller guarantees room.
-   Same contract: no bounds check; the caller guarantees i + 8 / itemsize <= out.size.
+   for the test to pay. Same contract as the stores: the caller guarantees room.
 4. ``big_endian`` reverses a word's bytes on a little-endian machine: the payload converts
    between big-endian bytes and native words with one load, swap and store per word
    (bits.store_payload, bits.load_payload; measured 6-7x faster than NumPy's byte-swapping
@@ -26,12 +22,7 @@ from llvmlite import ir
 from numba import njit, types, uint64, int64
 from numba.extending import intrinsic, overload
 
-# Multi-level entry (runs.py): bits consumed (0-3), count (4-6), levels from bit 8: four
-# bytes for a 1-byte dtype, else four 14-bit symbols (4 * 14 + 8 header bits = 64).
-MULTI_SHIFT = 8
-MULTI_SYMBOL_BITS = 14
-MULTI_SYMBOL_MAX = (1 << MULTI_SYMBOL_BITS) - 1
-# Level k of a byte entry is byte k of the 32-bit store in memory order.
+# Level k of an 8-byte word of levels is its k-th in memory order.
 LITTLE_ENDIAN = sys.byteorder == "little"
 
 
@@ -120,23 +111,29 @@ def sampled_eighths(levels, start, stop, pattern, against_next):
     return int64(hits * uint64(8) // samples)
 
 
-def put_four(out, i, entry, base):
-    """Write the four levels of a multi-symbol ``entry`` at out[i:i + 4] (the first ``count``
-    are real; the rest are overwritten later). Compiled only (Numba overload)."""
-    raise NotImplementedError("put_four runs inside Numba-compiled code only")
+def levels_per_word(out):
+    """Levels of ``out``'s dtype in 8 bytes, as a compile-time constant (``out.itemsize`` is
+    read at run time in Numba, so divisions by it stay divisions). Compiled only."""
+    raise NotImplementedError("levels_per_word runs inside Numba-compiled code only")
 
 
-@overload(put_four, inline="always")
-def _put_four(out, i, entry, base):
-    if out.dtype.bitwidth == 8:
-        def put_bytes(out, i, entry, base):
-            store4_bytes(out, i, entry >> uint64(MULTI_SHIFT))
-        return put_bytes
+@overload(levels_per_word, inline="always")
+def _levels_per_word(out):
+    per_word = 64 // out.dtype.bitwidth
+    return lambda out: per_word
 
-    def put_symbols(out, i, entry, base):
-        m = uint64(MULTI_SYMBOL_MAX)
-        out[i] = base + int64((entry >> uint64(MULTI_SHIFT)) & m)
-        out[i + 1] = base + int64((entry >> uint64(MULTI_SHIFT + MULTI_SYMBOL_BITS)) & m)
-        out[i + 2] = base + int64((entry >> uint64(MULTI_SHIFT + 2 * MULTI_SYMBOL_BITS)) & m)
-        out[i + 3] = base + int64((entry >> uint64(MULTI_SHIFT + 3 * MULTI_SYMBOL_BITS)) & m)
-    return put_symbols
+
+def last_level(word, out):
+    """The level in the last slot of an 8-byte ``word`` of ``out``'s levels (the one ``store8``
+    writes at the highest index), as ``out``'s dtype. Compiled only."""
+    raise NotImplementedError("last_level runs inside Numba-compiled code only")
+
+
+@overload(last_level, inline="always")
+def _last_level(word, out):
+    width = out.dtype.bitwidth
+    dtype = out.dtype
+    if LITTLE_ENDIAN:
+        return lambda word, out: dtype(word >> uint64(64 - width))
+    mask = (1 << width) - 1 if width < 64 else (1 << 64) - 1
+    return lambda word, out: dtype(word & uint64(mask))

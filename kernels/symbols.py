@@ -8,15 +8,15 @@ READ ME FIRST
 3. The decoder reads multi-symbol tables: one 12-bit lookup yields every whole code in those
    12 bits, up to 8 bytes of levels (1-bit codes are common for quantized gradients), written
    by one 8-byte store. Escapes and the last few elements go through the single-symbol table.
-4. Payloads are chunked (kernels/chunks.py); the decoder runs four chunks interleaved, each
-   chain on its own bit buffer (kernels/bits.py, note 6).
+4. Payloads are chunked (kernels/chunks.py); kernels/lanes.py decodes four chunks at a time
+   with these tables and calls ``rare_symbol`` and ``decode_chunk`` from here.
 """
 import numpy as np
 from numba import njit, uint64, int64
 from numba.cpython.unsafe.numbers import trailing_zeros
 
 from .bits import (settle, window64, WORD_BITS, put_bits, put_bits_long, flush_bits, peek64,
-                   top_bits, zigzag, unzigzag, buffer_at, buffer_refill, buffer_position)
+                   top_bits, zigzag, unzigzag, buffer_at, buffer_position)
 from .errors import OK, PAYLOAD_OVERRUN, INVALID_CODE, VALUE_OVERFLOW, PAYLOAD_UNDERRUN
 from .huffman import MAX_CODE_BITS, TABLE_SIZE, LENGTH_SHIFT, LENGTH_MASK
 from .stores import load8, store8, sampled_eighths, LITTLE_ENDIAN
@@ -238,17 +238,17 @@ def encode_levels(levels, base, window, entries, value_bits, chunk, out32, chunk
 #   levels[p]  uint64: the levels of the whole codes that begin the prefix, at most
 #              8 // itemsize of them, laid out as that many elements of the level dtype in native
 #              order, so one unaligned 8-byte store (stores.store8) writes them all;
-#   counts[p]  uint8: how many (0: the prefix begins with an escape or no code: single path);
+#   counts[p]  uint8: how many (0: the prefix begins with an escape or no code: ``rare_symbol``);
 #   bits[p]    uint8: the bits they take (<= 12).
 # Count and bits sit in byte tables, not in the levels word: on this Zen 5 core shifts issue on
-# three ports and were the four-chunk loop's bottleneck (measured: 1.2x faster than extracting
+# three ports and were the lane loop's bottleneck (kernels/lanes.py) (measured: 1.2x faster than extracting
 # them from the word).
 
 
 # Byte patterns of the cumulative-bits word ``multi_symbol_tables`` keeps per prefix: byte k
 # holds the bits of the first k + 1 codes (<= 12 < 0x80, so bytewise compares cannot borrow
 # across bytes), bytes past the count hold NO_CODES (more than any prefix has). BYTES_ONE times
-# a byte is that byte in all eight (runs.store_fill broadcasts a level so).
+# a byte is that byte in all eight.
 BYTES_ONE = 0x0101010101010101
 BYTES_HIGH = 0x8080808080808080
 NO_CODES = 0x7F7F7F7F7F7F7F7F
@@ -327,15 +327,59 @@ def multi_symbol_tables(table, window, base, itemsize):
     return levels, counts, bits
 
 
-# A window of 64 bits feeds this many lookups on the single-chunk path: 4 * 12 = 48 <= 64.
+# A window of 64 bits feeds this many lookups on the one-chunk path: 4 * 12 = 48 <= 64.
 LOOKUPS_PER_WINDOW = 4
 
 
 @njit(cache=True)
-def _decode_range(words, bit_pos, end_bit, table, levels, counts, bits, base, window,
-                  value_bits, lo, hi, out, i, stop):
+def one_symbol(words, bit_pos, end_bit, code, out, i):
+    """Decode the symbol at ``bit_pos`` into out[i] through the single-symbol table; it must end
+    by ``end_bit``. Returns (status, bit_pos after it)."""
+    table, base, window, value_bits, lo, hi = code
+    if bit_pos > end_bit:
+        return PAYLOAD_OVERRUN, bit_pos
+    e = table[peek64(words, bit_pos) >> uint64(64 - MAX_CODE_BITS)]
+    length = int64(e & LENGTH_MASK)
+    if length == 0:
+        return INVALID_CODE, bit_pos
+    s = int64(e >> LENGTH_SHIFT)
+    after = bit_pos + length
+    if s != window:
+        if after > end_bit:
+            return PAYLOAD_OVERRUN, bit_pos
+        out[i] = base + s
+        return OK, after
+    # escape: the raw zigzag value follows the code
+    if after + value_bits > end_bit:
+        return PAYLOAD_OVERRUN, bit_pos
+    level = unzigzag(top_bits(peek64(words, after), value_bits))
+    if level < lo or level > hi:
+        return VALUE_OVERFLOW, bit_pos
+    out[i] = level
+    return OK, after + value_bits
+
+
+@njit(cache=True)
+def rare_symbol(words, code, out, buf, end, i, i_limit, bit_limit):
+    """The four-lane loop's rare path (kernels/lanes.py): the symbol at the top of bit buffer
+    (buf, end) through the single-symbol table, if it ends by ``i_limit`` and ``bit_limit``
+    (uint64s). Returns (decoded, buf, end, i) after it (unchanged when not decoded)."""
+    if i >= i_limit:
+        return False, buf, end, i
+    status, after = one_symbol(words, int64(buffer_position(buf, end)), int64(bit_limit), code,
+                               out, i)
+    if status != OK:
+        return False, buf, end, i
+    buf, end = buffer_at(words, after)
+    return True, buf, end, i + uint64(1)
+
+
+@njit(cache=True)
+def decode_chunk(words, bit_pos, end_bit, code, tables, out, i, stop):
     """Decode elements [i, stop) of one chunk from ``bit_pos``; the chunk must end exactly at
-    ``end_bit``. Returns a status code."""
+    ``end_bit``. ``tables``: (levels, counts, bits, ...) of ``multi_symbol_tables``. Returns a
+    status code (errors.py)."""
+    levels, counts, bits = tables[0], tables[1], tables[2]
     per_word = 8 // out.itemsize
     while i < stop:
         if bit_pos > end_bit:
@@ -356,146 +400,13 @@ def _decode_range(words, bit_pos, end_bit, table, levels, counts, bits, base, wi
             i += int64(counts[x])
             used += int64(bits[x])
         bit_pos += used
-        if not single:
-            continue
-        # One symbol through the single-symbol table: escapes, the tail.
-        if bit_pos > end_bit:
-            return PAYLOAD_OVERRUN
-        j = bit_pos >> 6
-        win = window64(words[j], words[j + 1], bit_pos & 63)
-        e = table[win >> uint64(64 - MAX_CODE_BITS)]
-        length = int64(e & LENGTH_MASK)
-        if length == 0:
-            return INVALID_CODE
-        s = int64(e >> LENGTH_SHIFT)
-        bit_pos += length
-        if s == window:                          # escape: raw zigzag value follows the code
-            if bit_pos > end_bit:
-                return PAYLOAD_OVERRUN
-            level = unzigzag(top_bits(peek64(words, bit_pos), value_bits))
-            bit_pos += value_bits
-            if level < lo or level > hi:
-                return VALUE_OVERFLOW
-            out[i] = level
-        else:
-            out[i] = base + s
-        i += 1
+        if single:                               # escapes, the tail
+            status, bit_pos = one_symbol(words, bit_pos, end_bit, code, out, i)
+            if status != OK:
+                return status
+            i += 1
     if bit_pos > end_bit:
         return PAYLOAD_OVERRUN
     if bit_pos < end_bit:
         return PAYLOAD_UNDERRUN
     return OK
-
-
-@njit(cache=True)
-def decode_levels(words, starts, chunk_bits, chunk, table, levels, counts, bits, base, window,
-                  value_bits, lo, hi, out):
-    """Fill ``out`` from a chunked payload; returns a status code (errors.py).
-
-    Chunks go four at a time: ``_four_chunks`` advances all four while each has room; then
-    each chunk finishes on the single-chunk path, which checks it ends exactly at its declared
-    bit length. (levels, counts, bits): ``multi_symbol_tables``.
-    """
-    n = out.shape[0]
-    n_chunks = starts.shape[0]
-    for c0 in range(0, n_chunks, 4):
-        group = min(4, n_chunks - c0)
-        bit_pos = starts[c0:c0 + group].copy()             # where each chunk resumes
-        index = np.arange(c0, c0 + group) * chunk
-        if group == 4:
-            stopped = _four_chunks(words, starts, chunk_bits, c0, chunk, levels, counts, bits,
-                                   out)
-            for k in range(4):
-                bit_pos[k], index[k] = stopped[k], stopped[4 + k]
-        for k in range(group):
-            c = c0 + k
-            status = _decode_range(words, bit_pos[k], starts[c] + chunk_bits[c], table, levels,
-                                   counts, bits, base, window, value_bits, lo, hi, out, index[k],
-                                   min(n, (c + 1) * chunk))
-            if status != OK:
-                return status
-    return OK
-
-
-# Lookups per chain between refills of its bit buffer: 5 * 12 = 60 <= BUFFER_BITS (measured:
-# 1.05x faster than 4).
-LOOKUPS_PER_REFILL = 5
-# Iterations between the checks that every chain can go on: a chain stopped at an escape or an
-# invalid code (a lookup of count 0 consumes nothing) idles until the next check.
-BATCH_ITERATIONS = 256
-
-
-@njit(cache=True, inline="always")
-def _lookup(buf, i, levels, counts, bits, out):
-    """One multi-symbol lookup at the top of the bit buffer: store its levels at out[i:] and
-    return (buffer, i) after them (unchanged, but for the store, when its count is 0)."""
-    x = buf >> uint64(64 - MAX_CODE_BITS)
-    store8(out, i, levels[x])
-    return buf << uint64(bits[x]), i + uint64(counts[x])
-
-
-@njit(cache=True, inline="always")
-def safe_iterations(i, stop, bit_pos, end_bit, levels_per_iteration, bits_per_iteration):
-    """Iterations a chain can surely run: each writes at most ``levels_per_iteration``
-    elements before ``stop`` and reads at most ``bits_per_iteration`` bits, all before
-    ``end_bit``; uint64."""
-    room = (stop - i) // levels_per_iteration if stop > i else uint64(0)
-    left = (end_bit - bit_pos) // bits_per_iteration if end_bit > bit_pos else uint64(0)
-    return min(room, left)
-
-
-@njit(cache=True, inline="always")
-def four_chunk_bounds(starts, chunk_bits, c0, chunk, n):
-    """Chunks c0..c0+3 of a payload (all uint64): start bits, end bits, first elements and
-    element stops (chunks c0..c0+2 are whole; the last may be short)."""
-    one, size = uint64(1), uint64(chunk)
-    c = uint64(c0)
-    b0, b1 = uint64(starts[c]), uint64(starts[c + one])
-    b2, b3 = uint64(starts[c + uint64(2)]), uint64(starts[c + uint64(3)])
-    e0, e1 = b0 + uint64(chunk_bits[c]), b1 + uint64(chunk_bits[c + one])
-    e2, e3 = b2 + uint64(chunk_bits[c + uint64(2)]), b3 + uint64(chunk_bits[c + uint64(3)])
-    i0 = c * size
-    i1, i2, i3 = i0 + size, i0 + uint64(2) * size, i0 + uint64(3) * size
-    return (b0, b1, b2, b3, e0, e1, e2, e3, i0, i1, i2, i3,
-            i1, i2, i3, min(uint64(n), i3 + size))
-
-
-@njit(cache=True)
-def _four_chunks(words, starts, chunk_bits, c0, chunk, levels, counts, bits, out):
-    """Hot loop of ``decode_levels``: chunks c0..c0+3 advance together, four independent
-    chains of ``_lookup``s, each on its own bit buffer (kernels/bits.py, note 6), in batches of
-    iterations every chain can surely run (``safe_iterations``): no bounds or escape test per
-    lookup. Stops when a chain's next lookup has count 0 or a batch would be empty; returns
-    the four (bit position, element index) pairs where they stopped."""
-    (p0, p1, p2, p3, e0, e1, e2, e3, i0, i1, i2, i3,
-     stop0, stop1, stop2, stop3) = four_chunk_bounds(starts, chunk_bits, c0, chunk, out.shape[0])
-    u0, q0 = buffer_at(words, p0)
-    u1, q1 = buffer_at(words, p1)
-    u2, q2 = buffer_at(words, p2)
-    u3, q3 = buffer_at(words, p3)
-    top = uint64(64 - MAX_CODE_BITS)
-    out_step = uint64(LOOKUPS_PER_REFILL * (8 // out.itemsize))
-    bit_step = uint64(LOOKUPS_PER_REFILL * MAX_CODE_BITS)
-    while True:
-        p0, p1 = buffer_position(u0, q0), buffer_position(u1, q1)
-        p2, p3 = buffer_position(u2, q2), buffer_position(u3, q3)
-        n = min(safe_iterations(i0, stop0, p0, e0, out_step, bit_step),
-                safe_iterations(i1, stop1, p1, e1, out_step, bit_step),
-                safe_iterations(i2, stop2, p2, e2, out_step, bit_step),
-                safe_iterations(i3, stop3, p3, e3, out_step, bit_step),
-                uint64(BATCH_ITERATIONS))
-        if n == 0 or counts[u0 >> top] == 0 or counts[u1 >> top] == 0 or \
-                counts[u2 >> top] == 0 or counts[u3 >> top] == 0:
-            break
-        for _ in range(n):
-            for _ in range(LOOKUPS_PER_REFILL):
-                u0, i0 = _lookup(u0, i0, levels, counts, bits, out)
-                u1, i1 = _lookup(u1, i1, levels, counts, bits, out)
-                u2, i2 = _lookup(u2, i2, levels, counts, bits, out)
-                u3, i3 = _lookup(u3, i3, levels, counts, bits, out)
-            u0, q0 = buffer_refill(words, u0, q0)
-            u1, q1 = buffer_refill(words, u1, q1)
-            u2, q2 = buffer_refill(words, u2, q2)
-            u3, q3 = buffer_refill(words, u3, q3)
-    return (int64(p0), int64(p1), int64(p2), int64(p3),
-            int64(i0), int64(i1), int64(i2), int64(i3))

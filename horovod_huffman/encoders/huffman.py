@@ -13,8 +13,9 @@ import numpy as np
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, payload_bits
 from horovod_huffman.kernels.huffman import MAX_CODE_BITS, canonical_codes, decode_table
 from horovod_huffman.kernels.stats import level_range
+from horovod_huffman.kernels.lanes import decode_levels
 from horovod_huffman.kernels.symbols import level_histogram, pack_entries, encode_levels, \
-    decode_levels, multi_symbol_tables
+    multi_symbol_tables
 
 from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
@@ -106,9 +107,9 @@ class Huffman(Encoder):
             gpu.decode_levels(words, starts, chunk_bits, chunk, table, base, window, vbits, lo,
                               hi, out, cls.name, stream)
             return
-        levels, counts, bits = multi_symbol_tables(table, window, base, out.itemsize)
-        status = decode_levels(words, starts, chunk_bits, chunk, table, levels, counts, bits, base,
-                               window, vbits, lo, hi, out)
+        tables = multi_symbol_tables(table, window, base, out.itemsize)
+        status = decode_levels(words, starts, chunk_bits, chunk,
+                               (table, base, window, vbits, lo, hi), tables, out)
         check_status(status, cls.name)
 
 

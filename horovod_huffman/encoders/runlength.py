@@ -15,10 +15,10 @@ import numpy as np
 
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, payload_bits
 from horovod_huffman.kernels.huffman import MAX_CODE_BITS, MAX_CODED_SYMBOLS, canonical_codes
-from horovod_huffman.kernels.runs import (RUN_BUCKETS, BUCKET_EXTRA, run_ends,
-                                          token_multi_table, fills_pay, rlh_token_table,
-                                          rlh_histogram, encode_rlh, encode_shs, token_table,
-                                          decode_tokens)
+from horovod_huffman.kernels.lanes import decode_tokens
+from horovod_huffman.kernels.runs import (RUN_BUCKETS, BUCKET_EXTRA, run_ends, rlh_histogram,
+                                          encode_rlh, encode_shs)
+from horovod_huffman.kernels.tokens import rlh_token_table, token_table, lookup_tables
 from horovod_huffman.kernels.stats import level_range
 from horovod_huffman.kernels.symbols import level_histogram, pack_entries
 
@@ -142,11 +142,9 @@ def _decode_tokens(name, words, starts, chunk_bits, chunk, table, base, out, esc
         gpu.decode_tokens(words, starts, chunk_bits, chunk, table, base, vbits, esc_has_run, lo,
                           hi, out, name, stream)
         return
-    byte_levels = out.itemsize == 1
-    fills = fills_pay(table, byte_levels)
-    multi = token_multi_table(table, base, byte_levels, fills)
-    status = decode_tokens(words, starts, chunk_bits, chunk, table, multi, base, vbits,
-                           esc_has_run, lo, hi, out, fills)
+    status = decode_tokens(words, starts, chunk_bits, chunk,
+                           (table, base, vbits, esc_has_run, lo, hi),
+                           lookup_tables(table, base, out.itemsize), out)
     check_status(status, name)
 
 
