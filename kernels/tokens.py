@@ -203,7 +203,7 @@ def one_token(words, bit_pos, end_bit, code, out, i, stop):
     if after > end_bit:
         return PAYLOAD_OVERRUN, i, bit_pos
     run = _token_run(e, win)                  # code + extra <= 12 + 31 bits
-    if run > uint64(stop - i):
+    if i > stop or run > uint64(stop - i):
         return RUN_OVERFLOW, i, bit_pos
     level = base + int64(e >> uint64(LEVEL_SHIFT))
     k, end = uint64(i), uint64(i) + run

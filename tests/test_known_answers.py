@@ -11,6 +11,8 @@ from horovod_huffman.kernels.bits import READ_PAD_WORDS, bytes_to_words, words_t
 from horovod_huffman.kernels.huffman import (code_lengths, canonical_codes, decode_table,
                                              MAX_CODE_BITS, LENGTH_SHIFT, LENGTH_MASK)
 from horovod_huffman.kernels.stats import level_range
+from horovod_huffman.kernels import tokens
+from horovod_huffman.kernels.runs import RUN_BUCKETS
 from horovod_huffman.kernels.symbols import level_histogram, multi_symbol_tables
 from horovod_huffman.params import ParamReader, ParamWriter
 from horovod_huffman.wire import HEADER, CHECKSUM
@@ -220,6 +222,59 @@ def test_multi_symbol_tables_hold_every_whole_code_of_each_prefix(counts, itemsi
         assert (counts_[prefix], bits[prefix]) == (len(expected), used), prefix
         got = np.array([levels[prefix]], dtype=np.uint64).view(dtype)[:len(expected)]
         assert got.tolist() == expected, prefix
+
+
+def tokens_in_prefix(table, prefix, per_word, lane):
+    """Reference: (levels, bits) of the whole rlh tokens that begin a 12-bit prefix, one at a
+    time: a token may start while fewer than ``per_word`` levels are out, and (``lane``) must
+    end within them, else the levels stay within LONG_RUN."""
+    out, used = [], 0
+    while len(out) < per_word:
+        e = int(table[(prefix << used) & ((1 << MAX_CODE_BITS) - 1)])
+        length = e & tokens.LENGTH_MASK
+        extra = (e >> tokens.EXTRA_SHIFT) & tokens.EXTRA_MASK
+        if length == 0 or e & tokens.ENTRY_ESCAPE or used + length + extra > MAX_CODE_BITS:
+            break
+        window = (prefix << used) & ((1 << MAX_CODE_BITS) - 1)
+        run = ((e >> tokens.RUN_SHIFT) & tokens.RUN_MASK) + \
+            (((window << length) & ((1 << MAX_CODE_BITS) - 1)) >> (MAX_CODE_BITS - extra))
+        if len(out) + run > (per_word if lane else tokens.LONG_RUN):
+            break
+        out += [e >> tokens.LEVEL_SHIFT] * run
+        used += length + extra
+    return out, used
+
+
+@given(counts=st.lists(st.integers(0, 10**6), min_size=2, max_size=600),
+       window=st.integers(1, 9), itemsize=st.sampled_from([1, 2, 4, 8]),
+       base=st.integers(-100, 100), drop=st.integers(0, 3), seed=st.integers(0, 2**32 - 1))
+def test_token_lookup_tables_hold_every_whole_token_of_each_prefix(counts, window, itemsize,
+                                                                   base, drop, seed):
+    """rlh's lookup tables against decoding each prefix token by token: symbols of every run
+    bucket (extra bits included), the escape, incomplete codes (``drop``)."""
+    n_symbols = window * RUN_BUCKETS + 1
+    counts = np.resize(np.array(counts, dtype=np.int64), n_symbols)
+    lengths = code_lengths(counts, MAX_CODE_BITS) if counts.any() else np.zeros(n_symbols, int)
+    coded = np.flatnonzero(lengths)
+    if len(coded) == 0 or (drop and len(coded) <= drop):
+        return
+    if drop:
+        lengths[np.random.default_rng(seed).choice(coded, drop, replace=False)] = 0
+    table = tokens.rlh_token_table(lengths, canonical_codes(lengths), window)
+    levels, counts_, bits, lane_counts, lane_bits = tokens.lookup_tables(table, base, itemsize)
+    dtype, per_word = np.dtype(f"int{8 * itemsize}"), 8 // itemsize
+    for prefix in range(1 << MAX_CODE_BITS):
+        for lane, (c, b) in ((False, (counts_, bits)), (True, (lane_counts, lane_bits))):
+            expected, used = tokens_in_prefix(table, prefix, per_word, lane)
+            assert (c[prefix], b[prefix]) == (len(expected), used), (prefix, lane)
+            if not expected:
+                continue
+            # the lane levels open the word; past the last token's start, its level repeats
+            word = (np.array([levels[prefix]], dtype=np.uint64).view(dtype) - base).tolist()
+            if lane:
+                assert word[:len(expected)] == expected, prefix
+            else:
+                assert word == (expected + [expected[-1]] * per_word)[:per_word], prefix
 
 
 @given(values=st.lists(st.integers(0, 2**63 - 1), max_size=40), cut=st.integers(0, 400))

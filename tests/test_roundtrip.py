@@ -36,7 +36,7 @@ def test_shs_roundtrips_for_any_sparsity_factor(levels, k):
 @pytest.mark.parametrize("name", CHUNKED)
 @given(levels=level_arrays(), chunk=st.integers(1, 300))
 def test_streams_of_many_chunks_roundtrip(name, levels, chunk):
-    """Small chunks: the decoders' four-chunks-at-once loops, partial groups and chunk ends."""
+    """Small chunks: the lane loop's queue, lanes that shadow others, chunk ends."""
     enc = hh.get_encoder(name, chunk_levels=chunk)
     np.testing.assert_array_equal(hh.decode(enc.encode(levels)), levels)
 
@@ -59,7 +59,8 @@ def test_sparse_streams_of_many_chunks_roundtrip(name, n, chunk, density, dtype,
 
 def mixed_run_levels(n, s, seed, dtype):
     """Laplace levels in [-s, s] with runs of one level, 4 to 600 long, laid over them: tokens
-    of every run bucket, as QSGD's s = 2..16 levels have (the RLH decoder's fill entries)."""
+    of every run bucket, as QSGD's s = 2..16 levels have (rare tokens in the lane loop, fills
+    on the one-chunk path)."""
     rng = np.random.default_rng(seed)
     x = np.clip(np.rint(rng.laplace(0, s / 8, n)), -s, s).astype(dtype)
     lengths = rng.choice([4, 5, 7, 12, 30, 255, 600], n // 100, p=[.3, .2, .2, .1, .1, .05, .05])
@@ -73,8 +74,8 @@ def mixed_run_levels(n, s, seed, dtype):
        s=st.sampled_from([2, 4, 8, 16]), dtype=st.sampled_from([np.int8, np.int16]),
        seed=st.integers(0, 2**32 - 1))
 def test_mixed_runs_in_chunks_of_every_size_roundtrip(name, n, chunk, s, dtype, seed):
-    """Dense chunks long enough for the four-chunk loops, runs up to and past the longest fill,
-    at and across chunk ends."""
+    """Dense chunks long enough for the lane loop, runs up to and past the longest fill, at and
+    across chunk ends."""
     levels = mixed_run_levels(n, s, seed, dtype)
     enc = hh.get_encoder(name, chunk_levels=chunk, **({"seed": 0} if name == "shs" else {}))
     np.testing.assert_array_equal(hh.decode(enc.encode(levels)), levels)
