@@ -96,7 +96,8 @@ def decode_levels(words, starts, chunk_bits, chunk, table, base, window, vbits, 
 def decode_tokens(words, starts, chunk_bits, chunk, table, base, vbits, esc_has_run, lo, hi,
                   out, status):
     """rlh/shs: ``table`` entries as tokens.token_table (uint64). An escape carries a zigzag level
-    in ``vbits`` bits, then, when ``esc_has_run``, an Elias-gamma run. Grid: >= a thread per chunk."""
+    in ``vbits`` bits, then, when ``esc_has_run``, an Elias-gamma run. Grid: >= a thread per
+    chunk."""
     tab = cuda.shared.array(TABLE_SIZE, uint64)
     _load_table(tab, table)
     c = cuda.grid(1)

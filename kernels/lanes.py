@@ -229,11 +229,12 @@ def decode_levels(words, starts, chunk_bits, chunk, code, tables, out):
                         (levels, counts, bits, counts, bits), out, False)
 
 
-# Chunks coded in at least this many bits per level go through the lanes (measured: QSGD s = 8
-# to 127, 0.96-4.5 bits per level, 1.6-2x faster than one chunk at a time; at s = 1..4,
-# 0.3-0.84 bits, runs past 8 levels are common and each would leave the lane loop for
-# ``rare``, so those chunks take the one-chunk path with its fills).
-DENSE_BITS_PER_LEVEL = 0.9
+# Chunks coded in at least this many bits per level go through the lanes (measured, kernels
+# alone on the benchmark's tensors: QSGD s = 2..16, 0.34-2 bits per level, 1.1-2.1x faster
+# than one chunk at a time; at s = 1 and TernGrad, 0.03-0.31 bits, runs past 8 levels are
+# most tokens and each would leave the lane loop for the rare path: one chunk at a time with
+# fills is 1.3-1.9x faster there).
+DENSE_BITS_PER_LEVEL = 0.33
 
 
 @njit(cache=True)

@@ -238,11 +238,12 @@ def encode_levels(levels, base, window, entries, value_bits, chunk, out32, chunk
 #   levels[p]  uint64: the levels of the whole codes that begin the prefix, at most
 #              8 // itemsize of them, laid out as that many elements of the level dtype in native
 #              order, so one unaligned 8-byte store (stores.store8) writes them all;
-#   counts[p]  uint8: how many (0: the prefix begins with an escape or no code: ``rare_symbol``);
+#   counts[p]  uint8: how many (0: the prefix begins with an escape or no code, which the lane
+#              loop of kernels/lanes.py leaves to ``rare_symbol``);
 #   bits[p]    uint8: the bits they take (<= 12).
 # Count and bits sit in byte tables, not in the levels word: on this Zen 5 core shifts issue on
-# three ports and were the lane loop's bottleneck (kernels/lanes.py) (measured: 1.2x faster than extracting
-# them from the word).
+# three ports and were the lane loop's bottleneck (measured: 1.2x faster than extracting them
+# from the word).
 
 
 # Byte patterns of the cumulative-bits word ``multi_symbol_tables`` keeps per prefix: byte k
