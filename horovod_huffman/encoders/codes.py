@@ -19,8 +19,8 @@ def lengths_for(counts, escape):
     """Code lengths for ``counts``; when more than MAX_CODED_SYMBOLS symbols occur, the rarest
     are folded into the ``escape`` symbol (which then needs a code too). ``counts`` is int64."""
     counts = counts.astype(np.int64, copy=True)
-    occurring = np.flatnonzero(counts)
-    if occurring.size > MAX_CODED_SYMBOLS:
+    if np.count_nonzero(counts) > MAX_CODED_SYMBOLS:    # (flatnonzero: 32 us on 12K counts)
+        occurring = np.flatnonzero(counts)
         others = occurring[occurring != escape]
         keep = MAX_CODED_SYMBOLS - 1
         order = np.argsort(counts[others], kind="stable")[::-1]

@@ -64,7 +64,7 @@ class RLH(Encoder):
         n_runs = run_ends(levels, self.chunk_levels, ends, chunk_runs)
         counts = np.zeros(window * RUN_BUCKETS + 1, dtype=np.int64)
         symbols = symbols[:n_runs]
-        rlh_histogram(levels, ends, n_runs, base, window, counts, symbols)
+        rlh_histogram(levels, ends, n_runs, base, window, counts, symbols, hi - lo < window)
         return base, window, counts, ends, symbols, chunk_runs
 
     def _encode(self, levels):
