@@ -236,7 +236,8 @@ def _encode_until_escape(ends, symbols, k, n_runs, start, tokens, plain, out32, 
     runs 1) pairs come from ``plain`` (``plain_entries``): one test per pair, no run lengths
     (a token's start is read back from the run ends only when it has extra bits; measured on
     s = 127 levels: the writer 1.3-1.6x faster; where runs vary, s = 8..16, that test
-    mispredicts, so those streams keep the general pairs)."""
+    mispredicts, so those streams keep the general pairs). Compiled once per ``short``: with
+    ``short`` a run-time flag tested outside the loops, the plain pairs lost their speed-up."""
     literally(short)
     k, n_runs, start = uint64(k), uint64(n_runs), uint64(start)
     n_pending, word_pos = uint64(n_pending), uint64(word_pos)
@@ -295,15 +296,19 @@ def _encode_rlh_chunk(levels, ends, symbols, k, k_end, start, base, window, entr
     """Write tokens k..k_end-1 (one chunk, first element ``start``) from ``word_pos``; returns
     (words end, bits). The hot loop runs until a token it cannot write from registers; that
     token (an escape, or a code with extra bits over 32 bits) is written here."""
-    literally(short)
     esc = entries[RUN_BUCKETS * window]
     first_word = word_pos
     acc = uint64(0)
     n_pending = 0
     while True:
-        k, start, acc, n_pending, word_pos = _encode_until_escape(
-            ends, symbols, k, k_end, start, tokens, plain, out32, acc, n_pending, word_pos,
-            short)
+        if short:                                  # (one chunk writer for both: ~4 s less
+            k, start, acc, n_pending, word_pos = _encode_until_escape(      # compiling)
+                ends, symbols, k, k_end, start, tokens, plain, out32, acc, n_pending,
+                word_pos, True)
+        else:
+            k, start, acc, n_pending, word_pos = _encode_until_escape(
+                ends, symbols, k, k_end, start, tokens, plain, out32, acc, n_pending,
+                word_pos, False)
         if k >= k_end:
             break
         end = int64(ends[k])
@@ -342,14 +347,9 @@ def encode_rlh(levels, ends, symbols, chunk_runs, chunk, base, window, entries, 
     word_pos = 0
     k = 0
     for c in range(chunk_runs.shape[0]):
-        if short:
-            word_pos, chunk_bits[c] = _encode_rlh_chunk(
-                levels, ends, symbols, k, chunk_runs[c], c * chunk, base, window, entries,
-                tokens, plain, value_bits, bucket_extra, out32, word_pos, True)
-        else:
-            word_pos, chunk_bits[c] = _encode_rlh_chunk(
-                levels, ends, symbols, k, chunk_runs[c], c * chunk, base, window, entries,
-                tokens, plain, value_bits, bucket_extra, out32, word_pos, False)
+        word_pos, chunk_bits[c] = _encode_rlh_chunk(
+            levels, ends, symbols, k, chunk_runs[c], c * chunk, base, window, entries, tokens,
+            plain, value_bits, bucket_extra, out32, word_pos, short)
         k = chunk_runs[c]
     return word_pos
 
