@@ -17,7 +17,7 @@ from horovod_huffman.kernels.chunks import CHUNK_LEVELS, payload_bits
 from horovod_huffman.kernels.huffman import MAX_CODE_BITS, MAX_CODED_SYMBOLS, canonical_codes
 from horovod_huffman.kernels.lanes import decode_tokens
 from horovod_huffman.kernels.runs import (RUN_BUCKETS, BUCKET_EXTRA, run_ends, rlh_histogram,
-                                          encode_rlh, encode_shs)
+                                          encode_rlh, encode_shs, token_payload_bits)
 from horovod_huffman.kernels.tokens import rlh_token_table, token_table, lookup_tables
 from horovod_huffman.kernels.stats import level_range
 from horovod_huffman.kernels.symbols import level_histogram, pack_entries
@@ -150,9 +150,7 @@ def _decode_tokens(name, words, starts, chunk_bits, chunk, table, base, out, esc
 
 def rlh_payload_bits(counts, lengths, window):
     """Payload bits of the non-escaped rlh tokens: codes plus bucket extra bits."""
-    joint = counts[:window * RUN_BUCKETS].reshape(RUN_BUCKETS, window)
-    code_bits = lengths[:window * RUN_BUCKETS].reshape(RUN_BUCKETS, window)
-    return int((joint * (code_bits + BUCKET_EXTRA[:, None])).sum())
+    return int(token_payload_bits(counts, lengths, window, BUCKET_EXTRA))
 
 
 class SHSPlan:
