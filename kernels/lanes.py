@@ -76,13 +76,22 @@ def _rare_impl(words, code, out, buf, end, i, i_limit, bit_limit, tokens):
         symbols.rare_symbol(words, code, out, buf, end, i, i_limit, bit_limit)
 
 
-@njit(cache=True)
 def _finish(words, bit_pos, end_bit, code, tables, out, i, stop, tokens):
-    """The rest of one chunk on the decoder's one-chunk path; returns a status code."""
-    literally(tokens)
-    if tokens:
-        return token_paths.decode_chunk(words, bit_pos, end_bit, code, tables, out, i, stop)
-    return symbols.decode_chunk(words, bit_pos, end_bit, code, tables, out, i, stop)
+    """The rest of one chunk on the decoder's one-chunk path; returns a status code.
+    Compiled only."""
+    raise NotImplementedError("_finish runs inside Numba-compiled code only")
+
+
+@overload(_finish, prefer_literal=True)
+def _finish_impl(words, bit_pos, end_bit, code, tables, out, i, stop, tokens):
+    # An overload, not ``literally``: that types both branches first (~1 s more compiling).
+    if not isinstance(tokens, types.BooleanLiteral):
+        return None
+    if tokens.literal_value:
+        return lambda words, bit_pos, end_bit, code, tables, out, i, stop, tokens: \
+            token_paths.decode_chunk(words, bit_pos, end_bit, code, tables, out, i, stop)
+    return lambda words, bit_pos, end_bit, code, tables, out, i, stop, tokens: \
+        symbols.decode_chunk(words, bit_pos, end_bit, code, tables, out, i, stop)
 
 
 @njit(cache=True)
@@ -129,7 +138,8 @@ def _settle(words, starts, chunk_bits, chunk, queue, code, tables, out, tokens, 
         return status, next_q, 1
     for k in range(LANES):
         if finished[int64(state[5, k])] and working >= 0:
-            state[:, k] = state[:, working]       # shadow a working lane
+            for row in range(state.shape[0]):    # shadow a working lane (element by element:
+                state[row, k] = state[row, working]    # a slice copy compiles ~3 s of checks)
     return OK, next_q, distinct
 
 
@@ -145,7 +155,8 @@ def decode_lanes(words, starts, chunk_bits, chunk, queue, code, tables, out, tok
     state[5, :] = n_chunks                      # no chunk yet: a pseudo-chunk, finished
     at_end = np.zeros(LANES, dtype=np.bool_)
     finished = np.ones(n_chunks + 1, dtype=np.bool_)
-    finished[queue] = False
+    for c in queue:
+        finished[c] = False
     status, next_q, distinct = _settle(words, starts, chunk_bits, chunk, queue, code, tables,
                                        out, tokens, state, at_end, finished, 0)
     top = uint64(64 - MAX_CODE_BITS)

@@ -14,7 +14,7 @@ READ ME FIRST
 4. Decoding: kernels/tokens.py (the tables, the one-chunk path) and kernels/lanes.py.
 """
 import numpy as np
-from numba import njit, uint64, int64, literally
+from numba import njit, uint64, int64
 
 from .bits import (settle, WORD_BITS, put_bits, put_bits_long, flush_bits, bit_length)
 from .elias import put_gamma
@@ -42,7 +42,7 @@ def bucket_and_extra(run, short_likely):
     levels: most runs are 1) runs 1..3 take a branch, cheapest when it predicts well; otherwise
     one branch-free formula: the branch mispredicts whenever short and long runs mix
     (measured: RLH histogram 1.5-2x and writer 1.1-1.4x faster with the formula on QSGD
-    s = 2..16 levels, 1.4x slower on s = 127). Callers pass a constant (``literally``), so each
+    s = 2..16 levels, 1.4x slower on s = 127). Callers pass a constant (inlined), so each
     compiled loop holds one form."""
     one, two, three = uint64(1), uint64(2), uint64(3)
     bits = uint64(bit_length(run))                 # the octave; its next bit is the mantissa
@@ -154,12 +154,11 @@ def rlh_histogram(levels, ends, n_runs, base, window, counts, symbols, covered):
         _count_tokens(levels, ends, n_runs, base, window, counts, symbols, False, False)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _count_tokens(levels, ends, n_runs, base, window, counts, symbols, short, covered):
-    """``rlh_histogram``'s loop, compiled once per ``short`` (``bucket_and_extra``'s mode) and
-    ``covered`` (without the window test: measured 1.2x faster on s = 127 levels)."""
-    literally(short)
-    literally(covered)
+    """``rlh_histogram``'s loop, inlined once per constant ``short`` (``bucket_and_extra``'s
+    mode) and ``covered`` (without the window test: measured 1.2x faster on s = 127 levels).
+    (Inlined constants rather than ``literally``, which types a function twice.)"""
     w = uint64(window)
     esc = uint64(RUN_BUCKETS) * w
     one = uint64(1)
@@ -237,7 +236,7 @@ def _put_token(ends, symbols, k, start, tokens, out32, acc, n_pending, word_pos)
     return True, acc, n_pending, word_pos + full
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _encode_until_escape(ends, symbols, k, n_runs, start, tokens, plain, out32, acc,
                          n_pending, word_pos, short):
     """Hot loop of ``encode_rlh``: write tokens from run ``k`` (first element ``start``) on until
@@ -247,9 +246,9 @@ def _encode_until_escape(ends, symbols, k, n_runs, start, tokens, plain, out32, 
     runs 1) pairs come from ``plain`` (``plain_entries``): one test per pair, no run lengths
     (a token's start is read back from the run ends only when it has extra bits; measured on
     s = 127 levels: the writer 1.3-1.6x faster; where runs vary, s = 8..16, that test
-    mispredicts, so those streams keep the general pairs). Compiled once per ``short``: with
-    ``short`` a run-time flag tested outside the loops, the plain pairs lost their speed-up."""
-    literally(short)
+    mispredicts, so those streams keep the general pairs). Compiled once per constant
+    ``short`` (``_dense_until_escape``, ``_sparse_until_escape``): with ``short`` a run-time
+    flag, or this loop inlined into the chunk writer, the plain pairs lost their speed-up."""
     k, n_runs, start = uint64(k), uint64(n_runs), uint64(start)
     n_pending, word_pos = uint64(n_pending), uint64(word_pos)
     one, word_bits = uint64(1), uint64(WORD_BITS)
@@ -302,6 +301,22 @@ def _encode_until_escape(ends, symbols, k, n_runs, start, tokens, plain, out32, 
 
 
 @njit(cache=True)
+def _dense_until_escape(ends, symbols, k, n_runs, start, tokens, plain, out32, acc, n_pending,
+                        word_pos):
+    """``_encode_until_escape`` for dense levels (short runs)."""
+    return _encode_until_escape(ends, symbols, k, n_runs, start, tokens, plain, out32, acc,
+                                n_pending, word_pos, True)
+
+
+@njit(cache=True)
+def _sparse_until_escape(ends, symbols, k, n_runs, start, tokens, plain, out32, acc, n_pending,
+                         word_pos):
+    """``_encode_until_escape`` where runs vary."""
+    return _encode_until_escape(ends, symbols, k, n_runs, start, tokens, plain, out32, acc,
+                                n_pending, word_pos, False)
+
+
+@njit(cache=True)
 def _encode_rlh_chunk(levels, ends, symbols, k, k_end, start, base, window, entries, tokens,
                       plain, value_bits, bucket_extra, out32, word_pos, short):
     """Write tokens k..k_end-1 (one chunk, first element ``start``) from ``word_pos``; returns
@@ -312,14 +327,12 @@ def _encode_rlh_chunk(levels, ends, symbols, k, k_end, start, base, window, entr
     acc = uint64(0)
     n_pending = 0
     while True:
-        if short:                                  # (one chunk writer for both: ~4 s less
-            k, start, acc, n_pending, word_pos = _encode_until_escape(      # compiling)
-                ends, symbols, k, k_end, start, tokens, plain, out32, acc, n_pending,
-                word_pos, True)
+        if short:
+            k, start, acc, n_pending, word_pos = _dense_until_escape(
+                ends, symbols, k, k_end, start, tokens, plain, out32, acc, n_pending, word_pos)
         else:
-            k, start, acc, n_pending, word_pos = _encode_until_escape(
-                ends, symbols, k, k_end, start, tokens, plain, out32, acc, n_pending,
-                word_pos, False)
+            k, start, acc, n_pending, word_pos = _sparse_until_escape(
+                ends, symbols, k, k_end, start, tokens, plain, out32, acc, n_pending, word_pos)
         if k >= k_end:
             break
         end = int64(ends[k])
