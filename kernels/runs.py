@@ -161,15 +161,22 @@ def _count_tokens(levels, ends, n_runs, base, window, counts, symbols, short, co
     (Inlined constants rather than ``literally``, which types a function twice.)"""
     w = uint64(window)
     esc = uint64(RUN_BUCKETS) * w
-    one = uint64(1)
+    one, three = uint64(1), uint64(3)
+    # symbol of a covered level of run r <= 3: (r - 1) * window - base + level
+    first = np.empty(4, dtype=np.uint64)
+    for r in range(1, 4):
+        first[r] = uint64((r - 1) * window - base)
     start = uint64(0)                              # first element of the run
     for k in range(uint64(n_runs)):
         end = uint64(ends[k])
         run = end + one - start
         start = end + one
-        v = uint64(int64(levels[end]) - base)     # out of the window: v >= w
-        bucket, _ = bucket_and_extra(run, short)
-        symbol = bucket * w + v if covered or v < w else esc
+        if short and covered and run <= three:    # one load and an add for most tokens
+            symbol = first[run] + uint64(int64(levels[end]))
+        else:
+            v = uint64(int64(levels[end]) - base)     # out of the window: v >= w
+            bucket, _ = bucket_and_extra(run, short)
+            symbol = bucket * w + v if covered or v < w else esc
         symbols[k] = symbol
         counts[symbol] += 1
 
@@ -254,17 +261,33 @@ def _encode_until_escape(ends, symbols, k, n_runs, start, tokens, plain, out32, 
     one, word_bits = uint64(1), uint64(WORD_BITS)
     if short:
         first, first_start = k, start
+        three = uint64(3)
         while True:
-            while k + one < n_runs:
+            while k + three < n_runs:                  # four tokens per flush step
                 p0, p1 = plain[symbols[k]], plain[symbols[k + one]]
+                p2, p3 = plain[symbols[k + uint64(2)]], plain[symbols[k + three]]
                 length0, length1 = p0 & uint64(0xFF), p1 & uint64(0xFF)
-                if length0 + length1 > word_bits:
+                length2, length3 = p2 & uint64(0xFF), p3 & uint64(0xFF)
+                pair0, pair1 = length0 + length1, length2 + length3
+                if pair0 + pair1 > word_bits:
                     break
                 acc = (((acc << length0) | (p0 >> uint64(8))) << length1) | (p1 >> uint64(8))
-                word, n_pending, full = settle(acc, n_pending + length0 + length1)
+                acc = (((acc << length2) | (p2 >> uint64(8))) << length3) | (p3 >> uint64(8))
+                word, n_pending, full = settle(acc, n_pending + pair0 + pair1)
                 out32[word_pos] = word
                 word_pos += full
-                k += uint64(2)
+                k += uint64(4)
+            if k + one < n_runs:
+                p0, p1 = plain[symbols[k]], plain[symbols[k + one]]
+                length0, length1 = p0 & uint64(0xFF), p1 & uint64(0xFF)
+                if length0 + length1 <= word_bits:
+                    acc = (((acc << length0) | (p0 >> uint64(8))) << length1) | \
+                        (p1 >> uint64(8))
+                    word, n_pending, full = settle(acc, n_pending + length0 + length1)
+                    out32[word_pos] = word
+                    word_pos += full
+                    k += uint64(2)
+                    continue
             start = first_start if k == first else uint64(ends[k - one]) + one
             if k >= n_runs:
                 break
