@@ -324,7 +324,7 @@ def decode_stream(words, total_bits, kind, table, layout, lo, hi, out):
     second = False      # RUNS, GAPS: the next code is the second of a pair
     level = int64(0)
     negative = False
-    bit_pos = 0
+    bit_pos = int64(0)      # typed: a literal 0 compiles every callee a second time
     while True:
         if layout == GAPS:
             if not second and bit_pos >= total_bits:

@@ -158,7 +158,7 @@ def decode_lanes(words, starts, chunk_bits, chunk, queue, code, tables, out, tok
     for c in queue:
         finished[c] = False
     status, next_q, distinct = _settle(words, starts, chunk_bits, chunk, queue, code, tables,
-                                       out, tokens, state, at_end, finished, 0)
+                                       out, tokens, state, at_end, finished, int64(0))
     top = uint64(64 - MAX_CODE_BITS)
     out_step = uint64(LOOKUPS_PER_REFILL * levels_per_word(out))
     bit_step = uint64(LOOKUPS_PER_REFILL * MAX_CODE_BITS)

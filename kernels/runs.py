@@ -348,7 +348,7 @@ def _encode_rlh_chunk(levels, ends, symbols, k, k_end, start, base, window, entr
     esc = entries[RUN_BUCKETS * window]
     first_word = word_pos
     acc = uint64(0)
-    n_pending = 0
+    n_pending = int64(0)        # typed: a literal 0 compiles every callee a second time
     while True:
         if short:
             k, start, acc, n_pending, word_pos = _dense_until_escape(
@@ -391,8 +391,8 @@ def encode_rlh(levels, ends, symbols, chunk_runs, chunk, base, window, entries, 
     tokens = writer_entries(entries, window, bucket_extra)
     short = short_runs_likely(chunk_runs[-1], levels.shape[0])
     plain = plain_entries(tokens) if short else tokens
-    word_pos = 0
-    k = 0
+    word_pos = int64(0)         # typed: a literal 0 compiles every callee a second time
+    k = int64(0)
     for c in range(chunk_runs.shape[0]):
         word_pos, chunk_bits[c] = _encode_rlh_chunk(
             levels, ends, symbols, k, chunk_runs[c], c * chunk, base, window, entries, tokens,
@@ -408,7 +408,7 @@ def encode_shs(levels, base, window, run_limit, entries, value_bits, chunk, out3
     r zeros (1 <= r <= run_limit = k); a longer run is split into runs of k and one remainder;
     symbol ``window + k`` is the escape. Fills ``chunk_bits``, returns the words used."""
     n = levels.shape[0]
-    word_pos = 0
+    word_pos = int64(0)         # typed: a literal 0 compiles every callee a second time
     for c in range(chunk_bits.shape[0]):
         word_pos, chunk_bits[c] = _encode_shs_chunk(levels, c * chunk, min(n, (c + 1) * chunk),
                                                     base, window, run_limit, entries, value_bits,
@@ -464,7 +464,7 @@ def _encode_shs_chunk(levels, start, stop, base, window, run_limit, entries, val
     esc = entries[window + run_limit]
     first_word = word_pos
     acc = uint64(0)
-    n_pending = 0
+    n_pending = int64(0)
     i = start
     while True:
         i, acc, n_pending, word_pos = _shs_until_escape(levels, i, stop, base, window, run_limit,

@@ -186,7 +186,7 @@ def _encode_chunk(levels, start, stop, base, window, entries, value_bits, block_
     has enough such blocks."""
     first_word = word_pos
     acc = uint64(0)
-    n_pending = 0
+    n_pending = int64(0)        # typed: a literal 0 compiles every callee a second time
     i = start
     if block_bits and sampled_eighths(levels, uint64(start), uint64(stop), block_pattern,
                                       False) < BLOCK_EIGHTHS:
@@ -225,7 +225,7 @@ def encode_levels(levels, base, window, entries, value_bits, chunk, out32, chunk
     """Write every level's code (or escape + zigzag value), chunk by chunk (kernels/chunks.py);
     fills ``chunk_bits`` and returns the words used."""
     n = levels.shape[0]
-    word_pos = 0
+    word_pos = int64(0)         # typed: a literal 0 compiles every callee a second time
     block_pattern, block_bits = zero_code_block(levels, base, window, entries)
     for c in range(chunk_bits.shape[0]):
         word_pos, chunk_bits[c] = _encode_chunk(levels, c * chunk, min(n, (c + 1) * chunk), base,
