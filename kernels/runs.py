@@ -186,9 +186,9 @@ def token_payload_bits(counts, lengths, window, bucket_extra):
     """Payload bits of the non-escaped rlh tokens: codes plus bucket extra bits (a loop over the
     occurring symbols: NumPy's whole-alphabet products took ~20 us on s = 127 alphabets)."""
     total = 0
-    for s in range(RUN_BUCKETS * window):
-        if counts[s] > 0:
-            total += counts[s] * (lengths[s] + bucket_extra[s // window])
+    for b in range(RUN_BUCKETS):
+        for s in range(b * window, (b + 1) * window):
+            total += counts[s] * (lengths[s] + bucket_extra[b])
     return total
 
 
@@ -197,14 +197,14 @@ def writer_entries(entries, window, bucket_extra):
     """Per token symbol, what the writer's hot loop needs (uint64): code << 16 | extra bits << 8
     | code and extra bits together; 0 for the escape, symbols without a code, and tokens over
     32 bits (written by the chunk writer's slow path)."""
-    w = window
     out = np.zeros(entries.shape[0], dtype=np.uint64)
-    for s in range(RUN_BUCKETS * w):
-        length = int64(entries[s] & 0xF)
-        extra = int64(bucket_extra[s // w])
-        if length > 0 and length + extra <= WORD_BITS:
-            out[s] = (uint64(entries[s] >> 4) << uint64(16)) | uint64(extra << 8) | \
-                uint64(length + extra)
+    for b in range(RUN_BUCKETS):               # bucket by bucket: no division per symbol
+        extra = int64(bucket_extra[b])
+        for s in range(b * window, (b + 1) * window):
+            length = int64(entries[s] & 0xF)
+            if length > 0 and length + extra <= WORD_BITS:
+                out[s] = (uint64(entries[s] >> 4) << uint64(16)) | uint64(extra << 8) | \
+                    uint64(length + extra)
     return out
 
 
