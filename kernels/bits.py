@@ -123,6 +123,9 @@ def peek64(words, bit_pos):
 
 # Stream bits a refilled buffer holds (the 64th bit is the sentinel): room for five 12-bit lookups.
 BUFFER_BITS = 63
+# Lookups the table decoders make between refills: 5 * 12 = 60 <= BUFFER_BITS (measured: the
+# lane loop 1.05x faster than with 4).
+LOOKUPS_PER_BUFFER = 5
 
 
 @njit(cache=True, inline="always")

@@ -26,14 +26,12 @@ import numpy as np
 from numba import njit, types, uint64, int64, literally
 from numba.extending import overload
 
-from .bits import buffer_at, buffer_refill, buffer_position
+from .bits import buffer_at, buffer_refill, buffer_position, LOOKUPS_PER_BUFFER
 from .errors import OK
 from .huffman import MAX_CODE_BITS
 from .stores import store8, levels_per_word
 from . import symbols, tokens as token_paths
 
-# Lookups per lane between refills: 5 * 12 = 60 <= BUFFER_BITS (measured: 1.05x faster than 4).
-LOOKUPS_PER_REFILL = 5
 # Most iterations per batch: bounds how long a finished lane's chunk waits to be handed on.
 BATCH_ITERATIONS = 256
 LANES = 4
@@ -64,16 +62,24 @@ def _rare(words, code, out, buf, end, i, i_limit, bit_limit, tokens):
     raise NotImplementedError("_rare runs inside Numba-compiled code only")
 
 
-@overload(_rare, inline="always", prefer_literal=True)
-def _rare_impl(words, code, out, buf, end, i, i_limit, bit_limit, tokens):
+def _for_decoder(tokens, for_tokens, for_symbols):
+    """An overload's implementation picked by the literal ``tokens``; None (Numba then retries
+    with the literal type) while ``tokens`` is not one. Overloads rather than ``literally``,
+    which types a function twice, both branches included (~1 s more compiling each)."""
     if not isinstance(tokens, types.BooleanLiteral):
         return None
+    return for_tokens if tokens.literal_value else for_symbols
+
+
+@overload(_rare, inline="always", prefer_literal=True)
+def _rare_impl(words, code, out, buf, end, i, i_limit, bit_limit, tokens):
     # Inlined: a wrapper call of its own cost a reference-count pair per rare token.
-    if tokens.literal_value:
-        return lambda words, code, out, buf, end, i, i_limit, bit_limit, tokens: \
-            token_paths.rare_token(words, code, out, buf, end, i, i_limit, bit_limit)
-    return lambda words, code, out, buf, end, i, i_limit, bit_limit, tokens: \
-        symbols.rare_symbol(words, code, out, buf, end, i, i_limit, bit_limit)
+    return _for_decoder(
+        tokens,
+        lambda words, code, out, buf, end, i, i_limit, bit_limit, tokens:
+            token_paths.rare_token(words, code, out, buf, end, i, i_limit, bit_limit),
+        lambda words, code, out, buf, end, i, i_limit, bit_limit, tokens:
+            symbols.rare_symbol(words, code, out, buf, end, i, i_limit, bit_limit))
 
 
 def _finish(words, bit_pos, end_bit, code, tables, out, i, stop, tokens):
@@ -84,14 +90,12 @@ def _finish(words, bit_pos, end_bit, code, tables, out, i, stop, tokens):
 
 @overload(_finish, prefer_literal=True)
 def _finish_impl(words, bit_pos, end_bit, code, tables, out, i, stop, tokens):
-    # An overload, not ``literally``: that types both branches first (~1 s more compiling).
-    if not isinstance(tokens, types.BooleanLiteral):
-        return None
-    if tokens.literal_value:
-        return lambda words, bit_pos, end_bit, code, tables, out, i, stop, tokens: \
-            token_paths.decode_chunk(words, bit_pos, end_bit, code, tables, out, i, stop)
-    return lambda words, bit_pos, end_bit, code, tables, out, i, stop, tokens: \
-        symbols.decode_chunk(words, bit_pos, end_bit, code, tables, out, i, stop)
+    return _for_decoder(
+        tokens,
+        lambda words, bit_pos, end_bit, code, tables, out, i, stop, tokens:
+            token_paths.decode_chunk(words, bit_pos, end_bit, code, tables, out, i, stop),
+        lambda words, bit_pos, end_bit, code, tables, out, i, stop, tokens:
+            symbols.decode_chunk(words, bit_pos, end_bit, code, tables, out, i, stop))
 
 
 @njit(cache=True)
@@ -160,8 +164,8 @@ def decode_lanes(words, starts, chunk_bits, chunk, queue, code, tables, out, tok
     status, next_q, distinct = _settle(words, starts, chunk_bits, chunk, queue, code, tables,
                                        out, tokens, state, at_end, finished, int64(0))
     top = uint64(64 - MAX_CODE_BITS)
-    out_step = uint64(LOOKUPS_PER_REFILL * levels_per_word(out))
-    bit_step = uint64(LOOKUPS_PER_REFILL * MAX_CODE_BITS)
+    out_step = uint64(LOOKUPS_PER_BUFFER * levels_per_word(out))
+    bit_step = uint64(LOOKUPS_PER_BUFFER * MAX_CODE_BITS)
     while status == OK and distinct > 1:
         u0, u1, u2, u3 = state[0, 0], state[0, 1], state[0, 2], state[0, 3]
         q0, q1, q2, q3 = state[1, 0], state[1, 1], state[1, 2], state[1, 3]
@@ -189,7 +193,7 @@ def decode_lanes(words, starts, chunk_bits, chunk, queue, code, tables, out, tok
                 at_end[2], at_end[3] = n2 == 0 or not ok2, n3 == 0 or not ok3
                 break
             for it in range(n):
-                for _ in range(LOOKUPS_PER_REFILL):
+                for _ in range(LOOKUPS_PER_BUFFER):
                     u0, i0 = _lookup(u0, i0, levels, counts, bits, out)
                     u1, i1 = _lookup(u1, i1, levels, counts, bits, out)
                     u2, i2 = _lookup(u2, i2, levels, counts, bits, out)

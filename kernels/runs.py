@@ -230,7 +230,7 @@ def plain_entries(tokens):
 
 
 @njit(cache=True, inline="always")
-def _put_token(ends, symbols, k, start, tokens, out32, acc, n_pending, word_pos):
+def _write_token(ends, symbols, k, start, tokens, out32, acc, n_pending, word_pos):
     """Write token k (run from ``start``) alone; returns (written, acc, n_pending, word_pos);
     not written when its writer entry leaves it to the slow path. All uint64."""
     e = tokens[symbols[k]]
@@ -291,7 +291,7 @@ def _encode_until_escape(ends, symbols, k, n_runs, start, tokens, plain, out32, 
             start = first_start if k == first else uint64(ends[k - one]) + one
             if k >= n_runs:
                 break
-            written, acc, n_pending, word_pos = _put_token(ends, symbols, k, start, tokens,
+            written, acc, n_pending, word_pos = _write_token(ends, symbols, k, start, tokens,
                                                            out32, acc, n_pending, word_pos)
             if not written:
                 break
@@ -314,7 +314,7 @@ def _encode_until_escape(ends, symbols, k, n_runs, start, tokens, plain, out32, 
             k += uint64(2)
         if k >= n_runs:
             break
-        written, acc, n_pending, word_pos = _put_token(ends, symbols, k, start, tokens, out32,
+        written, acc, n_pending, word_pos = _write_token(ends, symbols, k, start, tokens, out32,
                                                        acc, n_pending, word_pos)
         if not written:
             break

@@ -23,7 +23,7 @@ READ ME FIRST
 import numpy as np
 from numba import njit, uint64, int64
 
-from .bits import peek64, top_bits, unzigzag, buffer_at, buffer_position
+from .bits import peek64, top_bits, unzigzag, buffer_at, buffer_position, LOOKUPS_PER_BUFFER
 from .elias import read_gamma
 from .errors import (OK, PAYLOAD_OVERRUN, INVALID_CODE, RUN_OVERFLOW, VALUE_OVERFLOW,
                      PAYLOAD_UNDERRUN)
@@ -41,8 +41,6 @@ LEVEL_SHIFT = 43
 
 # Most levels one lookup makes (counts are bytes).
 LONG_RUN = 255
-# Lookups per buffer on the one-chunk path: 5 * 12 = 60 <= BUFFER_BITS (kernels/bits.py).
-LOOKUPS_PER_BUFFER = 5
 
 
 @njit(cache=True)
