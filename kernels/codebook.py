@@ -17,31 +17,31 @@ LENGTH_BITS = 4   # code lengths 1..12 fit in 4 bits
 
 
 @njit(cache=True)
-def _write(lengths, out32):
+def _write(symbols, lengths, out32):
     acc = uint64(0)
     n_pending = 0
     word_pos = 0
     n_bits = 0
     prev = -1
-    for s in range(lengths.shape[0]):
-        length = lengths[s]
-        if length > 0:
-            gap = s - prev
-            prev = s
-            g_len = bit_length(gap)
-            acc, n_pending, word_pos = put_bits_long(out32, acc, n_pending, word_pos, 0, g_len - 1)
-            acc, n_pending, word_pos = put_bits_long(out32, acc, n_pending, word_pos, gap, g_len)
-            acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos, length, LENGTH_BITS)
-            n_bits += 2 * g_len - 1 + LENGTH_BITS
+    for i in range(symbols.shape[0]):
+        s = symbols[i]
+        gap = s - prev
+        prev = s
+        g_len = bit_length(gap)
+        acc, n_pending, word_pos = put_bits_long(out32, acc, n_pending, word_pos, 0, g_len - 1)
+        acc, n_pending, word_pos = put_bits_long(out32, acc, n_pending, word_pos, gap, g_len)
+        acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos, lengths[i],
+                                            LENGTH_BITS)
+        n_bits += 2 * g_len - 1 + LENGTH_BITS
     word_pos = flush_bits(out32, acc, n_pending, word_pos)
     return word_pos, n_bits
 
 
-def write_codebook(lengths):
-    """Bytes of the codebook for ``lengths`` (one entry per symbol id, 0 = not coded)."""
-    n_coded = int(np.count_nonzero(lengths))
-    out32 = np.zeros(2 * n_coded + 2, dtype=np.uint32)  # each entry <= 2*17-1 + 4 bits < 64
-    n_words, n_bits = _write(lengths.astype(np.int64), out32)
+def write_codebook(symbols, lengths):
+    """Bytes of the codebook of the coded ``symbols`` (ids ascending, int64) with ``lengths``
+    (bits, 1..MAX_CODE_BITS, aligned)."""
+    out32 = np.zeros(2 * symbols.size + 2, dtype=np.uint32)  # an entry: <= 2*17-1 + 4 bits
+    n_words, n_bits = _write(symbols, lengths, out32)
     return words_to_bytes(out32[:n_words], n_bits).tobytes()
 
 

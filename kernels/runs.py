@@ -182,27 +182,31 @@ def _count_tokens(levels, ends, n_runs, base, window, counts, symbols, short, co
 
 
 @njit(cache=True)
-def token_payload_bits(counts, lengths, window, bucket_extra):
-    """Payload bits of the non-escaped rlh tokens: codes plus bucket extra bits (a loop over the
-    occurring symbols: NumPy's whole-alphabet products took ~20 us on s = 127 alphabets)."""
+def token_payload_bits(counts, coded, lengths, window, bucket_extra):
+    """Payload bits of the non-escaped rlh tokens: codes plus bucket extra bits, over the
+    ``coded`` symbols (ids) with their code ``lengths``."""
     total = 0
-    for b in range(RUN_BUCKETS):
-        for s in range(b * window, (b + 1) * window):
-            total += counts[s] * (lengths[s] + bucket_extra[b])
+    for i in range(coded.shape[0]):
+        b = coded[i] // window
+        if b < RUN_BUCKETS:
+            total += counts[coded[i]] * (lengths[i] + bucket_extra[b])
     return total
 
 
 @njit(cache=True)
-def writer_entries(entries, window, bucket_extra):
+def writer_entries(coded, entries, window, bucket_extra):
     """Per token symbol, what the writer's hot loop needs (uint64): code << 16 | extra bits << 8
     | code and extra bits together; 0 for the escape, symbols without a code, and tokens over
-    32 bits (written by the chunk writer's slow path)."""
+    32 bits (written by the chunk writer's slow path). Filled from the ``coded`` symbols only
+    (a few hundred of rlh's ~12K ids)."""
     out = np.zeros(entries.shape[0], dtype=np.uint64)
-    for b in range(RUN_BUCKETS):               # bucket by bucket: no division per symbol
-        extra = int64(bucket_extra[b])
-        for s in range(b * window, (b + 1) * window):
+    for i in range(coded.shape[0]):
+        s = coded[i]
+        b = s // window
+        if b < RUN_BUCKETS:
+            extra = int64(bucket_extra[b])
             length = int64(entries[s] & 0xF)
-            if length > 0 and length + extra <= WORD_BITS:
+            if length + extra <= WORD_BITS:
                 out[s] = (uint64(entries[s] >> 4) << uint64(16)) | uint64(extra << 8) | \
                     uint64(length + extra)
     return out
@@ -218,11 +222,13 @@ def _written_token(e, end, start):
 
 
 @njit(cache=True)
-def plain_entries(tokens):
+def plain_entries(coded, tokens):
     """Writer entries for tokens without extra bits (runs 1..3): code << 8 | length; 0xFF (a
-    length no pair of codes fits with) for every other symbol."""
+    length no pair of codes fits with) for every other symbol. Filled from the ``coded``
+    symbols only."""
     out = np.full(tokens.shape[0], 0xFF, dtype=np.uint64)
-    for s in range(tokens.shape[0]):
+    for i in range(coded.shape[0]):
+        s = coded[i]
         e = tokens[s]
         if e != uint64(0) and (e & uint64(0xFF00)) == uint64(0):
             out[s] = ((e >> uint64(16)) << uint64(8)) | (e & uint64(0xFF))
@@ -258,7 +264,7 @@ def _encode_until_escape(ends, symbols, k, n_runs, start, tokens, plain, out32, 
     flag, or this loop inlined into the chunk writer, the plain pairs lost their speed-up."""
     k, n_runs, start = uint64(k), uint64(n_runs), uint64(start)
     n_pending, word_pos = uint64(n_pending), uint64(word_pos)
-    one, word_bits = uint64(1), uint64(WORD_BITS)
+    one, last_bit = uint64(1), uint64(63)
     if short:
         first, first_start = k, start
         three = uint64(3)
@@ -269,10 +275,12 @@ def _encode_until_escape(ends, symbols, k, n_runs, start, tokens, plain, out32, 
                 length0, length1 = p0 & uint64(0xFF), p1 & uint64(0xFF)
                 length2, length3 = p2 & uint64(0xFF), p3 & uint64(0xFF)
                 pair0, pair1 = length0 + length1, length2 + length3
-                if pair0 + pair1 > word_bits:
+                if n_pending + pair0 + pair1 > last_bit:
                     break
-                acc = (((acc << length0) | (p0 >> uint64(8))) << length1) | (p1 >> uint64(8))
-                acc = (((acc << length2) | (p2 >> uint64(8))) << length3) | (p3 >> uint64(8))
+                # The four codes join first: acc waits on one shift and one or per step.
+                low = (((p2 >> uint64(8)) << length3) | (p3 >> uint64(8)))
+                high = (((p0 >> uint64(8)) << length1) | (p1 >> uint64(8))) << pair1
+                acc = (acc << (pair0 + pair1)) | high | low
                 word, n_pending, full = settle(acc, n_pending + pair0 + pair1)
                 out32[word_pos] = word
                 word_pos += full
@@ -280,7 +288,7 @@ def _encode_until_escape(ends, symbols, k, n_runs, start, tokens, plain, out32, 
             if k + one < n_runs:
                 p0, p1 = plain[symbols[k]], plain[symbols[k + one]]
                 length0, length1 = p0 & uint64(0xFF), p1 & uint64(0xFF)
-                if length0 + length1 <= word_bits:
+                if n_pending + length0 + length1 <= last_bit:
                     acc = (((acc << length0) | (p0 >> uint64(8))) << length1) | \
                         (p1 >> uint64(8))
                     word, n_pending, full = settle(acc, n_pending + length0 + length1)
@@ -301,7 +309,7 @@ def _encode_until_escape(ends, symbols, k, n_runs, start, tokens, plain, out32, 
         while k + one < n_runs:
             e0, e1 = tokens[symbols[k]], tokens[symbols[k + one]]
             if (e0 & uint64(0xFF)) == 0 or (e1 & uint64(0xFF)) == 0 or \
-                    (e0 & uint64(0xFF)) + (e1 & uint64(0xFF)) > word_bits:
+                    n_pending + (e0 & uint64(0xFF)) + (e1 & uint64(0xFF)) > last_bit:
                 break
             end0, end1 = uint64(ends[k]), uint64(ends[k + one])
             bits0, length0 = _written_token(e0, end0, start)
@@ -384,13 +392,14 @@ def _encode_rlh_chunk(levels, ends, symbols, k, k_end, start, base, window, entr
 
 
 @njit(cache=True)
-def encode_rlh(levels, ends, symbols, chunk_runs, chunk, base, window, entries, value_bits,
-               bucket_extra, out32, chunk_bits):
-    """Write (level, run) tokens chunk by chunk (``symbols`` from ``rlh_histogram``); fills
-    ``chunk_bits``, returns the words used."""
-    tokens = writer_entries(entries, window, bucket_extra)
+def encode_rlh(levels, ends, symbols, chunk_runs, chunk, base, window, coded, entries,
+               value_bits, bucket_extra, out32, chunk_bits):
+    """Write (level, run) tokens chunk by chunk (``symbols`` from ``rlh_histogram``) with the
+    code's ``entries`` (``coded``: its coded symbol ids); fills ``chunk_bits``, returns the words
+    used."""
+    tokens = writer_entries(coded, entries, window, bucket_extra)
     short = short_runs_likely(chunk_runs[-1], levels.shape[0])
-    plain = plain_entries(tokens) if short else tokens
+    plain = plain_entries(coded, tokens) if short else tokens
     word_pos = int64(0)         # typed: a literal 0 compiles every callee a second time
     k = int64(0)
     for c in range(chunk_runs.shape[0]):

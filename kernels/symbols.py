@@ -105,11 +105,12 @@ def level_histogram(levels, base, window, counts):
 
 
 @njit(cache=True)
-def pack_entries(codes, lengths):
-    """Encoder entries ``code << 4 | length`` per symbol (uint32)."""
-    entries = np.empty(codes.shape[0], dtype=np.uint32)
-    for s in range(codes.shape[0]):
-        entries[s] = (codes[s] << ENTRY_CODE_SHIFT) | lengths[s]
+def pack_entries(symbols, codes, lengths, n_symbols):
+    """Encoder entries ``code << 4 | length`` per symbol id (uint32, ``n_symbols``; 0 = not
+    coded) from the coded ``symbols`` with their ``codes`` and ``lengths``."""
+    entries = np.zeros(n_symbols, dtype=np.uint32)
+    for i in range(symbols.shape[0]):
+        entries[symbols[i]] = (codes[i] << ENTRY_CODE_SHIFT) | lengths[i]
     return entries
 
 

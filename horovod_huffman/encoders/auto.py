@@ -6,7 +6,6 @@ within the escape cost otherwise. Then only the winner encodes (reusing its plan
 """
 import numpy as np
 
-from horovod_huffman.kernels.codebook import write_codebook
 from horovod_huffman.kernels.estimate import elias_level_bits
 from horovod_huffman.kernels.runs import RUN_BUCKETS
 from horovod_huffman.kernels.stats import level_range, run_statistics
@@ -19,14 +18,19 @@ from .elias import EliasGamma, EliasDelta, EliasOmega, EliasRLE, QSGDElias
 from .huffman import Huffman, SampleHuffman, LevelPlan, emit, plan_bits
 from .raw import Raw, fixed_width
 from .runlength import RLH, SHS, RLH_MAX_WINDOW, emit_shs, rlh_payload_bits
-from .codes import lengths_for
+from .codes import Code, lengths_for
 
 # Parameter bytes besides the codebook: mode, base, window, k, count varints.
 PARAM_OVERHEAD_BYTES = 12
 
 
-def _codebook_bytes(lengths):
-    return len(write_codebook(lengths)) + PARAM_OVERHEAD_BYTES
+def _param_bytes(code):
+    """Parameter bytes of a stream with ``code`` (a codes.Code)."""
+    return len(code.codebook()) + PARAM_OVERHEAD_BYTES
+
+
+def _plan_param_bytes(lengths):
+    return _param_bytes(Code.from_lengths(lengths))
 
 
 class Auto(Encoder):
@@ -64,17 +68,18 @@ class Auto(Encoder):
 
         # huffman and sh: a level plan applied to the full histogram.
         h_plan = LevelPlan(base, window, lengths_for(level_counts, window))
-        put("huffman", plan_bits(h_plan, level_counts, vbits), _codebook_bytes(h_plan.lengths))
+        put("huffman", plan_bits(h_plan, level_counts, vbits), _plan_param_bytes(h_plan.lengths))
         sh_plan = self.sh.plan(levels)
         if sh_plan.window == window:
-            put("sh", plan_bits(sh_plan, level_counts, vbits), _codebook_bytes(sh_plan.lengths),
+            put("sh", plan_bits(sh_plan, level_counts, vbits), _plan_param_bytes(sh_plan.lengths),
                 sh_plan)
         # rlh: joint token histogram.
         escape = window * RUN_BUCKETS
-        r_len = lengths_for(rlh_counts, escape)
-        put("rlh", rlh_payload_bits(rlh_counts, r_len, window)
-            + int(rlh_counts[escape]) * (int(r_len[escape]) + vbits + 2 * 16),
-            _codebook_bytes(r_len))
+        r_code = Code.from_counts(rlh_counts, escape)
+        esc_bits = r_code.lengths[np.searchsorted(r_code.symbols, escape)] \
+            if rlh_counts[escape] else 0
+        put("rlh", rlh_payload_bits(rlh_counts, r_code, window)
+            + int(rlh_counts[escape]) * (int(esc_bits) + vbits + 2 * 16), _param_bytes(r_code))
         # shs: model lengths applied to non-zero levels and to the zero-run chunking.
         s_plan = self.shs.plan(levels)
         if s_plan.base == base and s_plan.window == window:
@@ -85,7 +90,7 @@ class Auto(Encoder):
             bits = int(np.dot(nz, s_len[:window])) + n_esc * (int(s_len[window + k]) + vbits)
             bits += int(np.dot(zero_runs[1:], s_len[window:window + k - 1]))
             bits += chunks * int(s_len[window + k - 1])
-            put("shs", bits, _codebook_bytes(s_len), s_plan)
+            put("shs", bits, _plan_param_bytes(s_len), s_plan)
         # per-symbol Elias codes: code length of each level times its count.
         for enc in self.elias:
             per_level = elias_level_bits(enc.kind, base, window)

@@ -5,8 +5,10 @@ import numpy as np
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, chunk_starts, payload_bits
 from horovod_huffman.kernels.codebook import write_codebook, read_codebook
 from horovod_huffman.kernels.errors import OK
-from horovod_huffman.kernels.huffman import (MAX_CODE_BITS, MAX_CODED_SYMBOLS, code_lengths,
-                                             canonical_codes, kraft_units)
+from horovod_huffman.kernels.huffman import (MAX_CODE_BITS, MAX_CODED_SYMBOLS, coded_symbols,
+                                             limited_lengths, canonical_codes,
+                                             canonical_codes_of, kraft_units)
+from horovod_huffman.kernels.symbols import pack_entries
 
 from ..errors import DecodeError
 from ..wire import MAX_ELEMENTS
@@ -15,19 +17,62 @@ from ..wire import MAX_ELEMENTS
 MAX_SYMBOLS = 1 << 17
 
 
+class Code:
+    """A canonical Huffman code over ``n_symbols`` symbol ids, held by its coded symbols only
+    (rlh's alphabets have ~12K ids, a few hundred coded): ``symbols`` (ids, ascending, int64),
+    ``lengths`` (bits, 1..MAX_CODE_BITS, int64) and ``codes`` (MSB-first, uint32), aligned."""
+    __slots__ = ("n_symbols", "symbols", "lengths", "codes")
+
+    def __init__(self, n_symbols, symbols, lengths):
+        self.n_symbols, self.symbols, self.lengths = n_symbols, symbols, lengths
+        self.codes = canonical_codes_of(symbols, lengths)
+
+    @classmethod
+    def from_counts(cls, counts, escape):
+        """The optimal code of lengths <= MAX_CODE_BITS for ``counts`` (int64 per symbol id);
+        when more than MAX_CODED_SYMBOLS symbols occur, the rarest are folded into the
+        ``escape`` symbol (which then needs a code too)."""
+        symbols = coded_symbols(counts)
+        weights = counts[symbols].astype(np.int64, copy=False)
+        if symbols.size > MAX_CODED_SYMBOLS:
+            others = np.flatnonzero(symbols != escape)
+            order = others[np.argsort(weights[others], kind="stable")[::-1]]
+            kept = np.sort(order[:MAX_CODED_SYMBOLS - 1])
+            folded = int(weights[order[MAX_CODED_SYMBOLS - 1:]].sum()) + int(counts[escape])
+            at = np.searchsorted(symbols[kept], escape)
+            symbols = np.insert(symbols[kept], at, escape)
+            weights = np.insert(weights[kept], at, folded)
+        return cls(counts.size, symbols, limited_lengths(weights, MAX_CODE_BITS))
+
+    @classmethod
+    def from_lengths(cls, lengths):
+        """The code of ``lengths`` (bits per symbol id, 0 = not coded)."""
+        symbols = np.flatnonzero(lengths).astype(np.int64)
+        return cls(lengths.size, symbols, lengths[symbols].astype(np.int64))
+
+    def full_lengths(self):
+        """Code lengths per symbol id (int64, 0 = not coded)."""
+        lengths = np.zeros(self.n_symbols, dtype=np.int64)
+        lengths[self.symbols] = self.lengths
+        return lengths
+
+    def entries(self):
+        """Encoder entries ``code << 4 | length`` per symbol id (uint32, 0 = not coded)."""
+        return pack_entries(self.symbols, self.codes, self.lengths, self.n_symbols)
+
+    def codebook(self):
+        """The canonical codebook's bytes (kernels/codebook.py)."""
+        return write_codebook(self.symbols, self.lengths)
+
+    def write(self, writer):
+        """Append the coded-symbol count and the canonical codebook to a ParamWriter."""
+        writer.uint(self.symbols.size)
+        writer.raw(self.codebook())
+
+
 def lengths_for(counts, escape):
-    """Code lengths for ``counts``; when more than MAX_CODED_SYMBOLS symbols occur, the rarest
-    are folded into the ``escape`` symbol (which then needs a code too). ``counts`` is int64."""
-    counts = counts.astype(np.int64, copy=True)
-    if np.count_nonzero(counts) > MAX_CODED_SYMBOLS:    # (flatnonzero: 32 us on 12K counts)
-        occurring = np.flatnonzero(counts)
-        others = occurring[occurring != escape]
-        keep = MAX_CODED_SYMBOLS - 1
-        order = np.argsort(counts[others], kind="stable")[::-1]
-        dropped = others[order[keep:]]
-        counts[escape] += counts[dropped].sum()
-        counts[dropped] = 0
-    return code_lengths(counts, MAX_CODE_BITS)
+    """Code lengths per symbol id of ``Code.from_counts(counts, escape)``."""
+    return Code.from_counts(counts, escape).full_lengths()
 
 
 def weights_from_probabilities(p, possible):
@@ -37,12 +82,6 @@ def weights_from_probabilities(p, possible):
     # 2**40 keeps ~12 significant digits yet sums of up to 2**17 weights stay far below 2**63.
     w = np.rint(np.asarray(p, dtype=np.float64) * float(1 << 40)).astype(np.int64)
     return np.where(possible, np.maximum(w, 1), 0)
-
-
-def write_lengths(writer, lengths):
-    """Append the coded-symbol count and the canonical codebook to a ParamWriter."""
-    writer.uint(np.count_nonzero(lengths))
-    writer.raw(write_codebook(lengths))
 
 
 def read_lengths(reader, n_symbols, name):

@@ -14,8 +14,6 @@ from horovod_huffman.kernels.chunks import CHUNK_LEVELS, chunk_starts
 from horovod_huffman.kernels.cuda_bits import BLOCK
 from horovod_huffman.kernels.cuda_tokens import LEVELS, RUNS, ZERO_RUNS  # noqa: F401 (modes)
 from horovod_huffman.kernels.runs import BUCKET_EXTRA
-from horovod_huffman.kernels.symbols import pack_entries
-from horovod_huffman.kernels.huffman import canonical_codes
 
 from ..device import SIMULATED, copy_to_host, grid_for
 from ..errors import check_status
@@ -74,11 +72,12 @@ def token_counts(tokens, base, window, n_symbols):
     return copy_to_host(counts, stream)
 
 
-def token_payload(tokens, base, window, lengths, esc, vbits, k=1):
+def token_payload(tokens, base, window, entries, esc, vbits, k=1):
     """Encode the tokens as a chunked stream: (host uint32 words, words used, host chunk bits),
-    laid out exactly as the CPU encoders lay them out."""
+    laid out exactly as the CPU encoders lay them out. ``entries``: the code's host encoder
+    entries (codes.Code.entries)."""
     stream, n_chunks = tokens.stream, tokens.n_chunks
-    entries = cuda.to_device(pack_entries(canonical_codes(lengths), lengths), stream=stream)
+    entries = cuda.to_device(entries, stream=stream)
     seg_offset = cuda.device_array(n_chunks * BLOCK, dtype=np.int64, stream=stream)
     bits = cuda.device_array(n_chunks, dtype=np.int64, stream=stream)
     args = (tokens.levels, tokens.chunk, tokens.mode, tokens.seg_prev, base, window, entries, esc,

@@ -11,17 +11,16 @@ bits of every chunk, codebook over window + 1 symbols (symbol window = escape).
 import numpy as np
 
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, payload_bits
-from horovod_huffman.kernels.huffman import MAX_CODE_BITS, canonical_codes, decode_table
+from horovod_huffman.kernels.huffman import MAX_CODE_BITS, decode_table
 from horovod_huffman.kernels.stats import level_range
 from horovod_huffman.kernels.lanes import decode_levels
-from horovod_huffman.kernels.symbols import level_histogram, pack_entries, encode_levels, \
-    multi_symbol_tables
+from horovod_huffman.kernels.symbols import level_histogram, encode_levels, multi_symbol_tables
 
 from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
 from . import gpu
 from .base import Encoder, Sampled, out_words, check_status, check_chunk_levels
-from .codes import (lengths_for, write_lengths, read_lengths, code_cost_bits, chunk_count,
+from .codes import (Code, lengths_for, read_lengths, code_cost_bits, chunk_count,
                     write_chunks, read_chunks)
 
 # Levels coded directly span at most this many values; others take the escape.
@@ -129,7 +128,7 @@ def _constant_params(plan):
 def _coded_params(plan, chunk_bits):
     writer = ParamWriter().uint(MODE_CODED).sint(plan.base).uint(plan.window)
     write_chunks(writer, plan.chunk, chunk_bits)
-    write_lengths(writer, plan.lengths)
+    Code.from_lengths(plan.lengths).write(writer)
     return writer.getvalue()
 
 
@@ -137,7 +136,7 @@ def emit(levels, plan):
     """Encode ``levels`` with ``plan``: (params, words, n_words, n_bits)."""
     if plan.constant:
         return _constant_params(plan)
-    entries = pack_entries(canonical_codes(plan.lengths), plan.lengths)
+    entries = Code.from_lengths(plan.lengths).entries()
     vbits = value_bits(levels.dtype)
     chunk_bits = np.zeros(chunk_count(levels.size, plan.chunk), dtype=np.int64)
     # Every element costs at most the longest code plus, if escaped, a raw value.
@@ -152,8 +151,8 @@ def emit_device(levels, plan, stream):
     if plan.constant:
         return _constant_params(plan)
     out32, n_words, chunk_bits = gpu.token_payload(
-        gpu.Tokens(levels, gpu.LEVELS, stream, plan.chunk), plan.base, plan.window, plan.lengths,
-        plan.window, value_bits(levels.dtype))
+        gpu.Tokens(levels, gpu.LEVELS, stream, plan.chunk), plan.base, plan.window,
+        Code.from_lengths(plan.lengths).entries(), plan.window, value_bits(levels.dtype))
     return _coded_params(plan, chunk_bits), out32, n_words, payload_bits(chunk_bits)
 
 

@@ -14,19 +14,19 @@ lengths. Parameters: base, window, k, codebook over window + k + 1 symbols.
 import numpy as np
 
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, payload_bits
-from horovod_huffman.kernels.huffman import MAX_CODE_BITS, MAX_CODED_SYMBOLS, canonical_codes
+from horovod_huffman.kernels.huffman import MAX_CODE_BITS, MAX_CODED_SYMBOLS
 from horovod_huffman.kernels.lanes import decode_tokens
 from horovod_huffman.kernels.runs import (RUN_BUCKETS, BUCKET_EXTRA, run_ends, rlh_histogram,
                                           encode_rlh, encode_shs, token_payload_bits)
 from horovod_huffman.kernels.tokens import rlh_token_table, token_table, lookup_tables
 from horovod_huffman.kernels.stats import level_range
-from horovod_huffman.kernels.symbols import level_histogram, pack_entries
+from horovod_huffman.kernels.symbols import level_histogram
 
 from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
 from . import gpu
 from .base import Encoder, Sampled, out_words, check_status, check_chunk_levels
-from .codes import (MAX_SYMBOLS, lengths_for, weights_from_probabilities, write_lengths,
+from .codes import (MAX_SYMBOLS, Code, lengths_for, weights_from_probabilities,
                     read_lengths, chunk_count, write_chunks, read_chunks)
 
 # rlh: window * RUN_BUCKETS + 1 symbols must stay within MAX_SYMBOLS.
@@ -70,16 +70,16 @@ class RLH(Encoder):
     def _encode(self, levels):
         base, window, counts, ends, symbols, chunk_runs = self.token_counts(levels)
         escape = window * RUN_BUCKETS
-        lengths = lengths_for(counts, escape)
-        entries = pack_entries(canonical_codes(lengths), lengths)
+        code = Code.from_counts(counts, escape)
         vbits = value_bits(levels.dtype)
         chunk_bits = np.zeros(chunk_runs.size, dtype=np.int64)
-        worst = rlh_payload_bits(counts, lengths, window) + 32 * chunk_bits.size + \
+        worst = rlh_payload_bits(counts, code, window) + 32 * chunk_bits.size + \
             int(counts[escape]) * (vbits + RLH_ESCAPE_RUN_BITS + MAX_CODE_BITS)
         out32 = out_words(worst)
         n_words = encode_rlh(levels, ends, symbols, chunk_runs, self.chunk_levels, base, window,
-                             entries, vbits, BUCKET_EXTRA, out32, chunk_bits)
-        return _params(base, window, None, self.chunk_levels, chunk_bits, lengths), out32, \
+                             code.symbols, code.entries(), vbits, BUCKET_EXTRA, out32,
+                             chunk_bits)
+        return _params(base, window, None, self.chunk_levels, chunk_bits, code), out32, \
             n_words, \
             payload_bits(chunk_bits)
 
@@ -88,12 +88,11 @@ class RLH(Encoder):
         base, window = lo, min(hi - lo + 1, RLH_MAX_WINDOW)
         escape = window * RUN_BUCKETS
         tokens = gpu.Tokens(levels, gpu.RUNS, stream, self.chunk_levels)
-        lengths = lengths_for(gpu.token_counts(tokens, base, window, escape + 1), escape)
-        out32, n_words, chunk_bits = gpu.token_payload(tokens, base, window, lengths, escape,
-                                                       value_bits(levels.dtype))
-        return _params(base, window, None, self.chunk_levels, chunk_bits, lengths), out32, \
-            n_words, \
-            payload_bits(chunk_bits)
+        code = Code.from_counts(gpu.token_counts(tokens, base, window, escape + 1), escape)
+        out32, n_words, chunk_bits = gpu.token_payload(tokens, base, window, code.entries(),
+                                                       escape, value_bits(levels.dtype))
+        return _params(base, window, None, self.chunk_levels, chunk_bits, code), out32, \
+            n_words, payload_bits(chunk_bits)
 
     @classmethod
     def _decode(cls, reader, words, payload_bits, out, stream=None):
@@ -124,13 +123,13 @@ def token_buffers(n):
     return work[:n].view(np.int32), work[n + pad:]
 
 
-def _params(base, window, k, chunk, chunk_bits, lengths):
-    """rlh (k None) or shs parameters."""
+def _params(base, window, k, chunk, chunk_bits, code):
+    """rlh (k None) or shs parameters (``code``: a codes.Code)."""
     writer = ParamWriter().sint(base).uint(window)
     if k is not None:
         writer.uint(k)
     write_chunks(writer, chunk, chunk_bits)
-    write_lengths(writer, lengths)
+    code.write(writer)
     return writer.getvalue()
 
 
@@ -148,9 +147,10 @@ def _decode_tokens(name, words, starts, chunk_bits, chunk, table, base, out, esc
     check_status(status, name)
 
 
-def rlh_payload_bits(counts, lengths, window):
-    """Payload bits of the non-escaped rlh tokens: codes plus bucket extra bits."""
-    return int(token_payload_bits(counts, lengths, window, BUCKET_EXTRA))
+def rlh_payload_bits(counts, code, window):
+    """Payload bits of the non-escaped rlh tokens: codes plus bucket extra bits (``code``: a
+    codes.Code)."""
+    return int(token_payload_bits(counts, code.symbols, code.lengths, window, BUCKET_EXTRA))
 
 
 class SHSPlan:
@@ -244,20 +244,22 @@ class SHS(Sampled, Encoder):
 
 def emit_shs(levels, plan):
     """Encode ``levels`` with an SHS plan: (params, words, n_words, n_bits)."""
-    entries = pack_entries(canonical_codes(plan.lengths), plan.lengths)
+    code = Code.from_lengths(plan.lengths)
+    entries = code.entries()
     vbits = value_bits(levels.dtype)
     chunk_bits = np.zeros(chunk_count(levels.size, plan.chunk), dtype=np.int64)
     out32 = out_words(levels.size * (MAX_CODE_BITS + vbits) + 32 * chunk_bits.size)
     n_words = encode_shs(levels, plan.base, plan.window, plan.k, entries, vbits, plan.chunk,
                          out32, chunk_bits)
-    return _params(plan.base, plan.window, plan.k, plan.chunk, chunk_bits, plan.lengths), out32, \
+    return _params(plan.base, plan.window, plan.k, plan.chunk, chunk_bits, code), out32, \
         n_words, payload_bits(chunk_bits)
 
 
 def emit_shs_device(levels, plan, stream):
     """``emit_shs`` for device levels, kernels on ``stream``; the same result."""
+    code = Code.from_lengths(plan.lengths)
     out32, n_words, chunk_bits = gpu.token_payload(
         gpu.Tokens(levels, gpu.ZERO_RUNS, stream, plan.chunk), plan.base, plan.window,
-        plan.lengths, plan.window + plan.k, value_bits(levels.dtype), k=plan.k)
-    return _params(plan.base, plan.window, plan.k, plan.chunk, chunk_bits, plan.lengths), out32, \
+        code.entries(), plan.window + plan.k, value_bits(levels.dtype), k=plan.k)
+    return _params(plan.base, plan.window, plan.k, plan.chunk, chunk_bits, code), out32, \
         n_words, payload_bits(chunk_bits)
