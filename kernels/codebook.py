@@ -6,9 +6,9 @@ The count of coded symbols travels in the encoder's parameters; the reader bound
 the alphabet size and every length by MAX_CODE_BITS before it stores anything.
 """
 import numpy as np
-from numba import njit, uint64
+from numba import njit, uint64, int64
 
-from .bits import (put_bits, put_bits_long, flush_bits, peek64, top_bits, bit_length,
+from .bits import (put_bits, put_bits_long, flush_bits, settle, peek64, top_bits, bit_length,
                    count_leading_zeros, bytes_to_words, words_to_bytes)
 from .errors import OK, PAYLOAD_OVERRUN, BAD_CODEBOOK
 from .huffman import MAX_CODE_BITS
@@ -18,6 +18,9 @@ LENGTH_BITS = 4   # code lengths 1..12 fit in 4 bits
 
 @njit(cache=True)
 def _write(symbols, lengths, out32):
+    """Write the entries into ``out32``; returns (words used, bits). An entry of at most 32 bits
+    (gaps below 2**14) is one push and one flush step (``settle``), longer ones go through
+    ``put_bits_long``."""
     acc = uint64(0)
     n_pending = 0
     word_pos = 0
@@ -28,13 +31,22 @@ def _write(symbols, lengths, out32):
         gap = s - prev
         prev = s
         g_len = bit_length(gap)
-        acc, n_pending, word_pos = put_bits_long(out32, acc, n_pending, word_pos, 0, g_len - 1)
-        acc, n_pending, word_pos = put_bits_long(out32, acc, n_pending, word_pos, gap, g_len)
-        acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos, lengths[i],
-                                            LENGTH_BITS)
-        n_bits += 2 * g_len - 1 + LENGTH_BITS
-    word_pos = flush_bits(out32, acc, n_pending, word_pos)
-    return word_pos, n_bits
+        entry_bits = 2 * g_len - 1 + LENGTH_BITS       # gamma(gap): g_len - 1 zeros, gap
+        if entry_bits <= 32:
+            acc = (acc << uint64(entry_bits)) | (uint64(gap) << uint64(LENGTH_BITS)) | \
+                uint64(lengths[i])
+            word, pending, full = settle(acc, uint64(n_pending + entry_bits))
+            out32[word_pos] = word
+            word_pos += int64(full)
+            n_pending = int64(pending)
+        else:
+            acc, n_pending, word_pos = put_bits_long(out32, acc, n_pending, word_pos, 0,
+                                                     g_len - 1)
+            acc, n_pending, word_pos = put_bits_long(out32, acc, n_pending, word_pos, gap, g_len)
+            acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos, lengths[i],
+                                                LENGTH_BITS)
+        n_bits += entry_bits
+    return flush_bits(out32, acc, n_pending, word_pos), n_bits
 
 
 def write_codebook(symbols, lengths):

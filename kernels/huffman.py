@@ -189,6 +189,18 @@ def canonical_codes_of(symbols, lengths):
 
 
 @njit(cache=True)
+def code_of_counts(counts, max_bits):
+    """(ids of the symbols that occur, ascending; their ``limited_lengths``; their canonical
+    codes) for ``counts`` (int64 per symbol id), in one call. With more than 2**max_bits
+    symbols occurring no code exists: lengths and codes come back empty."""
+    symbols = coded_symbols(counts)
+    if symbols.shape[0] > (1 << max_bits):
+        return symbols, np.empty(0, dtype=np.int64), np.empty(0, dtype=np.uint32)
+    lengths = limited_lengths(counts[symbols], max_bits)
+    return symbols, lengths, canonical_codes_of(symbols, lengths)
+
+
+@njit(cache=True)
 def canonical_codes(lengths):
     """Canonical codes (MSB-first integers) for ``lengths`` (one per symbol id, 0 = not coded);
     0 where a symbol is not coded."""

@@ -22,6 +22,8 @@ from .stores import load8, sampled_eighths, LITTLE_ENDIAN
 from .symbols import put_escape
 
 MAX_RUN = (1 << 32) - 1
+# Placeholder symbol of a run of 4 or more levels (kernels/vector_runs.py), above any alphabet.
+LONG_RUN = 1 << 31
 # Buckets 0..2 are runs 1..3; then two per octave for bit lengths 3..32: 3 + 2 * 30 = 63.
 RUN_BUCKETS = 63
 
@@ -178,6 +180,40 @@ def _count_tokens(levels, ends, n_runs, base, window, counts, symbols, short, co
             bucket, _ = bucket_and_extra(run, short)
             symbol = bucket * w + v if covered or v < w else esc
         symbols[k] = symbol
+        counts[symbol] += 1
+
+
+# count_symbols samples this many tokens for the share of LONG_RUN placeholders.
+LONG_SAMPLE = 1024
+
+
+@njit(cache=True)
+def count_symbols(levels, ends, symbols, n_runs, base, window, counts):
+    """``rlh_histogram`` for symbols already written (kernels/vector_runs.py), levels covered
+    by the window. Where a sample has fewer than 1 in 8 LONG_RUN placeholders (runs of 4 or
+    more), count the symbols and give each placeholder its symbol from its run's length (a
+    branch, mispredicted where placeholders come irregularly); otherwise ``rlh_histogram``
+    rewrites every symbol from the run ends (measured on QSGD s = 4..8 levels, 20-30% of
+    tokens long: 1.4x faster than the branch; s = 16..127, 1-12% long: the branch 1.0-1.6x
+    faster)."""
+    stride = max(1, n_runs // LONG_SAMPLE)
+    placeholders = 0
+    for k in range(0, n_runs, stride):
+        placeholders += symbols[k] == LONG_RUN
+    if 8 * placeholders >= -(-n_runs // stride):
+        rlh_histogram(levels, ends, n_runs, base, window, counts, symbols, True)
+        return
+    w = uint64(window)
+    one = uint64(1)
+    long_run = uint64(LONG_RUN)
+    for k in range(uint64(n_runs)):
+        symbol = uint64(symbols[k])
+        if symbol == long_run:                     # rare in dense levels
+            end = uint64(ends[k])
+            start = uint64(ends[k - one]) + one if k > uint64(0) else uint64(0)
+            bucket, _ = bucket_and_extra(end + one - start, True)
+            symbol = bucket * w + uint64(int64(levels[end]) - base)
+            symbols[k] = symbol
         counts[symbol] += 1
 
 

@@ -11,8 +11,11 @@ from horovod_huffman.kernels.bits import READ_PAD_WORDS, bytes_to_words, words_t
 from horovod_huffman.kernels.huffman import (code_lengths, canonical_codes, decode_table,
                                              MAX_CODE_BITS, LENGTH_SHIFT, LENGTH_MASK)
 from horovod_huffman.kernels.stats import level_range
-from horovod_huffman.kernels import tokens
-from horovod_huffman.kernels.runs import RUN_BUCKETS
+from horovod_huffman.encoders.codes import Code, chunk_count
+from horovod_huffman.encoders.runlength import token_buffers
+from horovod_huffman.kernels import tokens, vector_runs
+from horovod_huffman.kernels.runs import (RUN_BUCKETS, LONG_RUN, run_ends, rlh_histogram,
+                                          count_symbols)
 from horovod_huffman.kernels.symbols import level_histogram, multi_symbol_tables
 from horovod_huffman.params import ParamReader, ParamWriter
 from horovod_huffman.wire import HEADER, CHECKSUM
@@ -275,6 +278,61 @@ def test_token_lookup_tables_hold_every_whole_token_of_each_prefix(counts, windo
                 assert word[:len(expected)] == expected, prefix
             else:
                 assert word == (expected + [expected[-1]] * per_word)[:per_word], prefix
+
+
+@pytest.mark.skipif(not vector_runs.AVAILABLE, reason="the CPU has no AVX-512 F/BW")
+@given(n_runs=st.integers(1, 3000), long_share=st.sampled_from([0.0, 0.02, 0.3, 0.8]),
+       spread=st.integers(0, 255), chunk=st.sampled_from([1, 2, 3, 4, 5, 64, 67, 130, 65536]),
+       seed=st.integers(0, 2**32 - 1))
+def test_vector_run_pass_is_the_scalar_passes(n_runs, long_share, spread, chunk, seed):
+    """AVX-512 run ends and symbols (kernels/vector_runs.py) against ``run_ends`` then
+    ``rlh_histogram``: runs of 1..3 and, at ``long_share``, of 4..12 (a placeholder, resolved by
+    ``count_symbols`` one by one or, at high shares, by ``rlh_histogram``), chunk cuts inside
+    runs, levels in a window of ``spread`` + 1."""
+    rng = np.random.default_rng(seed)
+    lengths = np.where(rng.random(n_runs) < long_share, rng.integers(4, 13, n_runs),
+                       rng.integers(1, 4, n_runs))
+    values = rng.integers(-128, -127 + spread, n_runs, endpoint=True).clip(-128, 127)
+    levels = np.repeat(values, lengths).astype(np.int8)
+    n = levels.size
+    lo, hi = level_range(levels)
+    base, window = int(lo), int(hi - lo + 1)
+    results = []
+    for vector in (False, True):
+        ends, symbols = token_buffers(n)
+        chunk_runs = np.empty(chunk_count(n, chunk), dtype=np.int64)
+        counts = np.zeros(window * RUN_BUCKETS + 1, dtype=np.int64)
+        if vector:
+            t = vector_runs.runs_and_symbols(levels, chunk, base, window, ends, symbols,
+                                             chunk_runs)
+            placeholder = symbols[:t] == LONG_RUN
+            assert placeholder.tolist() == (np.diff(ends[:t], prepend=-1) >= 4).tolist()
+            scalar_symbols = np.array(results[0][1])
+            assert symbols[:t][~placeholder].tolist() == scalar_symbols[~placeholder].tolist()
+            count_symbols(levels, ends, symbols[:t], t, base, window, counts)
+        else:
+            t = run_ends(levels, chunk, ends, chunk_runs)
+            rlh_histogram(levels, ends, t, base, window, counts, symbols[:t], True)
+        results.append((ends[:t].tolist(), symbols[:t].tolist(), chunk_runs.tolist(),
+                        counts.tolist()))
+    assert results[0] == results[1]
+
+
+def test_code_folds_the_rarest_symbols_into_the_escape():
+    """More than 4096 symbols occurring: the 4095 most frequent (ties: the higher id) and the
+    escape, which carries the rest, get a code; the code is a complete prefix code."""
+    rng = np.random.default_rng(3)
+    counts = rng.integers(0, 50, 9000).astype(np.int64)
+    escape = 8999
+    code = Code.from_counts(counts, escape)
+    others = np.flatnonzero(counts[:escape])
+    ranked = others[np.lexsort((-others, -counts[others]))]
+    assert code.symbols.tolist() == sorted(ranked[:4095].tolist() + [escape])
+    weights = np.append(counts[ranked[:4095]], counts[escape] + counts[ranked[4095:]].sum())
+    assert sum(2.0 ** -code.lengths) == 1.0 and code.lengths.max() <= MAX_CODE_BITS
+    reference = code_lengths(np.sort(weights), MAX_CODE_BITS)
+    assert np.dot(np.sort(weights), reference) == np.dot(
+        counts[code.symbols[:-1]].tolist() + [weights[-1]], code.lengths)
 
 
 @given(values=st.lists(st.integers(0, 2**63 - 1), max_size=40), cut=st.integers(0, 400))

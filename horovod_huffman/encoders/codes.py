@@ -6,7 +6,7 @@ from horovod_huffman.kernels.chunks import CHUNK_LEVELS, chunk_starts, payload_b
 from horovod_huffman.kernels.codebook import write_codebook, read_codebook
 from horovod_huffman.kernels.errors import OK
 from horovod_huffman.kernels.huffman import (MAX_CODE_BITS, MAX_CODED_SYMBOLS, coded_symbols,
-                                             limited_lengths, canonical_codes,
+                                             code_of_counts, limited_lengths, canonical_codes,
                                              canonical_codes_of, kraft_units)
 from horovod_huffman.kernels.symbols import pack_entries
 
@@ -23,25 +23,27 @@ class Code:
     ``lengths`` (bits, 1..MAX_CODE_BITS, int64) and ``codes`` (MSB-first, uint32), aligned."""
     __slots__ = ("n_symbols", "symbols", "lengths", "codes")
 
-    def __init__(self, n_symbols, symbols, lengths):
+    def __init__(self, n_symbols, symbols, lengths, codes=None):
         self.n_symbols, self.symbols, self.lengths = n_symbols, symbols, lengths
-        self.codes = canonical_codes_of(symbols, lengths)
+        self.codes = canonical_codes_of(symbols, lengths) if codes is None else codes
 
     @classmethod
     def from_counts(cls, counts, escape):
         """The optimal code of lengths <= MAX_CODE_BITS for ``counts`` (int64 per symbol id);
         when more than MAX_CODED_SYMBOLS symbols occur, the rarest are folded into the
         ``escape`` symbol (which then needs a code too)."""
-        symbols = coded_symbols(counts)
-        weights = counts[symbols].astype(np.int64, copy=False)
-        if symbols.size > MAX_CODED_SYMBOLS:
-            others = np.flatnonzero(symbols != escape)
-            order = others[np.argsort(weights[others], kind="stable")[::-1]]
-            kept = np.sort(order[:MAX_CODED_SYMBOLS - 1])
-            folded = int(weights[order[MAX_CODED_SYMBOLS - 1:]].sum()) + int(counts[escape])
-            at = np.searchsorted(symbols[kept], escape)
-            symbols = np.insert(symbols[kept], at, escape)
-            weights = np.insert(weights[kept], at, folded)
+        counts = counts.astype(np.int64, copy=False)
+        symbols, lengths, codes = code_of_counts(counts, MAX_CODE_BITS)
+        if lengths.size == symbols.size:
+            return cls(counts.size, symbols, lengths, codes)
+        weights = counts[symbols]
+        others = np.flatnonzero(symbols != escape)
+        order = others[np.argsort(weights[others], kind="stable")[::-1]]
+        kept = np.sort(order[:MAX_CODED_SYMBOLS - 1])
+        folded = int(weights[order[MAX_CODED_SYMBOLS - 1:]].sum()) + int(counts[escape])
+        at = np.searchsorted(symbols[kept], escape)
+        symbols = np.insert(symbols[kept], at, escape)
+        weights = np.insert(weights[kept], at, folded)
         return cls(counts.size, symbols, limited_lengths(weights, MAX_CODE_BITS))
 
     @classmethod

@@ -16,8 +16,10 @@ import numpy as np
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, payload_bits
 from horovod_huffman.kernels.huffman import MAX_CODE_BITS, MAX_CODED_SYMBOLS
 from horovod_huffman.kernels.lanes import decode_tokens
+from horovod_huffman.kernels import vector_runs
 from horovod_huffman.kernels.runs import (RUN_BUCKETS, BUCKET_EXTRA, run_ends, rlh_histogram,
-                                          encode_rlh, encode_shs, token_payload_bits)
+                                          count_symbols, encode_rlh, encode_shs,
+                                          token_payload_bits)
 from horovod_huffman.kernels.tokens import rlh_token_table, token_table, lookup_tables
 from horovod_huffman.kernels.stats import level_range
 from horovod_huffman.kernels.symbols import level_histogram
@@ -61,10 +63,17 @@ class RLH(Encoder):
         base, window = lo, min(hi - lo + 1, RLH_MAX_WINDOW)
         ends, symbols = token_buffers(levels.size)
         chunk_runs = np.empty(chunk_count(levels.size, self.chunk_levels), dtype=np.int64)
-        n_runs = run_ends(levels, self.chunk_levels, ends, chunk_runs)
         counts = np.zeros(window * RUN_BUCKETS + 1, dtype=np.int64)
-        symbols = symbols[:n_runs]
-        rlh_histogram(levels, ends, n_runs, base, window, counts, symbols, hi - lo < window)
+        if vector_runs.AVAILABLE and levels.dtype == np.int8 and ends.dtype == np.int32:
+            # (int8 levels: a window of 256 covers them all)
+            n_runs = vector_runs.runs_and_symbols(levels, self.chunk_levels, base, window, ends,
+                                                  symbols, chunk_runs)
+            symbols = symbols[:n_runs]
+            count_symbols(levels, ends, symbols, n_runs, base, window, counts)
+        else:
+            n_runs = run_ends(levels, self.chunk_levels, ends, chunk_runs)
+            symbols = symbols[:n_runs]
+            rlh_histogram(levels, ends, n_runs, base, window, counts, symbols, hi - lo < window)
         return base, window, counts, ends, symbols, chunk_runs
 
     def _encode(self, levels):

@@ -1,0 +1,192 @@
+"""AVX-512 run pass for 1-byte levels: rlh's run ends and token symbols, 64 levels per step.
+
+READ ME FIRST
+1. ``runs.run_ends`` stores an index per level and ``runs.rlh_histogram`` then walks the runs to
+   map each to its symbol: ~17 scalar operations per token of dense levels. Here one step
+   compares 64 levels with their neighbours (two 64-byte loads, one compare: the run ends) and
+   with the three levels before them (a level equal to the 1, 2 or 3 before it is the 2nd, 3rd,
+   4th+ of its run), so every level gets the symbol its run would have if it ended there:
+   (run - 1) * window + level - base for runs 1..3, LONG_RUN for longer ones.
+   ``llvm.masked.compressstore`` keeps the ends' indices and symbols (16 int32 lanes per
+   store). ``runs.count_symbols`` then counts them and gives the LONG_RUN tokens, rare in dense
+   levels, their symbols from the run ends.
+2. Runs are cut at chunk boundaries (kernels/chunks.py): a step's lanes at chunk positions 0, 1,
+   2 do not look back past the chunk start, and a chunk's last level always ends a run. The
+   positions a whole step does not fit (a chunk's first levels at the array start, its tail)
+   go through ``_position``, the same rule one level at a time.
+3. Only where the CPU has AVX-512 F and BW and Numba compiles for it (``AVAILABLE``: no
+   NUMBA_CPU_NAME / NUMBA_CPU_FEATURES override); elsewhere LLVM would expand the compressing
+   stores into a branch per lane, so callers keep the scalar passes.
+4. For int8 levels (a window of at most 256 levels covers every level: no escapes) and fewer
+   than 2**31 of them (int32 ends).
+"""
+import llvmlite.binding as llvm
+from llvmlite import ir
+from numba import config, njit, types, uint64, int64
+from numba.extending import intrinsic
+
+from .runs import LONG_RUN as _LONG_RUN
+
+STEP = 64                     # levels per step: one 512-bit vector of int8
+LONG_RUN = uint64(_LONG_RUN)  # symbol of a level that is the 4th+ of its run (runs.count_symbols)
+
+_FEATURES = llvm.get_host_cpu_features()
+AVAILABLE = bool(_FEATURES.get("avx512f") and _FEATURES.get("avx512bw")) and \
+    config.CPU_NAME is None and config.CPU_FEATURES is None
+
+_I1, _I8, _I16, _I32, _I64 = (ir.IntType(b) for b in (1, 8, 16, 32, 64))
+_LANES = 16                   # int32 lanes per compressing store
+
+
+def _declare(module, name, ret, args):
+    """The LLVM intrinsic ``name`` in ``module`` (declared once)."""
+    fn = module.globals.get(name)
+    return fn if fn is not None else ir.Function(module, ir.FunctionType(ret, args), name)
+
+
+def _splat(builder, value, vector_type):
+    """``value`` in every lane of ``vector_type``."""
+    undef = ir.Constant(vector_type, ir.Undefined)
+    one = builder.insert_element(undef, value, ir.Constant(_I32, 0))
+    return builder.shuffle_vector(one, undef, ir.Constant(ir.VectorType(_I32, vector_type.count),
+                                                          [0] * vector_type.count))
+
+
+@intrinsic
+def _any_end(typingctx, levels, i):
+    """Whether any of levels i..i + 63 differs from the next (a run end): one 64-byte compare,
+    so a step can skip a block inside a long run (needs i + 64 < levels.size)."""
+    if not (isinstance(levels, types.Array) and levels.dtype.bitwidth == 8):
+        return None
+
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        bytes64 = ir.VectorType(_I8, STEP)
+        x, y = (builder.load(builder.bitcast(builder.gep(data, [builder.add(
+            args[1], ir.Constant(_I64, offset))]), bytes64.as_pointer()), align=1)
+            for offset in (0, 1))
+        mask = builder.bitcast(builder.icmp_unsigned("!=", x, y), _I64)
+        return builder.icmp_unsigned("!=", mask, ir.Constant(_I64, 0))
+
+    return types.boolean(levels, types.uint64), codegen
+
+
+@intrinsic
+def _step(typingctx, levels, i, base, window, ends, symbols, t):
+    """One step over levels i..i + 63, each compared with the next and the 3 before it (all
+    in the chunk: i >= chunk start + 3, i + 64 < chunk end): stores the run ends' indices into
+    ends[t:] and their symbols into symbols[t:]; returns the new t. Each compressed vector is
+    stored whole (16 lanes): the lanes past its count land on slots the next stores overwrite,
+    and t + 16 <= i + 64 (never more ends than levels) keeps them inside the arrays."""
+    if not (isinstance(levels, types.Array) and levels.dtype.bitwidth == 8):
+        return None
+    sig = types.uint64(levels, types.uint64, types.int64, types.int64, ends, symbols,
+                       types.uint64)
+
+    def codegen(context, builder, signature, args):
+        lv_arg, i, base_arg, window_arg, ends_arg, sym_arg, t = args
+        data = context.make_array(signature.args[0])(context, builder, lv_arg).data
+        ends_ptr = builder.bitcast(
+            context.make_array(signature.args[4])(context, builder, ends_arg).data,
+            _I32.as_pointer())
+        sym_ptr = builder.bitcast(
+            context.make_array(signature.args[5])(context, builder, sym_arg).data,
+            _I32.as_pointer())
+        bytes64 = ir.VectorType(_I8, STEP)
+
+        def load(offset):
+            at = builder.gep(data, [builder.add(i, ir.Constant(_I64, offset))])
+            return builder.load(builder.bitcast(at, bytes64.as_pointer()), align=1)
+
+        x = load(0)
+        ended = builder.icmp_unsigned("!=", x, load(1))
+        same = None
+        same_k = []                   # level equal to the k = 1, 2, 3 before it, and those between
+        for k in (1, 2, 3):
+            eq = builder.icmp_unsigned("==", x, load(-k))
+            same = eq if same is None else builder.and_(same, eq)
+            same_k.append(same)
+        lanes32 = ir.VectorType(_I32, _LANES)
+        mask16 = ir.VectorType(_I1, _LANES)
+        compress = _declare(builder.module, "llvm.x86.avx512.mask.compress.v16i32", lanes32,
+                            [lanes32, lanes32, mask16])
+        undef32 = ir.Constant(lanes32, ir.Undefined)
+
+        def store(vector, pointer, mask):
+            packed = builder.call(compress, [vector, undef32, mask])
+            builder.store(packed, builder.bitcast(builder.gep(pointer, [t]),
+                                                  lanes32.as_pointer()), align=4)
+        popcount = _declare(builder.module, "llvm.ctpop.i16", _I16, [_I16])
+        first_index = _splat(builder, builder.trunc(i, _I32), lanes32)
+        minus_base = _splat(builder, builder.trunc(builder.neg(base_arg), _I32), lanes32)
+        window32 = _splat(builder, builder.trunc(window_arg, _I32), lanes32)
+        long_run = ir.Constant(lanes32, [int(LONG_RUN)] * _LANES)
+        undef64 = ir.Constant(ir.VectorType(_I1, STEP), ir.Undefined)
+        undef_bytes = ir.Constant(bytes64, ir.Undefined)
+        for q in range(STEP // _LANES):
+            pick = ir.Constant(ir.VectorType(_I32, _LANES), list(range(q * _LANES,
+                                                                       (q + 1) * _LANES)))
+
+            def part(vector, undef=undef64):
+                return builder.shuffle_vector(vector, undef, pick)
+
+            end_q = part(ended)
+            level = builder.sext(builder.shuffle_vector(x, undef_bytes, pick), lanes32)
+            symbol = builder.add(level, minus_base)
+            for k in (0, 1):                      # + window per level back in the run
+                symbol = builder.select(part(same_k[k]), builder.add(symbol, window32), symbol)
+            symbol = builder.select(part(same_k[2]), long_run, symbol)
+            index = builder.add(first_index, ir.Constant(lanes32, list(range(q * _LANES,
+                                                                             (q + 1) * _LANES))))
+            store(index, ends_ptr, end_q)
+            store(symbol, sym_ptr, end_q)
+            t = builder.add(t, builder.zext(builder.call(popcount, [builder.bitcast(end_q, _I16)]),
+                                            _I64))
+        return t
+
+    return sig, codegen
+
+
+@njit(cache=True, inline="always")
+def _position(levels, j, start, base, window):
+    """The symbol level j (in a chunk from ``start``) would have as its run's end (uint64)."""
+    x = levels[j]
+    s1 = j >= start + 1 and levels[j - 1] == x
+    s2 = s1 and j >= start + 2 and levels[j - 2] == x
+    if s2 and j >= start + 3 and levels[j - 3] == x:
+        return LONG_RUN
+    return uint64(int64(x) - base + window * (int64(s1) + int64(s2)))
+
+
+@njit(cache=True)
+def runs_and_symbols(levels, chunk, base, window, ends, symbols, chunk_runs):
+    """Write every run's last index into ``ends`` (int32) and its symbol (or LONG_RUN) into
+    ``symbols`` (uint32), runs cut at chunk boundaries; ``chunk_runs[c]`` = runs in chunks
+    0..c. Returns the number of runs. int8 levels covered by [base, base + window); needs
+    AVAILABLE."""
+    n = uint64(levels.shape[0])
+    one = uint64(1)
+    t = uint64(0)
+    for c in range(chunk_runs.shape[0]):
+        start = uint64(c * chunk)
+        stop = min(n, uint64((c + 1) * chunk))
+        i = start
+        while i < start + uint64(3) and i < stop - one:    # a step looks 3 levels back
+            ends[t] = i
+            symbols[t] = _position(levels, i, start, base, window)
+            t += uint64(levels[i] != levels[i + one])
+            i += one
+        while i + uint64(STEP) < stop:
+            if _any_end(levels, i):
+                t = _step(levels, i, base, window, ends, symbols, t)
+            i += uint64(STEP)
+        while i < stop - one:
+            ends[t] = i
+            symbols[t] = _position(levels, i, start, base, window)
+            t += uint64(levels[i] != levels[i + one])
+            i += one
+        ends[t] = stop - one
+        symbols[t] = _position(levels, stop - one, start, base, window)
+        t += one
+        chunk_runs[c] = t
+    return int64(t)
