@@ -10,7 +10,9 @@ READ ME FIRST
    runs are cut at chunk boundaries (kernels/chunks.py, 2**16 levels), far below that.
 3. Encoding first compacts run boundaries without data-dependent branches (``run_ends``), then
    walks tokens: a branch per run length costs a misprediction whenever run lengths vary. The
-   histogram pass stores each token's symbol; the writer reads it with the run end.
+   histogram pass stores each token's symbol; the writer reads it with the run end. On CPUs
+   with AVX-512, int8 levels take kernels/vector_runs.py instead of ``run_ends`` and most of
+   the histogram's work (``count_symbols``).
 4. Decoding: kernels/tokens.py (the tables, the one-chunk path) and kernels/lanes.py.
 """
 import numpy as np
@@ -290,9 +292,10 @@ def _encode_until_escape(ends, symbols, k, n_runs, start, tokens, plain, out32, 
                          n_pending, word_pos, short):
     """Hot loop of ``encode_rlh``: write tokens from run ``k`` (first element ``start``) on until
     one the writer entries (``tokens``) leave to the slow path; returns (k, start, acc,
-    n_pending, word_pos) at that token. Two tokens per flush step while they fit 32 bits
-    together, else one. With ``short`` (a constant: ``short_runs_likely``: dense levels, most
-    runs 1) pairs come from ``plain`` (``plain_entries``): one test per pair, no run lengths
+    n_pending, word_pos) at that token. Two tokens per flush step (four with ``short``) while
+    they fit the 64-bit accumulator with the pending bits (< 64 together: a step completes at
+    most one word), else one. With ``short`` (a constant: ``short_runs_likely``: dense levels,
+    most runs 1) tokens come from ``plain`` (``plain_entries``): one test per step, no run lengths
     (a token's start is read back from the run ends only when it has extra bits; measured on
     s = 127 levels: the writer 1.3-1.6x faster; where runs vary, s = 8..16, that test
     mispredicts, so those streams keep the general pairs). Compiled once per constant
