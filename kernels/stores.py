@@ -78,29 +78,6 @@ def load8(typingctx, ary, i):
 
 
 @intrinsic
-def uniform64(typingctx, ary, i, pattern):
-    """Whether the 64 bytes from element ``i`` of ``ary`` are the 8 bytes of ``pattern``
-    (uint64, native order) eight times: one 64-byte compare (two or four on narrower vector
-    units), no bounds check (i + 64 / itemsize <= ary.size)."""
-    if not (isinstance(ary, types.Array) and ary.dtype.bitwidth in (8, 16, 32, 64)):
-        return None
-
-    def codegen(context, builder, sig, args):
-        array, index, value = args
-        data = context.make_array(sig.args[0])(context, builder, array).data
-        words = ir.VectorType(ir.IntType(64), 8)
-        load = builder.load(builder.bitcast(builder.gep(data, [index]), words.as_pointer()),
-                            align=1)
-        undef = ir.Constant(words, ir.Undefined)
-        splat = builder.shuffle_vector(
-            builder.insert_element(undef, value, ir.Constant(ir.IntType(32), 0)), undef,
-            ir.Constant(ir.VectorType(ir.IntType(32), 8), [0] * 8))
-        equal = builder.bitcast(builder.icmp_unsigned("==", load, splat), ir.IntType(8))
-        return builder.icmp_unsigned("==", equal, ir.Constant(ir.IntType(8), 0xFF))
-    return types.boolean(ary, types.uint64, types.uint64), codegen
-
-
-@intrinsic
 def big_endian(typingctx, value):
     """A uint32 or uint64 ``value`` with its bytes reversed on a little-endian machine (unchanged
     on a big-endian one): what a native load of big-endian bytes needs, and what a native store

@@ -19,7 +19,7 @@ from .bits import (settle, window64, WORD_BITS, put_bits, put_bits_long, flush_b
                    top_bits, zigzag, unzigzag, buffer_at, buffer_position)
 from .errors import OK, PAYLOAD_OVERRUN, INVALID_CODE, VALUE_OVERFLOW, PAYLOAD_UNDERRUN
 from .huffman import MAX_CODE_BITS, TABLE_SIZE, LENGTH_SHIFT, LENGTH_MASK
-from .stores import uniform64, load8, store8, sampled_eighths, LITTLE_ENDIAN
+from .stores import load8, store8, sampled_eighths, LITTLE_ENDIAN
 
 # A packed encoder entry: code << ENTRY_CODE_SHIFT | length (length <= 12 needs 4 bits).
 ENTRY_CODE_SHIFT = 4
@@ -122,30 +122,15 @@ def _codes_until_escape(levels, i, stop, base, window, entries, block_pattern, b
     fit the 64-bit accumulator with the pending bits (joined before they enter it: one shift
     and one or on its chain), else two (<= 24 bits: with < 32 pending they always fit). With
     ``block_bits`` > 0, 8 bytes of levels equal to ``block_pattern`` (the level whose code is
-    all zero bits, repeated) are written at once as ``block_bits`` (<= 32) zero bits, and 64
-    such bytes (``uniform64``) as 8 * ``block_bits`` zero bits: whole zero words."""
+    all zero bits, repeated) are written at once as ``block_bits`` (<= 32) zero bits."""
     i, stop, w = uint64(i), uint64(stop), uint64(window)
     n_pending, word_pos = uint64(n_pending), uint64(word_pos)
     one, code_shift, length_mask = uint64(1), uint64(ENTRY_CODE_SHIFT), uint64(LENGTH_MASK)
-    two, three, word_bits = uint64(2), uint64(3), uint64(32)
+    two, three = uint64(2), uint64(3)
     block, block_bits = uint64(8 // levels.itemsize), uint64(block_bits)
-    zero_words = block_bits >= uint64(4)             # 64 bytes of the level: >= 32 zero bits
     while True:
         while i + one < stop:
             if block_bits != 0 and i + block <= stop and load8(levels, i) == block_pattern:
-                if zero_words and i + uint64(8) * block <= stop and \
-                        uniform64(levels, i, block_pattern):
-                    pending = n_pending + uint64(8) * block_bits
-                    full = pending >> uint64(5)          # >= 1: 8 * block_bits >= 32
-                    out32[word_pos] = np.uint32((acc << (word_bits - n_pending)) &
-                                                uint64(0xFFFFFFFF))
-                    for k in range(uint64(1), full):
-                        out32[word_pos + k] = np.uint32(0)
-                    word_pos += full
-                    n_pending = pending & uint64(31)
-                    acc = uint64(0)                      # the pending bits are zeros
-                    i += uint64(8) * block
-                    continue
                 acc <<= block_bits
                 word, n_pending, full = settle(acc, n_pending + block_bits)
                 out32[word_pos] = word
