@@ -201,6 +201,15 @@ def code_of_counts(counts, max_bits):
 
 
 @njit(cache=True)
+def code_of_lengths(lengths):
+    """(coded symbol ids ascending, their lengths as int64, their canonical codes) for
+    ``lengths`` (bits per symbol id, 0 = not coded), in one call."""
+    symbols = coded_symbols(lengths)
+    coded = lengths[symbols].astype(np.int64)
+    return symbols, coded, canonical_codes_of(symbols, coded)
+
+
+@njit(cache=True)
 def canonical_codes(lengths):
     """Canonical codes (MSB-first integers) for ``lengths`` (one per symbol id, 0 = not coded);
     0 where a symbol is not coded."""

@@ -6,7 +6,8 @@ from horovod_huffman.kernels.chunks import CHUNK_LEVELS, chunk_starts, payload_b
 from horovod_huffman.kernels.codebook import write_codebook, read_codebook
 from horovod_huffman.kernels.errors import OK
 from horovod_huffman.kernels.huffman import (MAX_CODE_BITS, MAX_CODED_SYMBOLS, coded_symbols,
-                                             code_of_counts, limited_lengths, canonical_codes,
+                                             code_of_counts, code_of_lengths, limited_lengths,
+                                             canonical_codes,
                                              canonical_codes_of, kraft_units)
 from horovod_huffman.kernels.symbols import pack_entries
 
@@ -49,8 +50,7 @@ class Code:
     @classmethod
     def from_lengths(cls, lengths):
         """The code of ``lengths`` (bits per symbol id, 0 = not coded)."""
-        symbols = np.flatnonzero(lengths).astype(np.int64)
-        return cls(lengths.size, symbols, lengths[symbols].astype(np.int64))
+        return cls(lengths.size, *code_of_lengths(lengths))
 
     def full_lengths(self):
         """Code lengths per symbol id (int64, 0 = not coded)."""

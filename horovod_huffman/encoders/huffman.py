@@ -32,10 +32,18 @@ MODE_CONSTANT = 1
 class LevelPlan:
     """A code for one tensor: window [base, base + window), lengths over window + 1 symbols, and
     levels per chunk."""
-    __slots__ = ("base", "window", "lengths", "chunk")
+    __slots__ = ("base", "window", "lengths", "chunk", "_code")
 
     def __init__(self, base, window, lengths, chunk=CHUNK_LEVELS):
         self.base, self.window, self.lengths, self.chunk = base, window, lengths, chunk
+        self._code = None
+
+    @property
+    def code(self):
+        """The plan's codes.Code (built on first use)."""
+        if self._code is None:
+            self._code = Code.from_lengths(self.lengths)
+        return self._code
 
     @property
     def constant(self):
@@ -128,7 +136,7 @@ def _constant_params(plan):
 def _coded_params(plan, chunk_bits):
     writer = ParamWriter().uint(MODE_CODED).sint(plan.base).uint(plan.window)
     write_chunks(writer, plan.chunk, chunk_bits)
-    Code.from_lengths(plan.lengths).write(writer)
+    plan.code.write(writer)
     return writer.getvalue()
 
 
@@ -136,7 +144,7 @@ def emit(levels, plan):
     """Encode ``levels`` with ``plan``: (params, words, n_words, n_bits)."""
     if plan.constant:
         return _constant_params(plan)
-    entries = Code.from_lengths(plan.lengths).entries()
+    entries = plan.code.entries()
     vbits = value_bits(levels.dtype)
     chunk_bits = np.zeros(chunk_count(levels.size, plan.chunk), dtype=np.int64)
     # Every element costs at most the longest code plus, if escaped, a raw value.
@@ -152,7 +160,7 @@ def emit_device(levels, plan, stream):
         return _constant_params(plan)
     out32, n_words, chunk_bits = gpu.token_payload(
         gpu.Tokens(levels, gpu.LEVELS, stream, plan.chunk), plan.base, plan.window,
-        Code.from_lengths(plan.lengths).entries(), plan.window, value_bits(levels.dtype))
+        plan.code.entries(), plan.window, value_bits(levels.dtype))
     return _coded_params(plan, chunk_bits), out32, n_words, payload_bits(chunk_bits)
 
 
