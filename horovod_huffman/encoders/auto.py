@@ -18,7 +18,7 @@ from .elias import EliasGamma, EliasDelta, EliasOmega, EliasRLE, QSGDElias
 from .huffman import Huffman, SampleHuffman, LevelPlan, emit, plan_bits
 from .raw import Raw, fixed_width
 from .runlength import RLH, SHS, RLH_MAX_WINDOW, emit_shs, rlh_payload_bits
-from .codes import Code, lengths_for
+from .codes import Code
 
 # Parameter bytes besides the codebook: mode, base, window, k, count varints.
 PARAM_OVERHEAD_BYTES = 12
@@ -29,8 +29,8 @@ def _param_bytes(code):
     return len(code.codebook()) + PARAM_OVERHEAD_BYTES
 
 
-def _plan_param_bytes(lengths):
-    return _param_bytes(Code.from_lengths(lengths))
+def _plan_param_bytes(plan):
+    return _param_bytes(plan.code)
 
 
 class Auto(Encoder):
@@ -67,11 +67,11 @@ class Auto(Encoder):
             sizes[name] = (wire.OVERHEAD_BYTES + param_bytes + (payload_bits + 7) // 8, plan)
 
         # huffman and sh: a level plan applied to the full histogram.
-        h_plan = LevelPlan(base, window, lengths_for(level_counts, window))
-        put("huffman", plan_bits(h_plan, level_counts, vbits), _plan_param_bytes(h_plan.lengths))
+        h_plan = LevelPlan.from_counts(base, window, level_counts)
+        put("huffman", plan_bits(h_plan, level_counts, vbits), _plan_param_bytes(h_plan))
         sh_plan = self.sh.plan(levels)
         if sh_plan.window == window:
-            put("sh", plan_bits(sh_plan, level_counts, vbits), _plan_param_bytes(sh_plan.lengths),
+            put("sh", plan_bits(sh_plan, level_counts, vbits), _plan_param_bytes(sh_plan),
                 sh_plan)
         # rlh: joint token histogram.
         escape = window * RUN_BUCKETS
@@ -90,7 +90,7 @@ class Auto(Encoder):
             bits = int(np.dot(nz, s_len[:window])) + n_esc * (int(s_len[window + k]) + vbits)
             bits += int(np.dot(zero_runs[1:], s_len[window:window + k - 1]))
             bits += chunks * int(s_len[window + k - 1])
-            put("shs", bits, _plan_param_bytes(s_len), s_plan)
+            put("shs", bits, _plan_param_bytes(s_plan), s_plan)
         # per-symbol Elias codes: code length of each level times its count.
         for enc in self.elias:
             per_level = elias_level_bits(enc.kind, base, window)

@@ -5,9 +5,8 @@ import numpy as np
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, chunk_starts, payload_bits
 from horovod_huffman.kernels.codebook import write_codebook, read_codebook
 from horovod_huffman.kernels.errors import OK
-from horovod_huffman.kernels.huffman import (MAX_CODE_BITS, MAX_CODED_SYMBOLS, coded_symbols,
-                                             code_of_counts, code_of_lengths, limited_lengths,
-                                             canonical_codes,
+from horovod_huffman.kernels.huffman import (MAX_CODE_BITS, MAX_CODED_SYMBOLS, code_of_counts,
+                                             code_of_lengths, limited_lengths, canonical_codes,
                                              canonical_codes_of, kraft_units)
 from horovod_huffman.kernels.symbols import pack_entries
 
@@ -70,11 +69,6 @@ class Code:
         """Append the coded-symbol count and the canonical codebook to a ParamWriter."""
         writer.uint(self.symbols.size)
         writer.raw(self.codebook())
-
-
-def lengths_for(counts, escape):
-    """Code lengths per symbol id of ``Code.from_counts(counts, escape)``."""
-    return Code.from_counts(counts, escape).full_lengths()
 
 
 def weights_from_probabilities(p, possible):

@@ -20,7 +20,7 @@ from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
 from . import gpu
 from .base import Encoder, Sampled, out_words, check_status, check_chunk_levels
-from .codes import (Code, lengths_for, read_lengths, code_cost_bits, chunk_count,
+from .codes import (Code, read_lengths, code_cost_bits, chunk_count,
                     write_chunks, read_chunks)
 
 # Levels coded directly span at most this many values; others take the escape.
@@ -34,9 +34,15 @@ class LevelPlan:
     levels per chunk."""
     __slots__ = ("base", "window", "lengths", "chunk", "_code")
 
-    def __init__(self, base, window, lengths, chunk=CHUNK_LEVELS):
+    def __init__(self, base, window, lengths, chunk=CHUNK_LEVELS, code=None):
         self.base, self.window, self.lengths, self.chunk = base, window, lengths, chunk
-        self._code = None
+        self._code = code
+
+    @classmethod
+    def from_counts(cls, base, window, counts, chunk=CHUNK_LEVELS):
+        """The plan of the optimal code for ``counts`` over window + 1 symbols."""
+        code = Code.from_counts(counts, window)
+        return cls(base, window, code.full_lengths(), chunk, code)
 
     @property
     def code(self):
@@ -78,14 +84,14 @@ class Huffman(Encoder):
         base, window = level_window(*level_range(levels))
         counts = np.zeros(window + 1, dtype=np.int64)
         level_histogram(levels, base, window, counts)
-        return LevelPlan(base, window, lengths_for(counts, window), self.chunk_levels)
+        return LevelPlan.from_counts(base, window, counts, self.chunk_levels)
 
     def plan_device(self, levels, stream):
         """``plan`` for device levels: the histogram is counted on the GPU."""
         base, window = level_window(*gpu.level_range(levels, stream))
         counts = gpu.token_counts(gpu.Tokens(levels, gpu.LEVELS, stream, self.chunk_levels),
                                   base, window, window + 1)
-        return LevelPlan(base, window, lengths_for(counts, window), self.chunk_levels)
+        return LevelPlan.from_counts(base, window, counts, self.chunk_levels)
 
     def _encode(self, levels):
         return emit(levels, self.plan(levels))
@@ -199,4 +205,4 @@ class SampleHuffman(Sampled, Huffman):
         counts[:window] += 1                        # add-one smoothing over [min, max]
         if hi - lo + 1 > window:                    # levels beyond the window need the escape
             counts[window] += 1
-        return LevelPlan(base, window, lengths_for(counts, window), self.chunk_levels)
+        return LevelPlan.from_counts(base, window, counts, self.chunk_levels)

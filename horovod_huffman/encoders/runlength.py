@@ -28,7 +28,7 @@ from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
 from . import gpu
 from .base import Encoder, Sampled, out_words, check_status, check_chunk_levels
-from .codes import (MAX_SYMBOLS, Code, lengths_for, weights_from_probabilities,
+from .codes import (MAX_SYMBOLS, Code, weights_from_probabilities,
                     read_lengths, chunk_count, write_chunks, read_chunks)
 
 # rlh: window * RUN_BUCKETS + 1 symbols must stay within MAX_SYMBOLS.
@@ -163,12 +163,13 @@ def rlh_payload_bits(counts, code, window):
 
 
 class SHSPlan:
-    """base, window, k, code lengths over window + k + 1 symbols, and levels per chunk."""
-    __slots__ = ("base", "window", "k", "lengths", "chunk")
+    """base, window, k, the code over window + k + 1 symbols (a codes.Code, and its lengths
+    per symbol id), and levels per chunk."""
+    __slots__ = ("base", "window", "k", "code", "lengths", "chunk")
 
-    def __init__(self, base, window, k, lengths, chunk=CHUNK_LEVELS):
-        self.base, self.window, self.k, self.lengths = base, window, k, lengths
-        self.chunk = chunk
+    def __init__(self, base, window, k, code, chunk=CHUNK_LEVELS):
+        self.base, self.window, self.k, self.code = base, window, k, code
+        self.lengths, self.chunk = code.full_lengths(), chunk
 
 
 def window_with_zero(lo, hi, max_window):
@@ -222,8 +223,8 @@ class SHS(Sampled, Encoder):
             weights[window:window + k] = p0 ** runs * (1.0 - p0)
             weights[window + k - 1] = p0 ** k         # a full chunk may be followed by anything
             possible[window:window + k] = True
-        lengths = lengths_for(weights_from_probabilities(weights, possible), window + k)
-        return SHSPlan(base, window, k, lengths, self.chunk_levels)
+        code = Code.from_counts(weights_from_probabilities(weights, possible), window + k)
+        return SHSPlan(base, window, k, code, self.chunk_levels)
 
     def _encode(self, levels):
         return emit_shs(levels, self.plan(levels))
@@ -253,7 +254,7 @@ class SHS(Sampled, Encoder):
 
 def emit_shs(levels, plan):
     """Encode ``levels`` with an SHS plan: (params, words, n_words, n_bits)."""
-    code = Code.from_lengths(plan.lengths)
+    code = plan.code
     entries = code.entries()
     vbits = value_bits(levels.dtype)
     chunk_bits = np.zeros(chunk_count(levels.size, plan.chunk), dtype=np.int64)
@@ -266,7 +267,7 @@ def emit_shs(levels, plan):
 
 def emit_shs_device(levels, plan, stream):
     """``emit_shs`` for device levels, kernels on ``stream``; the same result."""
-    code = Code.from_lengths(plan.lengths)
+    code = plan.code
     out32, n_words, chunk_bits = gpu.token_payload(
         gpu.Tokens(levels, gpu.ZERO_RUNS, stream, plan.chunk), plan.base, plan.window,
         code.entries(), plan.window + plan.k, value_bits(levels.dtype), k=plan.k)
