@@ -29,9 +29,6 @@ def _param_bytes(code):
     return len(code.codebook()) + PARAM_OVERHEAD_BYTES
 
 
-def _plan_param_bytes(plan):
-    return _param_bytes(plan.code)
-
 
 class Auto(Encoder):
     """Picks the smallest of every listed encoder per tensor; the stream names the winner, so
@@ -68,10 +65,10 @@ class Auto(Encoder):
 
         # huffman and sh: a level plan applied to the full histogram.
         h_plan = LevelPlan.from_counts(base, window, level_counts)
-        put("huffman", plan_bits(h_plan, level_counts, vbits), _plan_param_bytes(h_plan))
+        put("huffman", plan_bits(h_plan, level_counts, vbits), _param_bytes(h_plan.code))
         sh_plan = self.sh.plan(levels)
         if sh_plan.window == window:
-            put("sh", plan_bits(sh_plan, level_counts, vbits), _plan_param_bytes(sh_plan),
+            put("sh", plan_bits(sh_plan, level_counts, vbits), _param_bytes(sh_plan.code),
                 sh_plan)
         # rlh: joint token histogram.
         escape = window * RUN_BUCKETS
@@ -90,7 +87,7 @@ class Auto(Encoder):
             bits = int(np.dot(nz, s_len[:window])) + n_esc * (int(s_len[window + k]) + vbits)
             bits += int(np.dot(zero_runs[1:], s_len[window:window + k - 1]))
             bits += chunks * int(s_len[window + k - 1])
-            put("shs", bits, _plan_param_bytes(s_plan), s_plan)
+            put("shs", bits, _param_bytes(s_plan.code), s_plan)
         # per-symbol Elias codes: code length of each level times its count.
         for enc in self.elias:
             per_level = elias_level_bits(enc.kind, base, window)
