@@ -77,6 +77,20 @@ def load8(typingctx, ary, i):
     return types.uint64(ary, i), codegen
 
 
+def declare_intrinsic(module, name, ret, args):
+    """The LLVM intrinsic ``name`` in ``module`` (declared once per module)."""
+    fn = module.globals.get(name)
+    return fn if fn is not None else ir.Function(module, ir.FunctionType(ret, args), name)
+
+
+def splat(builder, value, vector_type):
+    """``value`` in every lane of ``vector_type``."""
+    undef = ir.Constant(vector_type, ir.Undefined)
+    one = builder.insert_element(undef, value, ir.Constant(ir.IntType(32), 0))
+    return builder.shuffle_vector(one, undef, ir.Constant(
+        ir.VectorType(ir.IntType(32), vector_type.count), [0] * vector_type.count))
+
+
 @intrinsic
 def count_equal64(typingctx, ary, i, value):
     """How many of the 64 bytes' elements from element ``i`` of ``ary`` equal ``value`` (of the
@@ -94,14 +108,10 @@ def count_equal64(typingctx, ary, i, value):
         data = context.make_array(sig.args[0])(context, builder, array).data
         load = builder.load(builder.bitcast(builder.gep(data, [index]), vector.as_pointer()),
                             align=1)
-        undef = ir.Constant(vector, ir.Undefined)
-        splat = builder.shuffle_vector(
-            builder.insert_element(undef, val, ir.Constant(ir.IntType(32), 0)), undef,
-            ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes))
-        mask = builder.bitcast(builder.icmp_unsigned("==", load, splat), ir.IntType(lanes))
-        popcount = builder.module.globals.get(f"llvm.ctpop.i{lanes}") or ir.Function(
-            builder.module, ir.FunctionType(ir.IntType(lanes), [ir.IntType(lanes)]),
-            f"llvm.ctpop.i{lanes}")
+        mask = builder.bitcast(builder.icmp_unsigned("==", load, splat(builder, val, vector)),
+                               ir.IntType(lanes))
+        popcount = declare_intrinsic(builder.module, f"llvm.ctpop.i{lanes}", ir.IntType(lanes),
+                                     [ir.IntType(lanes)])
         count = builder.call(popcount, [mask])
         return builder.zext(count, ir.IntType(64)) if lanes < 64 else count
     return types.uint64(ary, types.uint64, ary.dtype), codegen

@@ -26,6 +26,7 @@ from numba import config, njit, types, uint64, int64
 from numba.extending import intrinsic
 
 from .runs import LONG_RUN as _LONG_RUN
+from .stores import declare_intrinsic, splat
 
 STEP = 64                     # levels per step: one 512-bit vector of int8
 LONG_RUN = uint64(_LONG_RUN)  # symbol of a level that is the 4th+ of its run (runs.count_symbols)
@@ -36,20 +37,6 @@ AVAILABLE = bool(_FEATURES.get("avx512f") and _FEATURES.get("avx512bw")) and \
 
 _I1, _I8, _I16, _I32, _I64 = (ir.IntType(b) for b in (1, 8, 16, 32, 64))
 _LANES = 16                   # int32 lanes per compressing store
-
-
-def _declare(module, name, ret, args):
-    """The LLVM intrinsic ``name`` in ``module`` (declared once)."""
-    fn = module.globals.get(name)
-    return fn if fn is not None else ir.Function(module, ir.FunctionType(ret, args), name)
-
-
-def _splat(builder, value, vector_type):
-    """``value`` in every lane of ``vector_type``."""
-    undef = ir.Constant(vector_type, ir.Undefined)
-    one = builder.insert_element(undef, value, ir.Constant(_I32, 0))
-    return builder.shuffle_vector(one, undef, ir.Constant(ir.VectorType(_I32, vector_type.count),
-                                                          [0] * vector_type.count))
 
 
 @intrinsic
@@ -108,18 +95,18 @@ def _step(typingctx, levels, i, base, window, ends, symbols, t):
             same_k.append(same)
         lanes32 = ir.VectorType(_I32, _LANES)
         mask16 = ir.VectorType(_I1, _LANES)
-        compress = _declare(builder.module, "llvm.x86.avx512.mask.compress.v16i32", lanes32,
-                            [lanes32, lanes32, mask16])
+        compress = declare_intrinsic(builder.module, "llvm.x86.avx512.mask.compress.v16i32",
+                                     lanes32, [lanes32, lanes32, mask16])
         undef32 = ir.Constant(lanes32, ir.Undefined)
 
         def store(vector, pointer, mask):
             packed = builder.call(compress, [vector, undef32, mask])
             builder.store(packed, builder.bitcast(builder.gep(pointer, [t]),
                                                   lanes32.as_pointer()), align=4)
-        popcount = _declare(builder.module, "llvm.ctpop.i16", _I16, [_I16])
-        first_index = _splat(builder, builder.trunc(i, _I32), lanes32)
-        minus_base = _splat(builder, builder.trunc(builder.neg(base_arg), _I32), lanes32)
-        window32 = _splat(builder, builder.trunc(window_arg, _I32), lanes32)
+        popcount = declare_intrinsic(builder.module, "llvm.ctpop.i16", _I16, [_I16])
+        first_index = splat(builder, builder.trunc(i, _I32), lanes32)
+        minus_base = splat(builder, builder.trunc(builder.neg(base_arg), _I32), lanes32)
+        window32 = splat(builder, builder.trunc(window_arg, _I32), lanes32)
         long_run = ir.Constant(lanes32, [int(LONG_RUN)] * _LANES)
         undef64 = ir.Constant(ir.VectorType(_I1, STEP), ir.Undefined)
         undef_bytes = ir.Constant(bytes64, ir.Undefined)
