@@ -48,8 +48,8 @@ def run_job(model, compression, args):
            os.path.join(ROOT, "benchmarks", "train_job.py"), "--model", model,
            "--compression", compression, "--steps", str(args.steps), "--warmup",
            str(args.warmup), "--last", str(args.last), "--levels", str(args.levels)]
-    if not args.error_feedback:
-        cmd.append("--no-error-feedback")
+    if args.error_feedback:
+        cmd.append("--error-feedback")
     proc = subprocess.run(cmd, env=dict(os.environ, HH_CLUSTER_DIR=STATE), cwd=ROOT,
                           capture_output=True, text=True, timeout=1800)
     out = proc.stdout + proc.stderr

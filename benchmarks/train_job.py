@@ -64,7 +64,8 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--levels", type=int, default=8, help="QSGD levels s")
     p.add_argument("--bucket-size", type=int, default=512)
-    p.add_argument("--no-error-feedback", action="store_true")
+    p.add_argument("--error-feedback", action="store_true",
+                   help="error feedback on (default: only for biased quantizers; QSGD is unbiased)")
     args = p.parse_args()
 
     hvd.init()
@@ -84,7 +85,7 @@ def main():
         compression = Compression.build(
             encoder=args.compression,
             quantizer=hh.QSGD(levels=args.levels, bucket_size=args.bucket_size),
-            error_feedback=not args.no_error_feedback, seed=args.seed * 65536 + hvd.rank())
+            error_feedback=args.error_feedback or None, seed=args.seed * 65536 + hvd.rank())
     opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(),
                                    compression=compression)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)

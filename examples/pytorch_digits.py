@@ -28,8 +28,8 @@ def make_compression(name, args):
     quantizer = hh.QSGD(levels=args.levels, bucket_size=args.bucket_size)
     # A distinct seed per rank: ranks must not share their random rounding.
     return Compression.build(encoder=name, quantizer=quantizer,
-                             error_feedback=not args.no_error_feedback,
-                             seed=args.seed * 65536 + hvd.rank())
+                             error_feedback=args.error_feedback or None,
+                             seed=args.seed * 65536 + hvd.rank(), exchange=args.exchange)
 
 
 def evaluate(model, x, y):
@@ -50,7 +50,11 @@ def main():
     p.add_argument("--lr", type=float, default=0.02, help="scaled by the number of ranks")
     p.add_argument("--levels", type=int, default=8, help="QSGD levels s")
     p.add_argument("--bucket-size", type=int, default=512)
-    p.add_argument("--no-error-feedback", action="store_true")
+    p.add_argument("--error-feedback", action="store_true",
+                   help="error feedback on (default: only for biased quantizers; QSGD is unbiased)")
+    p.add_argument("--exchange", choices=["auto", "allgather", "two_phase"], default="auto",
+                   help="compressed allreduce: one-phase allgather, or two-phase reduce-scatter + "
+                        "allgather (auto: allgather on 2 ranks, two-phase from 3)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                    help="cuda: one GPU per rank (local rank); gradients take the GPU path")

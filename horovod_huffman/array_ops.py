@@ -69,6 +69,15 @@ class HostOps:
     def accumulate(total, part):
         return part.copy() if total is None else np.add(total, part, out=total)
 
+    @staticmethod
+    def empty(n, dtype):
+        return np.empty(n, dtype=dtype)
+
+    @staticmethod
+    def assign(out, offset, part):
+        """out[offset:offset + part.size] = part (1-D arrays)."""
+        out[offset:offset + part.size] = part
+
 
 class DeviceOps:
     """GPU implementations; results stay on the device."""
@@ -125,6 +134,14 @@ class DeviceOps:
             return part
         self._launch(cf.accumulate, total.size)(total.reshape(total.size), part.reshape(part.size))
         return total
+
+    def empty(self, n, dtype):
+        return cuda.device_array(n, dtype=dtype, stream=self.stream)
+
+    def assign(self, out, offset, part):
+        """out[offset:offset + part.size] = part (1-D device arrays), on the stream."""
+        if part.size:
+            out[offset:offset + part.size].copy_to_device(part, stream=self.stream)
 
     def scale(self, x, factor):
         self._launch(cf.scale, x.size)(x, factor)

@@ -4,15 +4,19 @@ gathered contributions of every rank become one reduced gradient.
 A rank's contribution is a frame around a tensor message (message.py):
 
     offset  size  field
-    0       4     magic b"HHGX"
-    4       4     CRC-32 of the parameter name (every rank must send the same parameter)
-    8       8     step of that parameter on the sending rank (every rank must be at the same step)
-    16      8     message length in bytes, L
-    24      L     tensor message
+    0       4     magic: b"HHGX" (a tensor message) or b"HHGE" (the sender failed; the body is
+                  its error, "<ExceptionType>: <text>" in UTF-8)
+    4       4     tag: CRC-32 of what is being reduced (a parameter name, or a bucket's members
+                  and the phase and shard of the exchange); every rank must send the same
+    8       8     step of that tensor on the sending rank (every rank must be at the same step)
+    16      8     body length in bytes, L
+    24      L     body
 
-Horovod's allgather concatenates the frames of all ranks in rank order; ``split_frames`` walks
-them with a bound on every length. A frame for another parameter or another step raises
-``MismatchError``: tensors are never mixed silently.
+Horovod's allgather and alltoall concatenate the frames of all ranks in rank order;
+``split_frames`` walks them with a bound on every length. A frame for another tensor or another
+step raises ``MismatchError``: tensors are never mixed silently. An error frame re-raises the
+sender's ``DecodeError`` or ``MismatchError`` on the receiver, so a rank that fails in the middle
+of an exchange still takes part in its next collective and every rank raises.
 """
 import logging
 import struct
@@ -32,6 +36,7 @@ log = logging.getLogger("horovod_huffman")
 
 FRAME = struct.Struct("<4sIQQ")
 FRAME_MAGIC = b"HHGX"
+ERROR_MAGIC = b"HHGE"
 
 
 class MismatchError(RuntimeError):
@@ -39,7 +44,8 @@ class MismatchError(RuntimeError):
 
 
 def name_tag(name):
-    return zlib.crc32(name.encode())
+    """The frame tag of a tensor name (a str) or an already computed tag (an int)."""
+    return name if isinstance(name, int) else zlib.crc32(name.encode())
 
 
 def derive_seed(seed, name, step):
@@ -49,20 +55,29 @@ def derive_seed(seed, name, step):
 
 
 def frame(name, step, message):
-    """One rank's contribution: header + message, as a uint8 array."""
+    """One rank's contribution: header + message, as a uint8 array (``name``: a str or a tag)."""
     head = FRAME.pack(FRAME_MAGIC, name_tag(name), step, len(message))
     return np.concatenate([np.frombuffer(head, dtype=np.uint8), message])
 
 
-def split_frames(buf, n_ranks, name, step):
-    """The ``n_ranks`` messages in a gathered buffer, checked against ``name`` and ``step``."""
+def error_frame(name, step, error):
+    """The frame a rank sends in place of its message when it failed with ``error``."""
+    body = f"{type(error).__name__}: {error}".encode()[:4096]
+    head = FRAME.pack(ERROR_MAGIC, name_tag(name), step, len(body))
+    return np.frombuffer(head + body, dtype=np.uint8)
+
+
+def split_frames(buf, n_ranks, name, step, what=None):
+    """The ``n_ranks`` messages in a gathered buffer, checked against ``name`` (a str or a tag)
+    and ``step``; ``what`` names the tensor in errors (default: ``name``)."""
     buf = np.asarray(buf, dtype=np.uint8)
     messages, pos, tag = [], 0, name_tag(name)
+    name = name if what is None else what
     for rank in range(n_ranks):
         if len(buf) - pos < FRAME.size:
             raise DecodeError(f"gathered bytes for {name!r} end before rank {rank}'s frame")
         magic, rank_tag, rank_step, length = FRAME.unpack_from(buf, pos)
-        if magic != FRAME_MAGIC:
+        if magic not in (FRAME_MAGIC, ERROR_MAGIC):
             raise DecodeError(f"rank {rank}'s frame for {name!r} has bad magic {magic!r}")
         if rank_tag != tag or rank_step != step:
             raise MismatchError(
@@ -73,11 +88,20 @@ def split_frames(buf, n_ranks, name, step):
         if length > len(buf) - pos:
             raise DecodeError(f"rank {rank}'s frame for {name!r} declares {length} bytes, "
                               f"{len(buf) - pos} remain")
+        if magic == ERROR_MAGIC:
+            _raise_reported(buf[pos:pos + length], rank, name)
         messages.append(buf[pos:pos + length])
         pos += length
     if pos != len(buf):
         raise DecodeError(f"{len(buf) - pos} stray bytes after {n_ranks} frames for {name!r}")
     return messages
+
+
+def _raise_reported(body, rank, name):
+    """Raise, on this rank, the error that ``rank`` reported in an error frame."""
+    text = bytes(body).decode("utf-8", "replace")
+    kind = MismatchError if text.startswith("MismatchError") else DecodeError
+    raise kind(f"rank {rank} failed on {name!r}: {text}")
 
 
 def placeholder_values(rank):
@@ -130,6 +154,9 @@ class Codec:
     the least-squares factor <x, Q(x)> / |Q(x)|^2 (``contract``), so the residual never grows:
     plain error feedback diverges with QSGD whenever its error exceeds the gradient
     (s^2 < bucket size; measured: the digits CNN diverges at epoch 6 with s = 8).
+    server_error_feedback: in the two-phase exchange, keep the error of requantizing this rank's
+    summed shard and add it to the next step's sum, with the same contraction (None: as
+    ``error_feedback``).
     seed: None draws quantization randomness from the quantizer's own sequence; an integer makes
     it a function of (seed, parameter name, step) only (``derive_seed``), reproducible whatever
     order the gradient hooks fire in.
@@ -137,6 +164,7 @@ class Codec:
     encoder: object = "rlh"
     quantizer: object = field(default_factory=lambda: QSGD(levels=8))
     error_feedback: object = None
+    server_error_feedback: object = None
     seed: object = None
     residuals: dict = field(default_factory=dict)
     steps: dict = field(default_factory=dict)
@@ -150,40 +178,80 @@ class Codec:
             self.encoder = get_encoder(self.encoder)
         if self.error_feedback is None:
             self.error_feedback = bool(getattr(self.quantizer, "biased", False))
+        if self.server_error_feedback is None:
+            self.server_error_feedback = self.error_feedback
+
+    def begin(self, key):
+        """The step of ``key`` that starts now (0, 1, ...). A key's second step closes the
+        statistics of the current step first."""
+        if key in self._seen:
+            self.end_step()
+        self._seen.add(key)
+        step = self.steps.get(key, 0)
+        self.steps[key] = step + 1
+        return step
+
+    def quantize(self, ops, work, shape, seed_name, step, state=None):
+        """QuantizedTensor of the 1-D work array ``work`` (float32/64) in ``shape``.
+
+        seed_name, step: the quantization seed (``derive_seed``) when the codec has a seed.
+        state: None, or the key of an error-feedback residual: it is added to ``work`` first, the
+        bucket scales are contracted (``contract``), and the new residual ``work - sent`` is kept
+        under that key.
+        """
+        if state is not None:
+            residual = self.residuals.get(state)
+            if residual is not None and residual.shape == work.shape and \
+                    is_device_array(residual) == is_device_array(work):
+                work = ops.add(work, residual)
+        seed = None if self.seed is None else derive_seed(self.seed, seed_name, step)
+        qt = self.quantizer.quantize(work.reshape(shape), seed=seed, stream=ops.stream)
+        if state is not None:
+            qt = ops.contract(work, qt)
+            self.residuals[state] = ops.residual(work, qt)
+        return qt
+
+    def decode(self, ops, message, numel, what, rank):
+        """The dequantized work array (1-D, ``numel`` elements) of ``rank``'s message for
+        ``what``; DecodeError or MismatchError naming both when it is malformed or of another
+        size."""
+        try:
+            qt = ops.unpack(message, numel)
+        except DecodeError as e:
+            raise DecodeError(f"{what!r} from rank {rank}: {e}") from e
+        if qt.numel != numel:
+            raise MismatchError(f"rank {rank} sent {qt.numel} coordinates for {what!r}, "
+                                f"expected {numel}")
+        return ops.dequantize(qt).reshape(numel)
+
+    def count(self, coords, raw_bytes, sent_bytes, encode_s=0.0, decode_s=0.0, tensors=1):
+        """Add one exchange to the current step's statistics (units as in StepStats)."""
+        s = self.current
+        s.tensors += tensors
+        s.coords += coords
+        s.raw_bytes += raw_bytes
+        s.sent_bytes += sent_bytes
+        s.encode_s += encode_s
+        s.decode_s += decode_s
 
     def encode(self, name, grad, raw_itemsize=None, stream=None):
-        """(frame bytes, step) for a float gradient array of parameter ``name``.
+        """(frame bytes, step) for a float gradient array of parameter ``name``: one message for
+        the whole tensor, for the one-phase exchange (``decode_sum`` on every rank).
 
         ``grad`` may be a GPU array (``__cuda_array_interface__``): quantization, error feedback
         and encoding then run on the device, on ``stream``, and only the bytes come back.
         ``raw_itemsize``: bytes per element of the uncompressed gradient, for the statistics
         (default: the array's; pass 2 for a bfloat16 gradient handed over as float32).
         """
-        if name in self._seen:              # a parameter's second gradient: a new step began
-            self.end_step()
-        self._seen.add(name)
+        step = self.begin(name)
         t0 = time.perf_counter()
         ops = DeviceOps(stream_or_default(stream)) if is_device_array(grad) else HostOps
         work = ops.work(grad)
-        if self.error_feedback:
-            residual = self.residuals.get(name)
-            if residual is not None and residual.shape == work.shape and \
-                    is_device_array(residual) == is_device_array(work):
-                work = ops.add(work, residual)
-        step = self.steps.get(name, 0)
-        self.steps[name] = step + 1
-        seed = None if self.seed is None else derive_seed(self.seed, name, step)
-        qt = self.quantizer.quantize(work.reshape(grad.shape), seed=seed, stream=ops.stream)
-        if self.error_feedback:
-            qt = ops.contract(work, qt)
-            self.residuals[name] = ops.residual(work, qt)
+        qt = self.quantize(ops, work, grad.shape, name, step,
+                           state=name if self.error_feedback else None)
         out = frame(name, step, ops.pack(qt, self.encoder))
-        s = self.current
-        s.tensors += 1
-        s.coords += work.size
-        s.raw_bytes += work.size * (raw_itemsize or np.dtype(grad.dtype).itemsize)
-        s.sent_bytes += out.size
-        s.encode_s += time.perf_counter() - t0
+        self.count(work.size, work.size * (raw_itemsize or np.dtype(grad.dtype).itemsize),
+                   out.size, encode_s=time.perf_counter() - t0)
         return out, step
 
     def decode_sum(self, gathered, n_ranks, name, step, shape, device=None, stream=None):
@@ -194,15 +262,9 @@ class Codec:
         ops = DeviceOps(stream_or_default(stream)) if device == "cuda" else HostOps
         total = None
         for rank, message in enumerate(split_frames(gathered, n_ranks, name, step)):
-            try:
-                qt = ops.unpack(message, numel)
-            except DecodeError as e:
-                raise DecodeError(f"{name!r} from rank {rank}: {e}") from e
-            if qt.shape != tuple(shape):
-                raise MismatchError(f"a rank sent shape {qt.shape} for {name!r}, expected {tuple(shape)}")
-            total = ops.accumulate(total, ops.dequantize(qt))
+            total = ops.accumulate(total, self.decode(ops, message, numel, name, rank))
         self.current.decode_s += time.perf_counter() - t0
-        return total
+        return total.reshape(shape)
 
     def end_step(self):
         """Close the current step's counters (done automatically when a parameter's next

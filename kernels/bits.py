@@ -183,7 +183,7 @@ def unzigzag(u):
     return int64(u >> uint64(1)) ^ -int64(u & uint64(1))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def store_payload(out32, n_bytes, dst, start):
     """Write the first ``n_bytes`` of the stream in ``out32`` (native uint32 words) to
     dst[start:start + n_bytes] (uint8) as big-endian bytes, the wire order."""
@@ -213,7 +213,7 @@ def words_to_bytes(out32, n_bits):
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def load_payload(payload, words):
     """words[k] = the native uint64 of big-endian payload bytes 8k..8k+7 (zeros past the end of
     ``payload``); ``words`` must hold at least ceil(len(payload) / 8) words."""

@@ -21,7 +21,7 @@ from .bits import WORD_BITS
 CHUNK_LEVELS = 1 << 16
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def chunk_starts(chunk_bits):
     """Starting bit offset of every chunk (each chunk is padded to a 32-bit word); int64 in and
     out (a Numba loop: NumPy's small-array calls cost 5-9 us of every decode)."""

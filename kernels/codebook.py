@@ -16,7 +16,7 @@ from .huffman import MAX_CODE_BITS
 LENGTH_BITS = 4   # code lengths 1..12 fit in 4 bits
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _write(symbols, lengths, out32):
     """Write the entries into ``out32``; returns (words used, bits). An entry of at most 32 bits
     (gaps below 2**14) is one push and one flush step (``settle``), longer ones go through
@@ -57,7 +57,7 @@ def write_codebook(symbols, lengths):
     return words_to_bytes(out32[:n_words], n_bits).tobytes()
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _read(words, total_bits, n_coded, n_symbols, lengths):
     bit_pos = 0
     prev = -1

@@ -176,7 +176,7 @@ def read_slow(kind, words, bit_pos, total_bits):
     return read_omega(words, bit_pos, total_bits)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _build_table(kind):
     """Entry per 12-bit prefix: value << 4 | length for codes of <= 12 bits, else 0."""
     table = np.zeros(TABLE_SIZE, dtype=np.uint64)
@@ -189,7 +189,7 @@ def _build_table(kind):
     return table
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def read_long(kind, words, bit_pos, total_bits):
     """Rare path: a code longer than the table's 12 bits (takes arrays; see bits.py)."""
     return read_slow(kind, words, bit_pos, total_bits)
@@ -200,7 +200,7 @@ ELIAS_TABLES = np.stack([_build_table(GAMMA), _build_table(DELTA), _build_table(
 
 # ---- per-symbol encoders: elias_gamma, elias_delta, elias_omega ----------------------------
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def encoded_bits(levels, kind):
     """Payload bits of the per-symbol code of zigzag(level) + 1."""
     total = 0
@@ -227,7 +227,7 @@ def _end_status(bit_pos, total_bits):
 
 # ---- elias_rle: omega(zigzag(level) + 1), omega(run) per run --------------------------------
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def rle_bits(levels):
     n = levels.shape[0]
     total = 0
@@ -244,7 +244,7 @@ def rle_bits(levels):
 
 # ---- qsgd_elias: per non-zero, omega(gap), sign bit, omega(|level|) -------------------------
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def qsgd_bits(levels):
     total = 0
     prev = -1
@@ -263,7 +263,7 @@ RUNS = 1        # elias_rle: omega(level), omega(run) per run
 GAPS = 2        # qsgd_elias: omega(gap), sign bit, omega(|level|) per non-zero
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def encode_stream(levels, kind, layout, out32):
     """Write an Elias stream of the given layout; returns (words used, payload bits).
 
@@ -311,7 +311,7 @@ def encode_stream(levels, kind, layout, out32):
     return flush_bits(out32, acc, n_pending, word_pos), n_bits
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def decode_stream(words, total_bits, kind, table, layout, lo, hi, out):
     """Fill ``out`` from an Elias stream of the given layout; returns a status code.
 

@@ -6,7 +6,7 @@ from .bits import zigzag
 from .elias import code_bits
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def elias_level_bits(kind, base, window):
     """Bits of the Elias code of zigzag(level) + 1 for each level in [base, base + window)."""
     out = np.empty(window, dtype=np.int64)

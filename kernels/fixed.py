@@ -9,7 +9,7 @@ from .bits import push_bits, word_below, window64, WORD_BITS, flush_bits, top_bi
 from .errors import OK, PAYLOAD_OVERRUN, VALUE_OVERFLOW, PAYLOAD_UNDERRUN
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def encode_fixed(levels, base, width, out32):
     acc = uint64(0)
     n_pending = 0
@@ -23,7 +23,7 @@ def encode_fixed(levels, base, width, out32):
     return flush_bits(out32, acc, n_pending, word_pos), levels.shape[0] * width
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def decode_fixed(words, total_bits, base, width, hi, out):
     n = out.shape[0]
     if n * width != total_bits:

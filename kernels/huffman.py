@@ -23,7 +23,7 @@ LENGTH_SHIFT = 4          # decode entry: symbol << 4 | length (length <= 12 fit
 LENGTH_MASK = 0xF
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _huffman_lengths_sorted(w):
     """Optimal code lengths for weights sorted ascending (two-queue Huffman, O(n)).
 
@@ -76,7 +76,7 @@ def _huffman_lengths_sorted(w):
     return a
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _package_merge_sorted(w, max_bits):
     """Optimal code lengths of at most ``max_bits`` for weights sorted ascending (package-merge)."""
     n = w.shape[0]
@@ -123,7 +123,7 @@ def _package_merge_sorted(w, max_bits):
     return lengths
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def coded_symbols(counts):
     """Ids (int64, ascending) of the symbols with a non-zero count: one branch-free pass, so
     everything after it walks the few hundred occurring symbols, not rlh's ~12K-symbol
@@ -136,7 +136,7 @@ def coded_symbols(counts):
     return ids[:n_used]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def limited_lengths(weights, max_bits):
     """Code lengths (bits, int64) for positive ``weights`` (int64, any order), aligned with them;
     a lone symbol gets 1. Optimal among prefix codes whose lengths are all <= ``max_bits``;
@@ -155,7 +155,7 @@ def limited_lengths(weights, max_bits):
     return lengths
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def code_lengths(counts, max_bits):
     """Code lengths (bits) for ``counts``; zero-count symbols get 0, a lone symbol gets 1
     (``limited_lengths`` over the occurring symbols)."""
@@ -167,7 +167,7 @@ def code_lengths(counts, max_bits):
     return lengths
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def canonical_codes_of(symbols, lengths):
     """Canonical codes (MSB-first integers, uint32) of the coded ``symbols`` (ids ascending) with
     ``lengths`` (bits, aligned): codes go in order of (length, symbol), the first code of each
@@ -188,7 +188,7 @@ def canonical_codes_of(symbols, lengths):
     return codes
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def code_of_counts(counts, max_bits):
     """(ids of the symbols that occur, ascending; their ``limited_lengths``; their canonical
     codes) for ``counts`` (int64 per symbol id), in one call. With more than 2**max_bits
@@ -200,7 +200,7 @@ def code_of_counts(counts, max_bits):
     return symbols, lengths, canonical_codes_of(symbols, lengths)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def code_of_lengths(lengths):
     """(coded symbol ids ascending, their lengths as int64, their canonical codes) for
     ``lengths`` (bits per symbol id, 0 = not coded), in one call."""
@@ -209,7 +209,7 @@ def code_of_lengths(lengths):
     return symbols, coded, canonical_codes_of(symbols, coded)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def canonical_codes(lengths):
     """Canonical codes (MSB-first integers) for ``lengths`` (one per symbol id, 0 = not coded);
     0 where a symbol is not coded."""
@@ -221,7 +221,7 @@ def canonical_codes(lengths):
     return codes
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def kraft_units(lengths, max_bits):
     """Kraft sum of ``lengths`` in units of 2**-max_bits (a complete code sums to 2**max_bits)."""
     total = 0
@@ -231,7 +231,7 @@ def kraft_units(lengths, max_bits):
     return total
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def decode_table(lengths, codes):
     """Single-lookup decode table over MAX_CODE_BITS bits: entry = symbol << 4 | length.
 

@@ -98,7 +98,7 @@ def _finish_impl(words, bit_pos, end_bit, code, tables, out, i, stop, tokens):
             symbols.decode_chunk(words, bit_pos, end_bit, code, tables, out, i, stop))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _settle(words, starts, chunk_bits, chunk, queue, code, tables, out, tokens, state,
             at_end, finished, next_q):
     """Finish the chunks of the lanes ``at_end``, give lanes on finished chunks the next chunk
@@ -147,7 +147,7 @@ def _settle(words, starts, chunk_bits, chunk, queue, code, tables, out, tokens, 
     return OK, next_q, distinct
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def decode_lanes(words, starts, chunk_bits, chunk, queue, code, tables, out, tokens):
     """Decode the chunks listed in ``queue`` (two or more) into ``out``; returns a status code
     (errors.py). ``tables``: (levels, counts, bits, lane counts, lane bits); the loop uses the
@@ -234,7 +234,7 @@ def decode_lanes(words, starts, chunk_bits, chunk, queue, code, tables, out, tok
     return status
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def decode_levels(words, starts, chunk_bits, chunk, code, tables, out):
     """huffman/sh: fill ``out`` from a chunked payload; returns a status code. ``code``: (single
     symbol table, base, window, value_bits, lo, hi); ``tables``: symbols.multi_symbol_tables."""
@@ -252,7 +252,7 @@ def decode_levels(words, starts, chunk_bits, chunk, code, tables, out):
 DENSE_BITS_PER_LEVEL = 0.33
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def decode_tokens(words, starts, chunk_bits, chunk, code, tables, out):
     """rlh/shs: fill ``out`` from a chunked token payload; returns a status code. ``code``:
     tokens.py note 3; ``tables``: tokens.lookup_tables. Dense chunks (DENSE_BITS_PER_LEVEL) go

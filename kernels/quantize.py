@@ -53,7 +53,7 @@ def clipped_max_norm(x, start, stop, clip_at):
 max_norm = njit(cache=True, inline="always")(clipped_max_norm)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def qsgd(x, s, bucket, seed, levels, scales):
     """QSGD: per bucket L2 norm; level = sign(x) * stochastic_round(|x| / norm * s)."""
     n = x.shape[0]
@@ -82,7 +82,7 @@ def qsgd(x, s, bucket, seed, levels, scales):
             levels[i] = -q if v < 0 else q
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def terngrad(x, bucket, clip_at, seed, levels, scales):
     """TernGrad: per bucket max-norm m; level = sign(x) * Bernoulli(|x| / m), x clipped to
     [-clip_at, clip_at] first when clip_at > 0."""
@@ -107,7 +107,7 @@ def terngrad(x, bucket, clip_at, seed, levels, scales):
                 levels[i] = -1 if v < 0 else 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def dequantize(levels, scales, bucket, out):
     """out[i] = scales[i // bucket] * levels[i]."""
     for b in range(scales.shape[0]):

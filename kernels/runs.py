@@ -103,7 +103,7 @@ def _eight_run_ends(levels, i, ends, t):
     return t
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def run_ends(levels, chunk, ends, chunk_runs):
     """Write the index of the last element of every run into ``ends``, runs cut at chunk
     boundaries (kernels/chunks.py); ``chunk_runs[c]`` = runs in chunks 0..c. Returns the number
@@ -142,7 +142,7 @@ def run_ends(levels, chunk, ends, chunk_runs):
     return int64(t)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def rlh_histogram(levels, ends, n_runs, base, window, counts, symbols, covered):
     """Joint (run bucket, level index) token counts; ``counts[RUN_BUCKETS * window]`` = escapes.
     Writes each token's symbol to ``symbols`` (uint32, n_runs) for the writer. ``covered``:
@@ -189,7 +189,7 @@ def _count_tokens(levels, ends, n_runs, base, window, counts, symbols, short, co
 LONG_SAMPLE = 1024
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def count_symbols(levels, ends, symbols, n_runs, base, window, counts):
     """``rlh_histogram`` for symbols already written (kernels/vector_runs.py), levels covered
     by the window. Where a sample has fewer than 1 in 8 LONG_RUN placeholders (runs of 4 or
@@ -219,7 +219,7 @@ def count_symbols(levels, ends, symbols, n_runs, base, window, counts):
         counts[symbol] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def token_payload_bits(counts, coded, lengths, window, bucket_extra):
     """Payload bits of the non-escaped rlh tokens: codes plus bucket extra bits, over the
     ``coded`` symbols (ids) with their code ``lengths``."""
@@ -231,7 +231,7 @@ def token_payload_bits(counts, coded, lengths, window, bucket_extra):
     return total
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def writer_entries(coded, entries, window, bucket_extra):
     """Per token symbol, what the writer's hot loop needs (uint64): code << 16 | extra bits << 8
     | code and extra bits together; 0 for the escape, symbols without a code, and tokens over
@@ -259,7 +259,7 @@ def _written_token(e, end, start):
     return bits, e & uint64(0xFF)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def plain_entries(coded, tokens):
     """Writer entries for tokens without extra bits (runs 1..3): code << 8 | length; 0xFF (a
     length no pair of codes fits with) for every other symbol. Filled from the ``coded``
@@ -370,7 +370,7 @@ def _encode_until_escape(ends, symbols, k, n_runs, start, tokens, plain, out32, 
     return int64(k), int64(start), acc, int64(n_pending), int64(word_pos)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _dense_until_escape(ends, symbols, k, n_runs, start, tokens, plain, out32, acc, n_pending,
                         word_pos):
     """``_encode_until_escape`` for dense levels (short runs)."""
@@ -378,7 +378,7 @@ def _dense_until_escape(ends, symbols, k, n_runs, start, tokens, plain, out32, a
                                 n_pending, word_pos, True)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _sparse_until_escape(ends, symbols, k, n_runs, start, tokens, plain, out32, acc, n_pending,
                          word_pos):
     """``_encode_until_escape`` where runs vary."""
@@ -386,7 +386,7 @@ def _sparse_until_escape(ends, symbols, k, n_runs, start, tokens, plain, out32, 
                                 n_pending, word_pos, False)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _encode_rlh_chunk(levels, ends, symbols, k, k_end, start, base, window, entries, tokens,
                       plain, value_bits, bucket_extra, out32, word_pos, short):
     """Write tokens k..k_end-1 (one chunk, first element ``start``) from ``word_pos``; returns
@@ -430,7 +430,7 @@ def _encode_rlh_chunk(levels, ends, symbols, k, k_end, start, base, window, entr
     return flush_bits(out32, acc, n_pending, word_pos), n_bits
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def encode_rlh(levels, ends, symbols, chunk_runs, chunk, base, window, coded, entries,
                value_bits, bucket_extra, out32, chunk_bits):
     """Write (level, run) tokens chunk by chunk (``symbols`` from ``rlh_histogram``) with the
@@ -449,7 +449,7 @@ def encode_rlh(levels, ends, symbols, chunk_runs, chunk, base, window, coded, en
     return word_pos
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def encode_shs(levels, base, window, run_limit, entries, value_bits, chunk, out32, chunk_bits):
     """Write ``shs`` tokens chunk by chunk (zero runs cut at chunk boundaries, kernels/chunks.py):
     non-zero levels one by one, zero runs as run symbols. Symbol ``window + r - 1`` is a run of
@@ -464,7 +464,7 @@ def encode_shs(levels, base, window, run_limit, entries, value_bits, chunk, out3
     return word_pos
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _shs_until_escape(levels, i, stop, base, window, run_limit, entries, out32, acc, n_pending,
                       word_pos):
     """Hot loop of ``_encode_shs_chunk``: write elements i.. until one needs the escape (or
@@ -504,7 +504,7 @@ def _shs_until_escape(levels, i, stop, base, window, run_limit, entries, out32, 
     return int64(i), acc, int64(n_pending), int64(word_pos)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _encode_shs_chunk(levels, start, stop, base, window, run_limit, entries, value_bits, out32,
                       word_pos):
     """Write one chunk's ``shs`` tokens (elements [start, stop)) from ``word_pos``; returns

@@ -13,7 +13,7 @@ from .elias import omega_bits
 from .runs import run_bucket, RUN_BUCKETS, MAX_RUN
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def level_range(levels):
     """(min, max) of non-empty ``levels`` as int64, in one pass (measured: 2.2-3.5x faster than
     NumPy's min() and max(), 11 against 37 us for 1M int8 levels); (0, -1) when empty."""
@@ -27,7 +27,7 @@ def level_range(levels):
     return int64(lo), int64(hi)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def run_statistics(levels, base, window, shs_k, level_counts, rlh_counts, zero_run_counts):
     """Fill the count arrays; returns (elias_rle bits, qsgd_elias bits, shs full chunks).
 

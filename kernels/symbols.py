@@ -50,7 +50,7 @@ CLEAN_EIGHTHS = 6
 COMPARE_WINDOW = 8
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _count_equal(levels, level):
     """Elements of ``levels`` equal to ``level`` (of the levels' dtype), 64 bytes per step
     (``count_equal64``: measured 2.3x faster than a compare-and-sum loop, whose 0/1
@@ -68,7 +68,7 @@ def _count_equal(levels, level):
     return int64(count)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def level_histogram(levels, base, window, counts):
     """Add symbol counts of ``levels`` to ``counts`` (size window + 1; last slot = escapes)."""
     last = base + window - 1
@@ -113,7 +113,7 @@ def level_histogram(levels, base, window, counts):
             counts[v] += lanes[lane, v]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def pack_entries(symbols, codes, lengths, n_symbols):
     """Encoder entries ``code << 4 | length`` per symbol id (uint32, ``n_symbols``; 0 = not
     coded) from the coded ``symbols`` with their ``codes`` and ``lengths``."""
@@ -123,7 +123,7 @@ def pack_entries(symbols, codes, lengths, n_symbols):
     return entries
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _codes_until_escape(levels, i, stop, base, window, entries, block_pattern, block_bits, out32,
                         acc, n_pending, word_pos):
     """Hot loop of ``encode_levels``: write codes of elements i.. until one needs the escape
@@ -196,7 +196,7 @@ def _codes_until_escape(levels, i, stop, base, window, entries, block_pattern, b
     return int64(i), acc, int64(n_pending), int64(word_pos)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def put_escape(out32, acc, n_pending, word_pos, esc, level, value_bits):
     """Write an escaped level (rare path): the escape entry's code, then the level's zigzag form
     in ``value_bits`` bits; returns the new (acc, n_pending, word_pos)."""
@@ -210,7 +210,7 @@ def put_escape(out32, acc, n_pending, word_pos, esc, level, value_bits):
 BLOCK_EIGHTHS = 5
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _encode_chunk(levels, start, stop, base, window, entries, value_bits, block_pattern,
                   block_bits, out32, word_pos):
     """Write elements [start, stop) (one chunk) from ``word_pos``; returns (words end, bits).
@@ -236,7 +236,7 @@ def _encode_chunk(levels, start, stop, base, window, entries, value_bits, block_
     return flush_bits(out32, acc, n_pending, word_pos), n_bits
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def zero_code_block(levels, base, window, entries):
     """(pattern, bits) for the block fast path: 8 bytes of levels that all take the code of
     zero bits (canonical Huffman gives the all-zero code to the first symbol of the shortest
@@ -252,7 +252,7 @@ def zero_code_block(levels, base, window, entries):
     return uint64(0), 0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def encode_levels(levels, base, window, entries, value_bits, chunk, out32, chunk_bits):
     """Write every level's code (or escape + zigzag value), chunk by chunk (kernels/chunks.py);
     fills ``chunk_bits`` and returns the words used."""
@@ -287,7 +287,7 @@ BYTES_HIGH = 0x8080808080808080
 NO_CODES = 0x7F7F7F7F7F7F7F7F
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _all_zero_prefix(table, window, base, itemsize):
     """(levels word, count, cumulative-bits word) of the all-zero prefix: the all-zero code
     (canonical: the first code of the shortest length) as often as it fits in 12 bits."""
@@ -308,7 +308,7 @@ def _all_zero_prefix(table, window, base, itemsize):
     return word, count, cum
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def multi_symbol_tables(table, window, base, itemsize):
     """(levels, counts, bits) decoder tables (see above) from a single-symbol ``table``
     (kernels/huffman.py) for levels of ``itemsize`` bytes; symbol s is level base + s.
@@ -364,7 +364,7 @@ def multi_symbol_tables(table, window, base, itemsize):
 LOOKUPS_PER_WINDOW = 4
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def one_symbol(words, bit_pos, end_bit, code, out, i):
     """Decode the symbol at ``bit_pos`` into out[i] through the single-symbol table; it must end
     by ``end_bit``. Returns (status, bit_pos after it)."""
@@ -392,7 +392,7 @@ def one_symbol(words, bit_pos, end_bit, code, out, i):
     return OK, after + value_bits
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def rare_symbol(words, code, out, buf, end, i, i_limit, bit_limit):
     """The four-lane loop's rare path (kernels/lanes.py): the symbol at the top of bit buffer
     (buf, end) through the single-symbol table, if it ends by ``i_limit`` and ``bit_limit``
@@ -407,7 +407,7 @@ def rare_symbol(words, code, out, buf, end, i, i_limit, bit_limit):
     return True, buf, end, i + uint64(1)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def decode_chunk(words, bit_pos, end_bit, code, tables, out, i, stop):
     """Decode elements [i, stop) of one chunk from ``bit_pos``; the chunk must end exactly at
     ``end_bit``. ``tables``: (levels, counts, bits, ...) of ``multi_symbol_tables``. Returns a

@@ -43,7 +43,7 @@ LEVEL_SHIFT = 43
 LONG_RUN = 255
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def token_table(lengths, codes, sym_level_index, sym_run_base, sym_extra, esc_symbol):
     """Token table (note 1) from per-symbol descriptions; entries of uncoded prefixes are 0."""
     table = np.zeros(TABLE_SIZE, dtype=np.uint64)
@@ -69,7 +69,7 @@ def _put_token(table, length, code, escape, level_index, run_base, extra):
         table[k] = e
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def rlh_token_table(lengths, codes, window):
     """Token table for rlh's symbols: bucket * window + level index, the escape last. Visits
     the coded symbols only (an s = 127 alphabet has ~16K symbols, a few hundred coded)."""
@@ -97,7 +97,7 @@ def _token_run(e, window):
     return run
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def lookup_tables(table, base, itemsize):
     """(levels, counts, bits, lane counts, lane bits) for levels of ``itemsize`` bytes from a
     token ``table`` (note 2): uint64 words and uint8 tables of TABLE_SIZE entries."""
@@ -153,7 +153,7 @@ def lookup_tables(table, base, itemsize):
     return levels, counts, bits, lane_counts, lane_bits
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def escaped_token(words, total_bits, bit_pos, value_bits, esc_has_run, lo, hi, out, i, n):
     """Raw level (and gamma run) after an escape code at ``bit_pos``; writes its run at out[i:]
     unless it passes ``n``. Returns (status, i, bit_pos) after it."""
@@ -211,7 +211,7 @@ def one_token(words, bit_pos, end_bit, code, out, i, stop):
     return OK, int64(end), after
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def rare_token(words, code, out, buf, end, i, i_limit, bit_limit):
     """The four-lane loop's rare path (kernels/lanes.py): the token at the top of bit buffer
     (buf, end) through the token table, if it ends by ``i_limit`` and ``bit_limit`` (uint64s)
@@ -225,7 +225,7 @@ def rare_token(words, code, out, buf, end, i, i_limit, bit_limit):
     return True, buf, end, uint64(j)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def decode_chunk(words, bit_pos, end_bit, code, tables, out, i, stop):
     """Decode elements [i, stop) of one chunk from ``bit_pos``; the chunk must end exactly at
     ``end_bit``. ``tables``: ``lookup_tables``. Returns a status code (errors.py).

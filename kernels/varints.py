@@ -13,7 +13,7 @@ MAX_VARINT_BYTES = 10
 READ_OK, TRUNCATED, TOO_LONG, OUT_OF_RANGE = 0, 1, 2, 3
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def read_uints(data, pos, lo, hi, out):
     """Read len(out) varints from data[pos:] (uint8) into ``out`` (int64), each in [lo, hi]
     (0 <= lo <= hi < 2**63); returns (reason, values read, position after them)."""

@@ -145,7 +145,7 @@ def _position(levels, j, start, base, window):
     return uint64(int64(x) - base + window * (int64(s1) + int64(s2)))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def runs_and_symbols(levels, chunk, base, window, ends, symbols, chunk_runs):
     """Write every run's last index into ``ends`` (int32) and its symbol (or LONG_RUN) into
     ``symbols`` (uint32), runs cut at chunk boundaries; ``chunk_runs[c]`` = runs in chunks

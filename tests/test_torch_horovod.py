@@ -8,23 +8,35 @@ from horovod_run import horovodrun
 pytest.importorskip("horovod.torch", exc_type=ImportError)
 
 
-@pytest.mark.parametrize("n_ranks,dtype,variants", [
-    (2, "float32", "plain groups bpps2 predivide sum sparse_as_dense"),
-    (2, "float16", "plain"),
-    (2, "bfloat16", "plain groups"),
-    (3, "float32", "plain groups sum"),
+@pytest.mark.parametrize("n_ranks,dtype,exchange,variants", [
+    (2, "float32", "allgather", "plain groups bpps2 predivide sum sparse_as_dense"),
+    (2, "float16", "allgather", "plain"),
+    (2, "bfloat16", "allgather", "plain groups"),
+    (3, "float32", "allgather", "plain groups sum"),
+    (2, "float32", "two_phase", "plain feedback"),
+    (3, "float32", "two_phase", "plain feedback groups bpps2 predivide sum sparse_as_dense"),
+    (3, "bfloat16", "two_phase", "plain"),
+    (4, "float32", "two_phase", "plain feedback"),
 ])
-def test_every_rank_gets_the_exact_reduction_of_all_round_trips(n_ranks, dtype, variants):
-    rc, out = horovodrun(n_ranks, "tests/workers/torch_exact.py", dtype, *variants.split())
+def test_every_rank_gets_the_exact_reduction_of_all_round_trips(n_ranks, dtype, exchange,
+                                                                variants):
+    rc, out = horovodrun(n_ranks, "tests/workers/torch_exact.py", dtype, exchange,
+                         *variants.split())
     assert rc == 0 and "OK" in out, out[-4000:]
 
 
-@pytest.mark.parametrize("case,error", [("corrupt", "DecodeError"), ("adasum", "Adasum"),
-                                        ("min", "Average or Sum")])
-def test_faults_raise_promptly_on_every_rank(case, error):
-    rc, out = horovodrun(2, "tests/workers/torch_faults.py", case, timeout=120)
+@pytest.mark.parametrize("n_ranks,case,exchange,error", [
+    (2, "corrupt", "allgather", "DecodeError"),
+    (3, "corrupt", "allgather", "DecodeError"),
+    (3, "corrupt", "two_phase", "DecodeError"),
+    (3, "mismatch", "allgather", "MismatchError"),
+    (3, "mismatch", "two_phase", "MismatchError"),
+    (2, "adasum", "auto", "Adasum"),
+    (2, "min", "auto", "Average or Sum")])
+def test_faults_raise_promptly_on_every_rank(n_ranks, case, exchange, error):
+    rc, out = horovodrun(n_ranks, "tests/workers/torch_faults.py", case, exchange, timeout=120)
     assert rc == 0, out[-4000:]
-    for rank in (0, 1):
+    for rank in range(n_ranks):
         lines = [l for l in out.splitlines() if f"RAISED {rank} " in l]
         assert lines and error in lines[0], out[-4000:]
 

@@ -6,14 +6,15 @@
 ...                                compression=Compression.rlh)    # doctest: +SKIP
 
 Horovod sums whatever ``compress`` returns with allreduce, and encoded streams cannot be summed.
-So ``compress`` quantizes and encodes the gradient, starts an asynchronous Horovod *allgather* of
-the bytes (each rank may send a different length) and hands allreduce a two-element placeholder;
-``decompress`` waits for the allgather, decodes every rank's stream, sums the dequantized
-gradients and scales the sum the way the allreduce of the placeholder says the optimizer reduces
-(Average or Sum). docs/torch-adapter.md has the design.
+So ``compress`` copies the gradient into its fused bucket (buckets.py) and hands allreduce a
+two-element placeholder; when a bucket's last gradient arrives, a worker thread (pipeline.py)
+quantizes and encodes the bucket and reduces it with a compressed exchange (allreduce.py: the
+one-phase allgather or the two-phase reduce-scatter + allgather) over Horovod's collectives,
+while backward goes on. ``decompress`` waits for its bucket and scales its slice of the sum the
+way the allreduce of the placeholder says the optimizer reduces (Average or Sum).
+docs/torch-adapter.md has the design.
 """
 import sys
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -23,51 +24,116 @@ import horovod.torch as hvd
 from horovod.torch.compression import Compression as _HorovodCompression
 
 from ..adapters import CodecStats, add_ready_compressors, make_codec
+from ..allreduce import Job, allgather_sum, choose, two_phase_sum
+from ..array_ops import DeviceOps, HostOps
+from ..buckets import DEFAULT_BUCKET_BYTES, BucketPlan
 from ..device import cuda_usable
 from ..exchange import placeholder_values, reduction_scale
+from ..pipeline import Pipeline
 
 __all__ = ["Compression", "HuffmanCompressor"]
 
-# Tensors with fewer elements ride the ordinary allreduce: below ~1K elements the message
-# headers (about 60 bytes) and a second collective cost more than they save.
-DEFAULT_MIN_NUMEL = 1024
-_HOST_DTYPES = {torch.float16: torch.float32, torch.bfloat16: torch.float32}
+# Gradients with fewer elements ride the optimizer's own allreduce; 0: every floating-point
+# gradient joins a bucket (small ones cost a few bytes there, and no collective of their own).
+DEFAULT_MIN_NUMEL = 0
 # How many caller frames to search for Horovod's optimizer (hook -> _allreduce_grad_async ->
 # compress, or the grouped path's list comprehension one level deeper).
 _FRAME_SEARCH_DEPTH = 6
 
 
+class _Collectives:
+    """allreduce.py's collectives over Horovod's torch operations on one process set."""
+
+    def __init__(self, process_set):
+        self.process_set = process_set
+        self.size, self.rank = process_set.size(), process_set.rank()
+
+    def allgather(self, data, name):
+        return _Handle(hvd.allgather_async(torch.from_numpy(data), name=name,
+                                           process_set=self.process_set))
+
+    def alltoall(self, data, splits, name):
+        return _Handle(hvd.alltoall_async(torch.from_numpy(data),
+                                          splits=torch.tensor(splits, dtype=torch.int32),
+                                          name=name, process_set=self.process_set), first=True)
+
+
+class _Handle:
+    """A Horovod handle as allreduce.py's Pending: ``done`` polls, ``wait`` returns the bytes."""
+
+    def __init__(self, handle, first=False):
+        self.handle, self.first, self.result = handle, first, None
+
+    def done(self):
+        return self.result is not None or hvd.poll(self.handle)
+
+    def wait(self):
+        if self.result is None:
+            out = hvd.synchronize(self.handle)
+            self.result = (out[0] if self.first else out).numpy()
+        return self.result
+
+
+class _Round:
+    """One bucket's gradients for one step: the slots filled so far and, once every slot is
+    filled (or the step ends), the Future of the bucket's reduced sum."""
+
+    def __init__(self):
+        self.filled = set()
+        self.future = None
+
+
 @dataclass
 class _Pending:
-    """ctx of an encoded gradient: the allgather in flight and what ``decompress`` needs to
-    rebuild the tensor (parameter name and step, shape, dtype, device, process set)."""
-    handle: int
-    name: str
-    step: int
+    """ctx of a gradient sent through a bucket: which bucket (``state``, ``bucket``), the
+    ``round`` whose Future gives the bucket's sum, the gradient's ``slot`` in it, and how to
+    rebuild the tensor (shape, dtype, device)."""
+    state: object
+    bucket: object
+    round: _Round
+    slot: object
     shape: tuple
     dtype: torch.dtype
     device: torch.device
-    process_set: object
+
+
+class _Buckets:
+    """The buckets of one optimizer: plan, staging buffers, this step's rounds, collectives."""
+
+    def __init__(self, plan, process_set, exchange):
+        self.plan = plan
+        self.coll = _Collectives(process_set)
+        self.exchange = choose(exchange, self.coll.size)
+        self.staging = {}
+        self.rounds = {b.index: _Round() for b in plan.buckets}
+        self.raw_bytes = {b.index: 0 for b in plan.buckets}
 
 
 class HuffmanCompressor(CodecStats):
     """A Horovod compressor (``compress``/``decompress``) around a ``Codec``.
 
     ``compress(tensor) -> (placeholder, ctx)``. ctx is None when the tensor is sent uncompressed
-    through Horovod's allreduce (fewer than ``min_numel`` elements or not floating point), a
+    through Horovod's allreduce (fewer than ``min_numel`` elements, or not floating point), a
     ``torch.dtype`` when it is sent uncompressed as float32 and cast back (bfloat16, which
-    Horovod 0.28's own ops reject), and otherwise a ``_Pending`` record of the allgather that
-    carries the encoded bytes.
+    Horovod 0.28's own ops reject), and otherwise a ``_Pending`` record of its bucket.
+
+    Buckets hold ``bucket_bytes`` of float32 gradients (``buckets.BucketPlan``, in the reverse of
+    the optimizer's parameter order, roughly the order backward produces them). ``exchange``:
+    "allgather", "two_phase" or "auto" (``allreduce.choose``).
     """
 
     def __init__(self, codec, min_numel=DEFAULT_MIN_NUMEL, named_parameters=None,
-                 process_set=None):
+                 process_set=None, exchange="auto", bucket_bytes=DEFAULT_BUCKET_BYTES):
         self.codec = codec
         self.min_numel = int(min_numel)
-        self._names = None
-        if named_parameters is not None:
-            self._names = {id(p): name for name, p in named_parameters}
+        self._named = list(named_parameters) if named_parameters is not None else None
+        self._names = None if self._named is None else {id(p): n for n, p in self._named}
         self.process_set = process_set
+        choose(exchange, 1)                         # reject a bad name at build time
+        self.exchange = exchange
+        self.bucket_bytes = int(bucket_bytes)
+        self._states = {}
+        self._pipeline = Pipeline()
 
     # ---- Horovod's Compressor API --------------------------------------------------------
 
@@ -76,55 +142,107 @@ class HuffmanCompressor(CodecStats):
             raise ValueError("horovod-huffman cannot be used with op=hvd.Adasum: Adasum reduces "
                              "parameter deltas pairwise and needs summable tensors; use "
                              "op=hvd.Average or hvd.Sum")
-        if tensor.numel() < self.min_numel or not tensor.is_floating_point():
+        if tensor.numel() < max(self.min_numel, 1) or not tensor.is_floating_point():
             if tensor.dtype == torch.bfloat16:
                 return tensor.float(), torch.bfloat16
             return tensor, None
-        name, process_set = self._identify(tensor)
-        grad = tensor.detach()
-        if _on_gpu(tensor):
-            # Quantize and encode on the GPU, on torch's current stream, straight from the
-            # tensor's memory (__cuda_array_interface__); only the encoded bytes come back.
-            with _numba_device(tensor.device) as stream:
-                data, step = self.codec.encode(name, _device_float(grad), stream=stream,
-                                               raw_itemsize=grad.element_size())
-        else:
-            host = grad.to(_HOST_DTYPES.get(grad.dtype, grad.dtype)).cpu().contiguous()
-            data, step = self.codec.encode(name, host.numpy(), raw_itemsize=grad.element_size())
-        handle = hvd.allgather_async(torch.from_numpy(data), name=f"horovod_huffman.{name}",
-                                     process_set=process_set)
-        rank = process_set.rank()
-        placeholder = torch.tensor(placeholder_values(rank), dtype=torch.float32,
+        name, optimizer, process_set = self._identify(tensor)
+        state = self._buckets(optimizer, process_set)
+        if name not in state.plan.where:
+            raise RuntimeError(f"gradient of {name!r} is in no bucket: the parameter does not "
+                               "require grad, or is not in the optimizer this compressor serves")
+        bucket, slot = state.plan.where[name]
+        current = state.rounds[bucket.index]
+        if current.future is not None:             # the previous step's round was sent
+            current = state.rounds[bucket.index] = _Round()
+        if name in current.filled:
+            raise RuntimeError(f"gradient of {name!r} handed to compress twice in one step")
+        staging = self._staging(state, bucket, tensor.device)
+        staging[slot.offset:slot.offset + slot.numel].copy_(tensor.detach().reshape(-1))
+        current.filled.add(name)
+        state.raw_bytes[bucket.index] += tensor.numel() * tensor.element_size()
+        if len(current.filled) == len(bucket.slots):
+            self._send(state, bucket, current)
+        placeholder = torch.tensor(placeholder_values(state.coll.rank), dtype=torch.float32,
                                    device=tensor.device)
-        return placeholder, _Pending(handle, name, step, tuple(tensor.shape), tensor.dtype,
-                                     tensor.device, process_set)
+        return placeholder, _Pending(state, bucket, current, slot, tuple(tensor.shape),
+                                     tensor.dtype, tensor.device)
 
     def decompress(self, tensor, ctx):
         if ctx is None:
             return tensor
         if isinstance(ctx, torch.dtype):
             return tensor.to(ctx)
-        gathered = hvd.synchronize(ctx.handle)
-        n = ctx.process_set.size()
-        scale = reduction_scale(tensor.detach().float().cpu().numpy(), n, ctx.name)
-        if _on_gpu(tensor):
-            with _numba_device(ctx.device) as stream:
-                total = self.codec.decode_sum(gathered.numpy(), n, ctx.name, ctx.step,
-                                              ctx.shape, device="cuda", stream=stream)
-            out = torch.as_tensor(total, device=ctx.device)     # zero-copy (CUDA array interface)
-        else:
-            out = torch.from_numpy(self.codec.decode_sum(gathered.numpy(), n, ctx.name,
-                                                         ctx.step, ctx.shape))
+        if ctx.round.future is None:
+            # The step ended with this bucket incomplete (gradients Horovod reduces by its own
+            # sparse path never reach compress): send every such bucket, missing slots zero.
+            for bucket in ctx.state.plan.buckets:
+                pending = ctx.state.rounds[bucket.index]
+                if pending.future is None and pending.filled:
+                    self._send(ctx.state, bucket, pending)
+        scale = reduction_scale(tensor.detach().float().cpu().numpy(), ctx.state.coll.size,
+                                ctx.slot.name)
+        total = ctx.round.future.result()
+        part = total[ctx.slot.offset:ctx.slot.offset + ctx.slot.numel]
+        out = torch.as_tensor(part, device=ctx.device) if ctx.device.type == "cuda" else \
+            torch.from_numpy(part)
         if scale != 1.0:
-            out.mul_(scale)
+            out = out * scale
         return out.reshape(ctx.shape).to(device=ctx.device, dtype=ctx.dtype)
 
-    # ---- statistics --------------------------------------------------------------------------
+    @property
+    def plans(self):
+        """The ``BucketPlan`` of every optimizer served so far, in the order of their first
+        gradient."""
+        return [state.plan for state in self._states.values()]
+
+    # ---- buckets ---------------------------------------------------------------------------
+
+    def _buckets(self, optimizer, process_set):
+        """The bucket state of ``optimizer`` (built on its first gradient)."""
+        key = id(optimizer)
+        state = self._states.get(key)
+        if state is None:
+            entries = [(name, p.numel(), _kind(p)) for name, p in reversed(
+                self._parameters(optimizer))]
+            align = getattr(self.codec.quantizer, "bucket_size", None) or 1
+            plan = BucketPlan(entries, capacity=max(self.bucket_bytes // 4, 1), align=align)
+            state = self._states[key] = _Buckets(plan, process_set, self.exchange)
+        return state
+
+    def _parameters(self, optimizer):
+        """(name, parameter) of every parameter whose gradient comes through compress, in the
+        optimizer's order (else the ``named_parameters`` order)."""
+        if optimizer is not None:
+            names = optimizer._parameter_names
+            return [(names[p], p) for group in optimizer.param_groups for p in group["params"]
+                    if p.requires_grad and p in names]
+        return [(n, p) for n, p in self._named if p.requires_grad]
+
+    def _staging(self, state, bucket, device):
+        staging = state.staging.get(bucket.index)
+        if staging is None:
+            dtype = torch.float64 if bucket.kind.startswith("float64") else torch.float32
+            staging = state.staging[bucket.index] = torch.zeros(bucket.size, dtype=dtype,
+                                                                device=device)
+        return staging
+
+    def _send(self, state, bucket, current):
+        """Start the exchange of a bucket on the worker thread: ``current.future``. The staging
+        buffer is read by the worker until the future is done; it is written again only in the
+        next step, after ``decompress`` has waited for that future."""
+        staging = state.staging[bucket.index]
+        raw_bytes, state.raw_bytes[bucket.index] = state.raw_bytes[bucket.index], 0
+        if staging.is_cuda:
+            torch.cuda.current_stream(staging.device).synchronize()
+        exchange = _exchange(self.codec, state, bucket, staging, raw_bytes)
+        current.future = self._pipeline.submit(exchange)
 
     # ---- which parameter is this? --------------------------------------------------------------
 
     def _identify(self, tensor):
-        """(parameter name, process set) for a gradient handed to ``compress``.
+        """(parameter name, Horovod optimizer or None, process set) for a gradient handed to
+        ``compress``.
 
         Finds the parameter whose ``.grad`` this is, from the ``named_parameters`` given to
         ``Compression.build`` or from Horovod's optimizer frames (which hold the parameter ``p``
@@ -160,28 +278,35 @@ class HuffmanCompressor(CodecStats):
         process_set = self.process_set
         if process_set is None and optimizer is not None:
             process_set = getattr(optimizer, "process_set", None)
-        return name, process_set if process_set is not None else hvd.global_process_set
+        return name, optimizer, process_set if process_set is not None else hvd.global_process_set
 
 
-def _on_gpu(tensor):
-    """Whether a tensor takes the GPU path: a CUDA tensor, with Numba's CUDA usable."""
-    return tensor.is_cuda and cuda_usable()
+def _kind(param):
+    """A bucket kind: gradients share a bucket only with the same work dtype and device."""
+    dtype = "float64" if param.dtype == torch.float64 else "float32"
+    return f"{dtype}@{param.device}"
 
 
-def _device_float(grad):
-    """A Numba view of a contiguous float16/32/64 CUDA tensor (bfloat16, which the CUDA array
-    interface cannot describe, becomes float32 on the device). No synchronization: the kernels
-    run on the same (torch's current) stream."""
-    if grad.dtype == torch.bfloat16:
-        grad = grad.float()
-    return cuda.as_cuda_array(grad.contiguous(), sync=False)
-
-
-@contextmanager
-def _numba_device(device):
-    """Numba on the tensor's GPU, with torch's current stream on it as a Numba stream."""
-    with cuda.gpus[device.index if device.index is not None else torch.cuda.current_device()]:
-        yield cuda.external_stream(torch.cuda.current_stream(device).cuda_stream)
+def _exchange(codec, state, bucket, staging, raw_bytes):
+    """The exchange of one bucket (a generator run by the worker thread): on the host, or for a
+    CUDA bucket with the kernels on a stream of the worker's own, synced before the training
+    thread reads the sum."""
+    job = Job(bucket.key, bucket.tag, codec.begin(bucket.key), len(bucket.slots), bucket.numel,
+              raw_bytes)
+    stream = None
+    if staging.is_cuda and cuda_usable():
+        with cuda.gpus[staging.device.index or 0]:
+            stream = cuda.stream()
+        ops, work = DeviceOps(stream), cuda.as_cuda_array(staging, sync=False)
+    else:
+        ops, work = HostOps, staging.cpu().numpy()
+    if state.exchange == "two_phase":
+        total = yield from two_phase_sum(codec, ops, state.coll, job, work, state.plan.align)
+    else:
+        total = yield from allgather_sum(codec, ops, state.coll, job, work)
+    if stream is not None:
+        stream.synchronize()
+    return total
 
 
 @add_ready_compressors
@@ -197,17 +322,21 @@ class Compression:
 
     @staticmethod
     def build(encoder="rlh", quantizer=None, error_feedback=None, min_numel=DEFAULT_MIN_NUMEL,
-              named_parameters=None, process_set=None, seed=None, **encoder_kwargs):
+              named_parameters=None, process_set=None, seed=None, exchange="auto",
+              bucket_bytes=DEFAULT_BUCKET_BYTES, **encoder_kwargs):
         """A HuffmanCompressor.
 
         encoder: a name from ``horovod_huffman.ENCODERS`` (``encoder_kwargs`` go to it) or an
             Encoder instance. quantizer: default ``QSGD(levels=8)``. error_feedback: None = on
             for biased quantizers. min_numel: smaller tensors skip encoding. named_parameters:
             optional, names gradients without Horovod's help. process_set: default: the
-            optimizer's. seed: reproducible quantization per (parameter, step).
+            optimizer's. seed: reproducible quantization per (bucket, shard, step).
+            exchange: "allgather", "two_phase" or "auto" (``allreduce.choose``). bucket_bytes:
+            bytes of float32 gradients fused into one bucket.
         """
         codec = make_codec(encoder, quantizer, error_feedback, seed, **encoder_kwargs)
         named = list(named_parameters) if named_parameters is not None else None
         return HuffmanCompressor(codec, min_numel=min_numel, named_parameters=named,
-                                 process_set=process_set)
+                                 process_set=process_set, exchange=exchange,
+                                 bucket_bytes=bucket_bytes)
 

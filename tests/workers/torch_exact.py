@@ -1,8 +1,14 @@
 """Worker: one step through the stock hvd.DistributedOptimizer for every encoder; checks that each
-rank's gradient equals the rank-ordered mean (or sum) of every rank's
-dequantize(decode(encode(quantize(g)))) exactly, and that parameters end identical.
+rank's gradient is exactly what the compressed exchange defines, computed here from every rank's
+local gradients and the compressor's bucket plan:
 
-Usage: torch_exact.py DTYPE VARIANT [VARIANT ...]; prints "OK <n> checks" on success.
+- allgather: the rank-ordered mean (or sum) of every rank's dequantize(decode(encode(quantize(
+  bucket)))), sliced at the gradient's slot;
+- two_phase: for shard j, rank j's requantization of the rank-ordered sum of every rank's
+  dequantized shard j; with error feedback ("feedback"), rank j's server residual is exactly the
+  error of that requantization.
+
+Usage: torch_exact.py DTYPE EXCHANGE VARIANT [VARIANT ...]; prints "OK <n> checks" on success.
 """
 import copy
 import sys
@@ -12,18 +18,21 @@ import torch
 import horovod.torch as hvd
 
 import horovod_huffman as hh
+from horovod_huffman.array_ops import contract
+from horovod_huffman.buckets import shard_bounds
 from horovod_huffman.exchange import derive_seed
 from horovod_huffman.torch import Compression
 
-LEVELS, BUCKET, MIN_NUMEL, SEED = 4, 64, 100, 1000
+LEVELS, BUCKET, SEED = 4, 64, 1000
+BUCKET_BYTES = 4 * 2000          # several buckets for Net's ~4.1K coordinates
 
 
 class Net(torch.nn.Module):
     def __init__(self, sparse):
         super().__init__()
         self.embed = torch.nn.Embedding(50, 24, sparse=sparse)     # 1200 coords
-        self.fc1 = torch.nn.Linear(24, 64)                          # 1536 + bias 64 (plain)
-        self.fc2 = torch.nn.Linear(64, 5)                           # 320 + bias 5 (plain)
+        self.fc1 = torch.nn.Linear(24, 64)                          # 1536 + bias 64
+        self.fc2 = torch.nn.Linear(64, 5)                           # 320 + bias 5
 
     def forward(self, idx):
         return self.fc2(torch.relu(self.fc1(self.embed(idx).mean(1))))
@@ -43,7 +52,46 @@ def local_grads(model, rank, passes):
             for n, p in ref.named_parameters()}
 
 
-def run_case(encoder, dtype, variant):
+def quantize(x, seed_rank, name, encoder):
+    """What a rank sends for ``x`` under ``name``: the round trip of its quantized levels."""
+    qt = hh.QSGD(levels=LEVELS, bucket_size=BUCKET).quantize(
+        x, seed=derive_seed(SEED + seed_rank, name, 0))
+    return hh.unpack(hh.pack(qt, encoder))
+
+
+def staged(grads, bucket):
+    """A rank's bucket buffer: its gradients as float32 at their slots, zero gaps."""
+    buf = np.zeros(bucket.size, dtype=np.float32)
+    for slot in bucket.slots:
+        buf[slot.offset:slot.offset + slot.numel] = grads[slot.name].float().reshape(-1).numpy()
+    return buf
+
+
+def expected_sum(everyone, bucket, exchange, encoder, n, feedback):
+    """The bucket's sum over ranks as the exchange defines it, and each shard owner's server
+    residual (two_phase with server error feedback: its summed shard is sent contracted)."""
+    buffers = [staged(g, bucket) for g in everyone]
+    if exchange == "allgather":
+        total = hh.dequantize(quantize(buffers[0], 0, f"{bucket.key}/all", encoder))
+        for r in range(1, n):
+            total = total + hh.dequantize(quantize(buffers[r], r, f"{bucket.key}/all", encoder))
+        return total, {}
+    bounds = shard_bounds(bucket.size, n, BUCKET)
+    out, residuals = np.empty(bucket.size, np.float32), {}
+    for j in range(n):
+        a, b = bounds[j], bounds[j + 1]
+        piece = hh.dequantize(quantize(buffers[0][a:b], 0, f"{bucket.key}/shard{j}", encoder))
+        for r in range(1, n):
+            piece = piece + hh.dequantize(quantize(buffers[r][a:b], r, f"{bucket.key}/shard{j}",
+                                                   encoder))
+        qt = quantize(piece, j, f"{bucket.key}/sum{j}", encoder)
+        sent = contract(piece, qt)
+        residuals[j] = piece - hh.dequantize(sent)
+        out[a:b] = hh.dequantize(sent if feedback else qt)
+    return out, residuals
+
+
+def run_case(encoder, dtype, exchange, variant):
     rank, n = hvd.rank(), hvd.size()
     torch.manual_seed(0)
     model = Net(sparse=variant == "sparse_as_dense").to(dtype)
@@ -58,8 +106,11 @@ def run_case(encoder, dtype, variant):
         kwargs["op"] = hvd.Sum
     if variant == "sparse_as_dense":
         kwargs["sparse_as_dense"] = True
+    feedback = variant == "feedback"
     comp = Compression.build(encoder=encoder, quantizer=hh.QSGD(levels=LEVELS, bucket_size=BUCKET),
-                             error_feedback=False, min_numel=MIN_NUMEL, seed=SEED + rank)
+                             error_feedback=False, seed=SEED + rank, exchange=exchange,
+                             bucket_bytes=BUCKET_BYTES)
+    comp.codec.server_error_feedback = feedback
     opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
                                    compression=comp, **kwargs)
     for k in range(passes):
@@ -67,39 +118,27 @@ def run_case(encoder, dtype, variant):
         torch.nn.functional.cross_entropy(model(x).float(), y).backward()
     opt.synchronize()
 
-    # Expected: every rank's round trip of its own quantized gradient, summed in rank order.
-    mine = {}
-    for name, g in grads.items():
-        if g.numel() < MIN_NUMEL:
-            continue
-        host = g.to(torch.float32).numpy() if dtype != torch.float32 else g.numpy()
-        qt = hh.QSGD(levels=LEVELS, bucket_size=BUCKET).quantize(
-            host, seed=derive_seed(SEED + rank, name, 0))
-        qt = hh.unpack(hh.pack(qt, hh.get_encoder(encoder, seed=0) if encoder in ("sh", "shs", "auto")
-                               else encoder))
-        mine[name] = hh.dequantize(qt)
-    everyone = hvd.allgather_object(mine)
+    (plan,) = comp.plans
+    assert len(plan.buckets) >= 2, plan
+    everyone = hvd.allgather_object(grads)
+    got = {name: (p.grad.to_dense() if p.grad.is_sparse else p.grad)
+           for name, p in model.named_parameters()}
     checks = 0
-    for name, p in model.named_parameters():
-        got = p.grad.to_dense() if p.grad.is_sparse else p.grad
-        if name in mine:
-            total = everyone[0][name].copy()
-            for other in everyone[1:]:
-                np.add(total, other[name], out=total)
-            expected = torch.from_numpy(total)
+    for bucket in plan.buckets:
+        total, residuals = expected_sum(everyone, bucket, exchange, encoder, n, feedback)
+        for slot in bucket.slots:
+            expected = torch.from_numpy(total[slot.offset:slot.offset + slot.numel])
             if variant != "sum":
-                expected.mul_(1.0 / n)
-            expected = expected.reshape(got.shape).to(dtype)
-            assert torch.equal(got, expected), (encoder, variant, name,
-                                                (got.float() - expected.float()).abs().max())
-        else:
-            ref = hvd.allreduce(grads[name].float(), op=hvd.Sum if variant == "sum" else hvd.Average,
-                                name=f"check.{encoder}.{variant}.{name}")
-            # Plain allreduce path: same values up to the rounding of the gradient's dtype.
-            tol = torch.finfo(got.dtype).eps * 4
-            assert torch.allclose(got.float(), ref.to(got.dtype).float(), rtol=tol, atol=1e-6), \
-                (name, variant)
-        checks += 1
+                expected = expected * (1.0 / n)
+            expected = expected.reshape(got[slot.name].shape).to(dtype)
+            assert torch.equal(got[slot.name], expected), (
+                encoder, exchange, variant, slot.name,
+                (got[slot.name].float() - expected.float()).abs().max())
+            checks += 1
+        if feedback:
+            kept = comp.codec.residuals[(bucket.key, "server", rank)]
+            np.testing.assert_array_equal(kept, residuals[rank])
+            checks += 1
     opt.step()
     flat = torch.cat([p.detach().float().reshape(-1) for p in model.parameters()])
     assert all(torch.equal(flat, o) for o in hvd.allgather_object(flat)), (encoder, variant)
@@ -110,10 +149,11 @@ def main():
     hvd.init()
     torch.set_num_threads(1)
     dtype = getattr(torch, sys.argv[1])
+    exchange = sys.argv[2]
     checks = 0
-    for variant in sys.argv[2:]:
+    for variant in sys.argv[3:]:
         for encoder in hh.ENCODERS:
-            checks += run_case(encoder, dtype, variant)
+            checks += run_case(encoder, dtype, exchange, variant)
     if hvd.rank() == 0:
         print(f"OK {checks} checks", flush=True)
 

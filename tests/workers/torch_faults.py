@@ -1,7 +1,9 @@
 """Worker: faults that every rank must report promptly, never hang on.
 
-Usage: torch_faults.py CASE, CASE one of
+Usage: torch_faults.py CASE [EXCHANGE], CASE one of
   corrupt: rank 1's encoder corrupts its stream -> DecodeError on every rank;
+  mismatch: rank 1 quantizes in buckets of another size, so its bucket plan differs ->
+           MismatchError on every rank;
   adasum:  op=hvd.Adasum -> ValueError naming Adasum on every rank;
   min:     op=hvd.Min -> ValueError naming the supported ops on every rank.
 Prints "RAISED <rank> <exception type>: <message>" and exits 0 when the expected error came.
@@ -12,22 +14,28 @@ import torch
 import horovod.torch as hvd
 
 import horovod_huffman as hh
+from horovod_huffman.exchange import MismatchError
 from horovod_huffman.torch import Compression
 from corrupting import CorruptingRLH          # beside this file
 
 
 def main():
     case = sys.argv[1]
+    exchange = sys.argv[2] if len(sys.argv) > 2 else "auto"
     hvd.init()
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
     encoder = CorruptingRLH() if case == "corrupt" and hvd.rank() == 1 else "rlh"
-    comp = Compression.build(encoder=encoder, min_numel=16)
-    op = {"corrupt": hvd.Average, "adasum": hvd.Adasum, "min": getattr(hvd, "Min", None)}[case]
+    bucket = 128 if case == "mismatch" and hvd.rank() == 1 else 64
+    comp = Compression.build(encoder=encoder, quantizer=hh.QSGD(levels=8, bucket_size=bucket),
+                             exchange=exchange)
+    op = {"corrupt": hvd.Average, "mismatch": hvd.Average, "adasum": hvd.Adasum,
+          "min": getattr(hvd, "Min", None)}[case]
     opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
                                    named_parameters=model.named_parameters(), compression=comp,
                                    op=op)
-    expected = {"corrupt": hh.DecodeError, "adasum": ValueError, "min": ValueError}[case]
+    expected = {"corrupt": hh.DecodeError, "mismatch": MismatchError, "adasum": ValueError,
+                "min": ValueError}[case]
     x = torch.randn(8, 32, generator=torch.Generator().manual_seed(hvd.rank()))
     try:
         model(x).square().mean().backward()

@@ -1,0 +1,164 @@
+"""Compressed allreduce of one fused bucket over any collectives: the one-phase allgather and the
+two-phase reduce-scatter + allgather.
+
+Each exchange is a generator: it yields a started collective (``Pending``) whenever it must wait
+for the network and returns the bucket's sum over ranks, a 1-D float32/64 array. ``run`` drives
+one to the end; ``pipeline.Pipeline`` drives many at once on a worker thread, so that one
+bucket is encoded while another's bytes are in flight.
+
+The collectives are a small interface, so the same exchange runs over Horovod's torch or
+TensorFlow operations (the adapters) or over any other transport:
+
+    size, rank                         ranks in the group, this rank's index
+    alltoall(data, splits, name)       send data[sum(splits[:j]):][:splits[j]] to rank j; the
+                                       Pending's wait() gives what every rank sent this rank,
+                                       concatenated in rank order (uint8)
+    allgather(data, name)              every rank's data concatenated in rank order (uint8)
+
+A ``Pending`` has ``done()`` (never blocks) and ``wait()`` (blocks; returns the received bytes).
+
+Exchanges, per rank and step, for n coordinates at b bits each over N ranks:
+
+    allgather   send n*b bits, receive (N - 1)*n*b, decode N*n levels; exact sum of what the
+                ranks quantized
+    two_phase   shard j of every rank goes to rank j (alltoall), rank j sums its shard and
+                requantizes the sum, then an allgather brings every rank all N summed
+                shards: about 2*(N-1)/N*n*b
+                bits each way and 2*n levels decoded, whatever N; the requantization of the sum is
+                unbiased for an unbiased quantizer, and with ``Codec.server_error_feedback``
+                its error is kept per shard and added to the next step's sum
+
+``choose`` picks between them (the rule is in its docstring).
+"""
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .buckets import shard_bounds
+from .errors import DecodeError
+from .exchange import MismatchError, error_frame, frame, name_tag, split_frames
+
+EXCHANGES = ("allgather", "two_phase", "auto")
+
+
+@dataclass(frozen=True)
+class Job:
+    """What one exchange reduces: collectives and state are named ``key``, frames carry ``tag``
+    (buckets.Bucket.tag) and ``step``; ``tensors``, ``coords`` (gradient coordinates, a bucket's
+    gaps excluded) and ``raw_bytes`` (bytes of the uncompressed gradients) go to the
+    statistics."""
+    key: str
+    tag: int
+    step: int
+    tensors: int = 1
+    coords: int = 0
+    raw_bytes: int = 0
+
+
+def choose(exchange, n_ranks):
+    """The exchange a bucket takes: ``exchange`` itself, or for "auto" "allgather" on 1 or 2
+    ranks and "two_phase" from 3 on. At N = 2 both move the same bytes, and the allgather
+    avoids the second quantization and a second collective; from N = 3 the two-phase exchange
+    sends 2*(N-1)/N < N-1 bucket sizes and decodes 2 instead of N."""
+    if exchange not in EXCHANGES:
+        raise ValueError(f"exchange must be one of {', '.join(EXCHANGES)}, got {exchange!r}")
+    if exchange == "auto":
+        return "allgather" if n_ranks <= 2 else "two_phase"
+    return exchange
+
+
+def phase_tag(bucket_tag, phase, shard=0):
+    """Frame tag of one phase ("all", "scatter", "gather") and shard of a bucket's exchange."""
+    return name_tag(f"{bucket_tag:08x}/{phase}/{shard}")
+
+
+def run(exchange):
+    """Drive an exchange generator to the end on this thread; returns its result."""
+    try:
+        pending = next(exchange)
+        while True:
+            pending.wait()
+            pending = exchange.send(None)
+    except StopIteration as stop:
+        return stop.value
+
+
+def allgather_sum(codec, ops, coll, job, work):
+    """One-phase exchange of a bucket (generator): every rank's message to every rank, each
+    rank decodes all N (its own too, so that every rank sums the same decoded values and a
+    faulty stream fails on every rank) and sums them in rank order."""
+    key, tag, step = job.key, job.tag, job.step
+    t0 = time.perf_counter()
+    state = (key, "all") if codec.error_feedback else None
+    qt = codec.quantize(ops, work, (work.size,), f"{key}/all", step, state)
+    data = frame(phase_tag(tag, "all"), step, ops.pack(qt, codec.encoder))
+    t1 = time.perf_counter()
+    pending = coll.allgather(data, f"{key}.all")
+    yield pending
+    t2 = time.perf_counter()
+    total = None
+    gathered = split_frames(pending.wait(), coll.size, phase_tag(tag, "all"), step, key)
+    for rank, message in enumerate(gathered):
+        total = ops.accumulate(total, codec.decode(ops, message, work.size, key, rank))
+    codec.count(job.coords, job.raw_bytes, data.size, t1 - t0, time.perf_counter() - t2,
+                job.tensors)
+    return total
+
+
+def two_phase_sum(codec, ops, coll, job, work, align):
+    """Two-phase exchange of a bucket (generator): reduce-scatter of encoded shards, a summed
+    and requantized shard per rank, allgather of the summed shards. Shards are cut at multiples
+    of ``align`` coordinates (``shard_bounds``). A rank adds its own piece of its shard from its
+    quantized levels (no other rank sees it) and decodes every other message, its own summed
+    shard included. A rank that cannot decode a piece sends an error frame in the allgather,
+    so every rank raises."""
+    n, me = coll.size, coll.rank
+    key, tag, step = job.key, job.tag, job.step
+    bounds = shard_bounds(work.size, n, align)
+    t0 = time.perf_counter()
+    frames, mine = [], None
+    for j in range(n):
+        a, b = bounds[j], bounds[j + 1]
+        state = (key, "client", j) if codec.error_feedback else None
+        qt = codec.quantize(ops, work[a:b], (b - a,), f"{key}/shard{j}", step, state)
+        frames.append(frame(phase_tag(tag, "scatter", j), step, ops.pack(qt, codec.encoder)))
+        if j == me:
+            mine = qt
+    splits = [f.size for f in frames]
+    data = np.concatenate(frames)
+    t1 = time.perf_counter()
+    pending = coll.alltoall(data, splits, f"{key}.scatter")
+    yield pending
+    t2 = time.perf_counter()
+    a, b = bounds[me], bounds[me + 1]
+    try:
+        total = None
+        pieces = split_frames(pending.wait(), n, phase_tag(tag, "scatter", me), step, key)
+        for rank, message in enumerate(pieces):
+            part = ops.dequantize(mine).reshape(b - a) if rank == me else \
+                codec.decode(ops, message, b - a, key, rank)
+            total = ops.accumulate(total, part)
+        t_sum = time.perf_counter()
+        server = (key, "server", me) if codec.server_error_feedback else None
+        summed = codec.quantize(ops, total, (b - a,), f"{key}/sum{me}", step, state=server)
+        reply = frame(phase_tag(tag, "gather"), step, ops.pack(summed, codec.encoder))
+        failure = None
+    except (DecodeError, MismatchError) as e:
+        reply, failure = error_frame(phase_tag(tag, "gather"), step, e), e
+        t_sum = time.perf_counter()
+    t3 = time.perf_counter()
+    pending = coll.allgather(reply, f"{key}.gather")
+    yield pending
+    if failure is not None:
+        raise failure
+    t4 = time.perf_counter()
+    result = ops.empty(work.size, work.dtype)     # every shard is assigned below
+    gathered = split_frames(pending.wait(), n, phase_tag(tag, "gather"), step, key)
+    for j, message in enumerate(gathered):
+        size = bounds[j + 1] - bounds[j]
+        ops.assign(result, bounds[j], codec.decode(ops, message, size, f"{key} (sum shard {j})", j))
+    sent = data.size - splits[me] + reply.size
+    codec.count(job.coords, job.raw_bytes, sent, (t1 - t0) + (t3 - t_sum),
+                (t_sum - t2) + time.perf_counter() - t4, job.tensors)
+    return result
