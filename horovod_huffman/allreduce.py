@@ -14,6 +14,7 @@ TensorFlow operations (the adapters) or over any other transport:
                                        Pending's wait() gives what every rank sent this rank,
                                        concatenated in rank order (uint8)
     allgather(data, name)              every rank's data concatenated in rank order (uint8)
+    allreduce(data, name)              the elementwise sum over ranks of a float16/32/64 array
 
 A ``Pending`` has ``done()`` (never blocks) and ``wait()`` (blocks; returns the received bytes).
 
@@ -28,7 +29,9 @@ Exchanges, per rank and step, for n coordinates at b bits each over N ranks:
                 unbiased for an unbiased quantizer, and with ``Codec.server_error_feedback``
                 its error is kept per shard and added to the next step's sum
 
-``choose`` picks between them (the rule is in its docstring).
+``choose`` picks between them (the rule is in its docstring). ``dense_sum`` is the plain
+float32 or float16 allreduce of a bucket, and ``routed_sum`` sends each bucket the way a
+``Router`` measured to be fastest (routing.py).
 """
 import time
 from dataclasses import dataclass
@@ -162,3 +165,16 @@ def two_phase_sum(codec, ops, coll, job, work, align):
     codec.count(job.coords, job.raw_bytes, sent, (t1 - t0) + (t3 - t_sum),
                 (t_sum - t2) + time.perf_counter() - t4, job.tensors)
     return result
+
+
+def dense_sum(codec, ops, coll, job, work, half=False):
+    """Plain allreduce of a bucket (generator), in float32 (``half``: float16, as Horovod's
+    ``Compression.fp16``). Error-feedback residuals stay for the bucket's next encoded step."""
+    t0 = time.perf_counter()
+    data = ops.to_host(work).astype(np.float16 if half else np.float32)
+    pending = coll.allreduce(data, f"{job.key}.{'fp16' if half else 'fp32'}")
+    yield pending
+    total = ops.from_host(pending.wait().astype(work.dtype))
+    codec.count(job.coords, job.raw_bytes, data.nbytes, 0.0, time.perf_counter() - t0,
+                job.tensors)
+    return total

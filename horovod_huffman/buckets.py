@@ -19,6 +19,13 @@ from dataclasses import dataclass
 # 4 MiB of float32 gradients per bucket: large enough that per-collective latency is amortised,
 # small enough that the first bucket is encoded while backward is still running (docs/design.md).
 DEFAULT_BUCKET_BYTES = 4 << 20
+# Gradients with fewer elements ride the framework's own allreduce. With fused buckets every
+# floating-point gradient joins one (a small one costs a few bytes there and no collective of
+# its own); where each gradient is a bucket of its own (Horovod's TensorFlow tape), gradients
+# under ~1K elements cost more in message headers and two collectives than they save, and
+# Horovod's fused allreduce carries them.
+DEFAULT_MIN_NUMEL = 0
+UNFUSED_MIN_NUMEL = 1024
 
 
 @dataclass(frozen=True)
@@ -79,7 +86,9 @@ class BucketPlan:
         for name, numel, _ in group:
             slots.append(Slot(name, numel, offset))
             offset += -(-numel // self.align) * self.align
-        signature = ";".join(f"{s.name}:{s.numel}@{s.offset}" for s in slots) + f"|{kind}"
+        # The tag leaves the kind out: ranks put their gradients on different devices (cuda:0,
+        # cuda:1, ...) and still reduce the same bucket.
+        signature = ";".join(f"{s.name}:{s.numel}@{s.offset}" for s in slots)
         bucket = Bucket(len(self.buckets), kind, tuple(slots), offset,
                         zlib.crc32(signature.encode()))
         self.buckets.append(bucket)

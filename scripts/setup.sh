@@ -13,6 +13,8 @@ fi
 # torch is pinned (setup.py): an unpinned torch pulls several GB of CUDA packages.
 .venv/bin/python -m pip install -q -e ".[dev]" 2>&1 | grep -v "is ignored" || true
 .venv/bin/python -c "import horovod_huffman, numba, torch; print('horovod-huffman', horovod_huffman.__version__, '| numba', numba.__version__, '| torch', torch.__version__)"
+# Compile every kernel into Numba's cache now, so the first training step does not.
+.venv/bin/python -m horovod_huffman.compile
 if [ "${WITH_HOROVOD:-0}" = "1" ]; then
     bash scripts/install_system.sh
     PYTHON=.venv/bin/python bash scripts/install_horovod.sh

@@ -1,4 +1,4 @@
-"""The TensorFlow adapter under real Horovod (horovodrun --gloo, 2 ranks): no mocks."""
+"""The TensorFlow adapter under real Horovod (horovodrun --gloo, 2 to 4 ranks): no mocks."""
 import json
 
 import pytest
@@ -8,9 +8,13 @@ from horovod_run import horovodrun, python_run
 pytest.importorskip("horovod.tensorflow", exc_type=ImportError)
 
 
-@pytest.mark.parametrize("modes", ["tape eager", "optimizer sum"])
-def test_every_rank_gets_the_exact_reduction_of_all_round_trips(modes):
-    rc, out = horovodrun(2, "tests/workers/tf_exact.py", *modes.split())
+@pytest.mark.parametrize("n_ranks,modes", [
+    (2, "tape eager"), (2, "optimizer sum"),
+    (2, "tape exchange=two_phase"),
+    (3, "tape eager optimizer sum exchange=two_phase"),
+    (4, "tape exchange=two_phase")])
+def test_every_rank_gets_the_exact_reduction_of_all_round_trips(n_ranks, modes):
+    rc, out = horovodrun(n_ranks, "tests/workers/tf_exact.py", *modes.split())
     assert rc == 0 and "OK" in out, out[-4000:]
 
 
@@ -44,9 +48,10 @@ def test_torch_and_tensorflow_adapters_send_the_same_bytes():
     assert rc == 0 and "SAME BYTES" in out, out[-4000:]
 
 
-@pytest.mark.parametrize("case", ["corrupt", "min"])
-def test_faults_raise_promptly_on_every_rank(case):
-    rc, out = horovodrun(2, "tests/workers/tf_faults.py", case, timeout=180)
+@pytest.mark.parametrize("n_ranks,case,exchange", [
+    (2, "corrupt", "auto"), (2, "min", "auto"), (3, "corrupt", "two_phase")])
+def test_faults_raise_promptly_on_every_rank(n_ranks, case, exchange):
+    rc, out = horovodrun(n_ranks, "tests/workers/tf_faults.py", case, exchange, timeout=180)
     assert rc == 0, out[-4000:]
-    for rank in (0, 1):
+    for rank in range(n_ranks):
         assert f"RAISED {rank} " in out, out[-4000:]

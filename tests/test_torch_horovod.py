@@ -41,6 +41,12 @@ def test_faults_raise_promptly_on_every_rank(n_ranks, case, exchange, error):
         assert lines and error in lines[0], out[-4000:]
 
 
+@pytest.mark.parametrize("n_ranks", [2, 3])
+def test_adaptive_routing_agrees_on_every_rank(n_ranks):
+    rc, out = horovodrun(n_ranks, "tests/workers/torch_routes.py", timeout=300)
+    assert rc == 0 and "OK routes" in out, out[-4000:]
+
+
 def run_example(compression, epochs=8):
     rc, out = horovodrun(2, "examples/pytorch_digits.py", "--compression", compression,
                          "--epochs", epochs, timeout=300)

@@ -4,14 +4,16 @@
 >>> from horovod_huffman.tensorflow import Compression
 >>> tape = hvd.DistributedGradientTape(tape, compression=Compression.rlh)  # doctest: +SKIP
 
-The same design as the PyTorch adapter (docs/torch-adapter.md), in graph-safe form: ``compress``
-encodes the gradient in a ``tf.numpy_function`` (the shared framework-free core), starts
-Horovod's TensorFlow allgather of the bytes, and hands the allreduce a two-element placeholder;
-``decompress`` decodes and sums every rank's stream in a second ``tf.numpy_function`` with a
-static output shape, scaled as the placeholder's reduction says (Average or Sum). Works eagerly
-and inside ``tf.function``, which is where Horovod runs the tape's allreduce. Streams are the
-same bytes the PyTorch adapter sends. With a GPU, both steps are ``tf.py_function`` calls that
-take the tensors through DLPack (horovod_huffman.dlpack) and run the CUDA kernels.
+The same core as the PyTorch adapter (allreduce.py), in graph-safe form. Horovod's tape hands
+``compress`` one gradient at a time, so each gradient is a bucket of its own (a one-slot
+``BucketPlan``: the bytes are the PyTorch adapter's for a bucket holding that gradient alone).
+The exchange runs as stages: a ``tf.numpy_function`` runs it up to its first collective and
+returns the bytes to send, Horovod's TensorFlow ``alltoall``/``allgather`` moves them in the
+graph, the next stage takes the received bytes and runs to the next collective, and the last
+stage (in ``decompress``) returns the sum, scaled as the allreduce of the two-element placeholder
+says (Average or Sum). Works eagerly and inside ``tf.function``, which is where Horovod runs the
+tape's allreduce. With a GPU, the stages are ``tf.py_function`` calls that take the tensors
+through DLPack (horovod_huffman.dlpack) and run the CUDA kernels.
 """
 import itertools
 
@@ -23,15 +25,44 @@ import horovod.tensorflow as hvd
 from horovod.tensorflow.compression import Compression as _HorovodCompression
 
 from ..adapters import CodecStats, add_ready_compressors, make_codec
-from ..array_ops import DeviceOps
+from ..allreduce import Job, allgather_sum, choose, two_phase_sum
+from ..array_ops import DeviceOps, HostOps
+from ..buckets import UNFUSED_MIN_NUMEL, BucketPlan
 from ..device import SIMULATED, cuda_usable
 from ..dlpack import from_dlpack, to_dlpack
 from ..exchange import placeholder_values, reduction_scale
 
 __all__ = ["Compression", "HuffmanCompressor"]
 
-# As in the PyTorch adapter: smaller tensors ride the ordinary allreduce.
-DEFAULT_MIN_NUMEL = 1024
+DEFAULT_MIN_NUMEL = UNFUSED_MIN_NUMEL
+
+
+class _Hop:
+    """A collective the graph runs between two stages (allreduce.py's Pending): the exchange
+    leaves ``data`` (and ``splits`` for an alltoall) here, the next stage puts the received
+    bytes in ``result``."""
+
+    def __init__(self, data, splits=None):
+        self.data, self.splits, self.result = data, splits, None
+
+    def done(self):
+        return self.result is not None
+
+    def wait(self):
+        return self.result
+
+
+class _Relay:
+    """allreduce.py's collectives for a graph: they only hand the bytes out (``_Hop``)."""
+
+    def __init__(self, size, rank):
+        self.size, self.rank = size, rank
+
+    def allgather(self, data, name):
+        return _Hop(data)
+
+    def alltoall(self, data, splits, name):
+        return _Hop(data, np.asarray(splits, dtype=np.int32))
 
 
 class HuffmanCompressor(CodecStats):
@@ -40,22 +71,27 @@ class HuffmanCompressor(CodecStats):
     ``compress(tensor) -> (placeholder, ctx)``. ctx is None when the tensor rides the ordinary
     allreduce (fewer than ``min_numel`` elements, not floating point, or of unknown size), a
     ``tf.DType`` when it is sent uncompressed as float32 and cast back (bfloat16), and otherwise
-    a tuple (gathered bytes tensor, step tensor, parameter key, shape tensor, dtype, ranks).
+    a tuple (received bytes tensor, parameter key, shape tensor, dtype, ranks) that the last
+    stage of the exchange reads. ``exchange``: "allgather", "two_phase" or "auto"
+    (``allreduce.choose``).
     """
 
-    def __init__(self, codec, min_numel=DEFAULT_MIN_NUMEL, process_set=None):
+    def __init__(self, codec, min_numel=DEFAULT_MIN_NUMEL, process_set=None, exchange="auto"):
         self.codec = codec
         self.min_numel = int(min_numel)
         self.process_set = process_set
+        choose(exchange, 1)                         # reject a bad name at build time
+        self.exchange = exchange
         self._eager_keys = itertools.count()
         self.parameter_shapes = {}
         """Key -> static shape of every gradient this compressor has encoded (keys are graph
         tensor names: the same on every rank)."""
+        self._running = {}
         self._gpu_stream = _gpu_stream()
 
     def compress(self, tensor):
         numel = tensor.shape.num_elements()
-        if not tensor.dtype.is_floating or numel is None or numel < self.min_numel:
+        if not tensor.dtype.is_floating or numel is None or numel < max(self.min_numel, 1):
             if tensor.dtype == tf.bfloat16:
                 return tf.cast(tensor, tf.float32), tf.bfloat16
             return tensor, None
@@ -63,67 +99,92 @@ class HuffmanCompressor(CodecStats):
         key = self._key(tensor)
         self.parameter_shapes[key] = tuple(tensor.shape)
         work = tf.float64 if tensor.dtype == tf.float64 else tf.float32
-        raw_itemsize = tensor.dtype.size
+        align = getattr(self.codec.quantizer, "bucket_size", None) or 1
+        (bucket,) = BucketPlan([(key, numel, work.name)], capacity=numel, align=align).buckets
+        coll = _Relay(process_set.size(), process_set.rank())
+        exchange = choose(self.exchange, coll.size)
+        raw_bytes = numel * tensor.dtype.size
 
-        if self._gpu_stream is not None:
-            # GPU path: tf.py_function hands the gradient over as an eager tensor on its device
-            # (TF waits for its stream before calling Python); DLPack views it without a copy,
-            # and the kernels run on this compressor's own stream.
-            def encode_gpu(grad):
-                x = from_dlpack(tf.experimental.dlpack.to_dlpack(grad))
-                data, step = self.codec.encode(key, x, raw_itemsize=raw_itemsize,
-                                               stream=self._gpu_stream)
-                return data, np.int64(step)
+        def start(grad):
+            job = Job(bucket.key, bucket.tag, self.codec.begin(bucket.key), 1, numel, raw_bytes)
+            ops = self._ops()
+            flat = self._incoming(grad, ops)
+            padded = _zeros(ops, bucket.size, flat.dtype)       # the bucket's gap stays zero
+            ops.assign(padded, 0, flat)
+            run = two_phase_sum(self.codec, ops, coll, job, padded, align) \
+                if exchange == "two_phase" else allgather_sum(self.codec, ops, coll, job, padded)
+            hop = run.send(None)
+            self._running[key] = (run, hop)
+            return hop.data, hop.splits if hop.splits is not None else np.zeros(0, np.int32)
 
-            data, step = tf.py_function(encode_gpu, [tf.cast(tensor, work)],
-                                        [tf.uint8, tf.int64], name="horovod_huffman_encode")
-        else:
-            def encode(grad):
-                data, step = self.codec.encode(key, grad, raw_itemsize=raw_itemsize)
-                return data, np.int64(step)
+        def middle(received):
+            run, hop = self._running[key]
+            hop.result = np.asarray(received)
+            hop = run.send(None)
+            self._running[key] = (run, hop)
+            return hop.data
 
-            data, step = tf.numpy_function(encode, [tf.cast(tensor, work)], [tf.uint8, tf.int64],
-                                           stateful=True, name="horovod_huffman_encode")
+        data, splits = self._stage(start, [tf.cast(tensor, work)], [tf.uint8, tf.int32],
+                                   "horovod_huffman_encode")
         data.set_shape([None])
-        step.set_shape([])
+        if exchange == "two_phase":
+            received, _ = hvd.alltoall(data, splits=splits, process_set=process_set)
+            data = self._stage(middle, [received], tf.uint8, "horovod_huffman_sum_shard")
+            data.set_shape([None])
         gathered = hvd.allgather(data, process_set=process_set)
         placeholder = tf.constant(placeholder_values(process_set.rank()), dtype=tf.float32)
-        return placeholder, (gathered, step, key, tf.shape(tensor), tensor.dtype,
-                             process_set.size())
+        return placeholder, (gathered, key, tf.shape(tensor), tensor.dtype, process_set.size())
 
     def decompress(self, tensor, ctx):
         if ctx is None:
             return tensor
         if isinstance(ctx, tf.DType):
             return tf.cast(tensor, ctx)
-        gathered, step, key, shape, dtype, n = ctx
+        gathered, key, shape, dtype, n = ctx
         work = tf.float64 if dtype == tf.float64 else tf.float32
 
-        if self._gpu_stream is not None:
-            stream = self._gpu_stream
+        def finish(received, reduced):
+            run, hop = self._running.pop(key)
+            hop.result = np.asarray(received)
+            try:
+                run.send(None)
+                raise RuntimeError(f"the exchange of {key!r} wants more collectives")
+            except StopIteration as stop:
+                total = stop.value
+            scale = reduction_scale(np.asarray(reduced), n, key)
+            numel = int(np.prod(self.parameter_shapes[key], dtype=np.int64))
+            return self._outgoing(total[:numel], scale, work)
 
-            def decode_gpu(buf, step, reduced, shape):
-                total = self.codec.decode_sum(buf.numpy(), n, key, int(step),
-                                              tuple(int(d) for d in shape.numpy()),
-                                              device="cuda", stream=stream)
-                scale = reduction_scale(reduced.numpy(), n, key)
-                if scale != 1.0:
-                    DeviceOps(stream).scale(total.reshape(total.size), scale)
-                stream.synchronize()            # TF's stream reads the result next
-                return tf.experimental.dlpack.from_dlpack(to_dlpack(total))
-
-            out = tf.py_function(decode_gpu, [gathered, step, tf.cast(tensor, tf.float32), shape],
-                                 work, name="horovod_huffman_decode")
-        else:
-            def decode(buf, step, reduced, shape):
-                total = self.codec.decode_sum(buf, n, key, int(step),
-                                              tuple(int(d) for d in shape))
-                scale = reduction_scale(reduced, n, key)
-                return (total * scale).astype(work.as_numpy_dtype, copy=False)
-
-            out = tf.numpy_function(decode, [gathered, step, tf.cast(tensor, tf.float32), shape],
-                                    work, stateful=True, name="horovod_huffman_decode")
+        out = self._stage(finish, [gathered, tf.cast(tensor, tf.float32)], work,
+                          "horovod_huffman_decode")
         return tf.cast(tf.reshape(out, shape), dtype)
+
+    # ---- stages on the host or the GPU -------------------------------------------------------
+
+    def _ops(self):
+        return HostOps if self._gpu_stream is None else DeviceOps(self._gpu_stream)
+
+    def _stage(self, fn, inputs, out_types, name):
+        """One stage of the exchange as a graph op: ``tf.numpy_function`` on the host;
+        ``tf.py_function`` with a GPU, whose eager tensors the stage reads through DLPack."""
+        if self._gpu_stream is None:
+            return tf.numpy_function(fn, inputs, out_types, stateful=True, name=name)
+        return tf.py_function(fn, inputs, out_types, name=name)
+
+    def _incoming(self, grad, ops):
+        """The gradient a stage received as a 1-D host or device array."""
+        if self._gpu_stream is None:
+            return np.asarray(grad).reshape(-1)
+        return from_dlpack(tf.experimental.dlpack.to_dlpack(grad)).reshape(-1)
+
+    def _outgoing(self, total, scale, work):
+        """The scaled sum as a stage returns it: a NumPy array, or on the GPU a TF tensor."""
+        if self._gpu_stream is None:
+            return (total * scale).astype(work.as_numpy_dtype, copy=False)
+        if scale != 1.0:
+            DeviceOps(self._gpu_stream).scale(total, scale)
+        self._gpu_stream.synchronize()              # TF's stream reads the result next
+        return tf.experimental.dlpack.from_dlpack(to_dlpack(total))
 
     def _key(self, tensor):
         """The parameter key: the gradient's graph tensor name, the same on every rank and every
@@ -133,6 +194,12 @@ class HuffmanCompressor(CodecStats):
             return tensor.name.split(":")[0]
         except (AttributeError, ValueError):
             return f"eager_{next(self._eager_keys)}"
+
+
+def _zeros(ops, n, dtype):
+    """n zeros of ``dtype`` on the host or the device."""
+    zeros = np.zeros(n, dtype=dtype)
+    return zeros if ops is HostOps else cuda.to_device(zeros, stream=ops.stream)
 
 
 def _gpu_stream():
@@ -156,8 +223,11 @@ class Compression:
 
     @staticmethod
     def build(encoder="rlh", quantizer=None, error_feedback=None, min_numel=DEFAULT_MIN_NUMEL,
-              process_set=None, seed=None, **encoder_kwargs):
-        """A HuffmanCompressor; see horovod_huffman.torch.Compression.build."""
+              process_set=None, seed=None, exchange="auto", **encoder_kwargs):
+        """A HuffmanCompressor; see horovod_huffman.torch.Compression.build (the same
+        arguments but ``named_parameters`` and ``bucket_bytes``: each gradient is its own
+        bucket here)."""
         codec = make_codec(encoder, quantizer, error_feedback, seed, **encoder_kwargs)
-        return HuffmanCompressor(codec, min_numel=min_numel, process_set=process_set)
+        return HuffmanCompressor(codec, min_numel=min_numel, process_set=process_set,
+                                 exchange=exchange)
 

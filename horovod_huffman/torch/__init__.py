@@ -26,16 +26,17 @@ from horovod.torch.compression import Compression as _HorovodCompression
 from ..adapters import CodecStats, add_ready_compressors, make_codec
 from ..allreduce import Job, allgather_sum, choose, two_phase_sum
 from ..array_ops import DeviceOps, HostOps
-from ..buckets import DEFAULT_BUCKET_BYTES, BucketPlan
+from ..buckets import DEFAULT_BUCKET_BYTES, DEFAULT_MIN_NUMEL, BucketPlan
 from ..device import cuda_usable
 from ..exchange import placeholder_values, reduction_scale
 from ..pipeline import Pipeline
+from ..routing import Router, routed_sum
+
+# Compression.build(route=...): every bucket encoded, or each the way measured fastest.
+ROUTES = ("encoded", "adaptive")
 
 __all__ = ["Compression", "HuffmanCompressor"]
 
-# Gradients with fewer elements ride the optimizer's own allreduce; 0: every floating-point
-# gradient joins a bucket (small ones cost a few bytes there, and no collective of their own).
-DEFAULT_MIN_NUMEL = 0
 # How many caller frames to search for Horovod's optimizer (hook -> _allreduce_grad_async ->
 # compress, or the grouped path's list comprehension one level deeper).
 _FRAME_SEARCH_DEPTH = 6
@@ -50,6 +51,10 @@ class _Collectives:
 
     def allgather(self, data, name):
         return _Handle(hvd.allgather_async(torch.from_numpy(data), name=name,
+                                           process_set=self.process_set))
+
+    def allreduce(self, data, name):
+        return _Handle(hvd.allreduce_async(torch.from_numpy(data), op=hvd.Sum, name=name,
                                            process_set=self.process_set))
 
     def alltoall(self, data, splits, name):
@@ -100,10 +105,11 @@ class _Pending:
 class _Buckets:
     """The buckets of one optimizer: plan, staging buffers, this step's rounds, collectives."""
 
-    def __init__(self, plan, process_set, exchange):
+    def __init__(self, plan, process_set, exchange, route):
         self.plan = plan
         self.coll = _Collectives(process_set)
         self.exchange = choose(exchange, self.coll.size)
+        self.router = Router() if route == "adaptive" else None
         self.staging = {}
         self.rounds = {b.index: _Round() for b in plan.buckets}
         self.raw_bytes = {b.index: 0 for b in plan.buckets}
@@ -119,11 +125,14 @@ class HuffmanCompressor(CodecStats):
 
     Buckets hold ``bucket_bytes`` of float32 gradients (``buckets.BucketPlan``, in the reverse of
     the optimizer's parameter order, roughly the order backward produces them). ``exchange``:
-    "allgather", "two_phase" or "auto" (``allreduce.choose``).
+    "allgather", "two_phase" or "auto" (``allreduce.choose``). ``route``: "encoded" sends every
+    bucket encoded; "adaptive" sends each bucket encoded, as float16 or as float32, whichever
+    the ranks measured fastest (routing.Router).
     """
 
     def __init__(self, codec, min_numel=DEFAULT_MIN_NUMEL, named_parameters=None,
-                 process_set=None, exchange="auto", bucket_bytes=DEFAULT_BUCKET_BYTES):
+                 process_set=None, exchange="auto", bucket_bytes=DEFAULT_BUCKET_BYTES,
+                 route="encoded"):
         self.codec = codec
         self.min_numel = int(min_numel)
         self._named = list(named_parameters) if named_parameters is not None else None
@@ -131,6 +140,9 @@ class HuffmanCompressor(CodecStats):
         self.process_set = process_set
         choose(exchange, 1)                         # reject a bad name at build time
         self.exchange = exchange
+        if route not in ROUTES:
+            raise ValueError(f"route must be one of {', '.join(ROUTES)}, got {route!r}")
+        self.route = route
         self.bucket_bytes = int(bucket_bytes)
         self._states = {}
         self._pipeline = Pipeline()
@@ -207,7 +219,7 @@ class HuffmanCompressor(CodecStats):
                 self._parameters(optimizer))]
             align = getattr(self.codec.quantizer, "bucket_size", None) or 1
             plan = BucketPlan(entries, capacity=max(self.bucket_bytes // 4, 1), align=align)
-            state = self._states[key] = _Buckets(plan, process_set, self.exchange)
+            state = self._states[key] = _Buckets(plan, process_set, self.exchange, self.route)
         return state
 
     def _parameters(self, optimizer):
@@ -301,9 +313,14 @@ def _exchange(codec, state, bucket, staging, raw_bytes):
     else:
         ops, work = HostOps, staging.cpu().numpy()
     if state.exchange == "two_phase":
-        total = yield from two_phase_sum(codec, ops, state.coll, job, work, state.plan.align)
+        def encoded(codec, ops, coll, job, work):
+            return two_phase_sum(codec, ops, coll, job, work, state.plan.align)
     else:
-        total = yield from allgather_sum(codec, ops, state.coll, job, work)
+        encoded = allgather_sum
+    if state.router is not None:
+        total = yield from routed_sum(state.router, encoded, codec, ops, state.coll, job, work)
+    else:
+        total = yield from encoded(codec, ops, state.coll, job, work)
     if stream is not None:
         stream.synchronize()
     return total
@@ -323,7 +340,7 @@ class Compression:
     @staticmethod
     def build(encoder="rlh", quantizer=None, error_feedback=None, min_numel=DEFAULT_MIN_NUMEL,
               named_parameters=None, process_set=None, seed=None, exchange="auto",
-              bucket_bytes=DEFAULT_BUCKET_BYTES, **encoder_kwargs):
+              bucket_bytes=DEFAULT_BUCKET_BYTES, route="encoded", **encoder_kwargs):
         """A HuffmanCompressor.
 
         encoder: a name from ``horovod_huffman.ENCODERS`` (``encoder_kwargs`` go to it) or an
@@ -332,11 +349,13 @@ class Compression:
             optional, names gradients without Horovod's help. process_set: default: the
             optimizer's. seed: reproducible quantization per (bucket, shard, step).
             exchange: "allgather", "two_phase" or "auto" (``allreduce.choose``). bucket_bytes:
-            bytes of float32 gradients fused into one bucket.
+            bytes of float32 gradients fused into one bucket. route: "encoded", or "adaptive":
+            each bucket encoded, as float16 or as float32, whichever the ranks measured
+            fastest (``routing.Router``).
         """
         codec = make_codec(encoder, quantizer, error_feedback, seed, **encoder_kwargs)
         named = list(named_parameters) if named_parameters is not None else None
         return HuffmanCompressor(codec, min_numel=min_numel, named_parameters=named,
                                  process_set=process_set, exchange=exchange,
-                                 bucket_bytes=bucket_bytes)
+                                 bucket_bytes=bucket_bytes, route=route)
 

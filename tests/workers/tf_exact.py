@@ -1,9 +1,10 @@
 """Worker: one step through Horovod's TensorFlow API for every encoder; checks that each rank's
-reduced gradient equals the rank-ordered mean (or sum) of every rank's
-dequantize(decode(encode(quantize(g)))) exactly, and that variables end identical.
+reduced gradient is exactly what the compressed exchange defines (expected.py; each gradient is
+a bucket of its own), and that variables end identical.
 
-Usage: tf_exact.py MODE [MODE ...], MODE in tape (tf.function), eager, optimizer (tf.compat.v1
-optimizer), sum (op=hvd.Sum). Prints "OK <n> checks" on rank 0.
+Usage: tf_exact.py MODE [MODE ...] [exchange=allgather|two_phase|auto], MODE in tape
+(tf.function), eager, optimizer (tf.compat.v1 optimizer), sum (op=hvd.Sum). Prints
+"OK <n> checks" on rank 0.
 """
 import os
 import sys
@@ -15,7 +16,8 @@ import tensorflow as tf            # noqa: E402
 import horovod.tensorflow as hvd   # noqa: E402
 
 import horovod_huffman as hh                           # noqa: E402
-from horovod_huffman.exchange import derive_seed       # noqa: E402
+from horovod_huffman.buckets import BucketPlan          # noqa: E402
+from expected import expected_sum, staged               # noqa: E402  (beside this file)
 from horovod_huffman.tensorflow import Compression     # noqa: E402
 
 LEVELS, BUCKET, MIN_NUMEL, SEED = 4, 64, 100, 1000
@@ -50,14 +52,15 @@ def loss_of(model, x, y):
     return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(y, model(x)))
 
 
-def run_case(encoder, mode):
+def run_case(encoder, mode, exchange):
     rank, n = hvd.rank(), hvd.size()
     model, x, y = model_and_data(rank)
     with tf.GradientTape() as tape:
         loss = loss_of(model, x, y)
     local = [g.numpy() for g in tape.gradient(loss, model.weights())]
     comp = Compression.build(encoder=encoder, quantizer=hh.QSGD(levels=LEVELS, bucket_size=BUCKET),
-                             error_feedback=False, min_numel=MIN_NUMEL, seed=SEED + rank)
+                             error_feedback=False, min_numel=MIN_NUMEL, seed=SEED + rank,
+                             exchange=exchange)
     op = hvd.Sum if mode == "sum" else hvd.Average
     if mode == "optimizer":
         opt = hvd.DistributedOptimizer(tf.compat.v1.train.GradientDescentOptimizer(0.1),
@@ -72,22 +75,20 @@ def run_case(encoder, mode):
             return dtape.gradient(loss, model.weights())
         reduced = [g.numpy() for g in (tf.function(reduce)() if mode == "tape" else reduce())]
     key_of = {shape: key for key, shape in comp.parameter_shapes.items()}
-    mine = {}
-    for g in local:
-        if g.size >= MIN_NUMEL:
-            key = key_of[g.shape]
-            qt = hh.QSGD(levels=LEVELS, bucket_size=BUCKET).quantize(
-                g, seed=derive_seed(SEED + rank, key, 0))
-            enc = hh.get_encoder(encoder, seed=0) if encoder in ("sh", "shs", "auto") else encoder
-            mine[g.shape] = hh.dequantize(hh.unpack(hh.pack(qt, enc)))
-    everyone = hvd.allgather_object(mine)
+    everyone = hvd.allgather_object({g.shape: g for g in local})
     checks = 0
     for g, got in zip(local, reduced):
-        if g.shape in mine:
-            total = everyone[0][g.shape].copy()
-            for other in everyone[1:]:
-                np.add(total, other[g.shape], out=total)
-            expected = total * np.float32(1.0 if mode == "sum" else 1.0 / n)
+        if g.size >= MIN_NUMEL:
+            # Each gradient is a bucket of its own, named by its graph key.
+            key = key_of[g.shape]
+            (bucket,) = BucketPlan([(key, g.size, "float32")], g.size, BUCKET).buckets
+            buffers = [staged({key: grads[g.shape]}, bucket) for grads in everyone]
+            total, _ = expected_sum(buffers, [SEED + r for r in range(n)], bucket, exchange
+                                    if exchange != "auto" else ("allgather" if n <= 2 else
+                                                                "two_phase"),
+                                    encoder, LEVELS, BUCKET)
+            expected = (total[:g.size] * np.float32(1.0 if mode == "sum" else 1.0 / n))
+            expected = expected.reshape(g.shape)
             assert np.array_equal(got, expected), (encoder, mode, g.shape,
                                                    np.abs(got - expected).max())
         else:
@@ -100,9 +101,12 @@ def run_case(encoder, mode):
 def main():
     hvd.init()
     checks = 0
-    for mode in sys.argv[1:]:
+    modes = [a for a in sys.argv[1:] if not a.startswith("exchange=")]
+    exchange = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("exchange=")),
+                    "auto")
+    for mode in modes:
         for encoder in hh.ENCODERS:
-            checks += run_case(encoder, mode)
+            checks += run_case(encoder, mode, exchange)
     if hvd.rank() == 0:
         print(f"OK {checks} checks", flush=True)
 

@@ -20,11 +20,12 @@ from corrupting import CorruptingRLH                    # noqa: E402  (beside th
 
 def main():
     case = sys.argv[1]
+    exchange = sys.argv[2] if len(sys.argv) > 2 else "auto"
     hvd.init()
     w = tf.Variable(np.random.default_rng(0).standard_normal((32, 64)).astype(np.float32))
     x = np.random.default_rng(hvd.rank()).standard_normal((8, 32)).astype(np.float32)
     encoder = CorruptingRLH() if case == "corrupt" and hvd.rank() == 1 else "rlh"
-    comp = Compression.build(encoder=encoder, min_numel=16)
+    comp = Compression.build(encoder=encoder, exchange=exchange)
     op = hvd.Min if case == "min" else hvd.Average
     expected = "DecodeError" if case == "corrupt" else "Average or Sum"
 

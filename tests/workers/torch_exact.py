@@ -18,10 +18,8 @@ import torch
 import horovod.torch as hvd
 
 import horovod_huffman as hh
-from horovod_huffman.array_ops import contract
-from horovod_huffman.buckets import shard_bounds
-from horovod_huffman.exchange import derive_seed
 from horovod_huffman.torch import Compression
+from expected import expected_sum, staged       # beside this file
 
 LEVELS, BUCKET, SEED = 4, 64, 1000
 BUCKET_BYTES = 4 * 2000          # several buckets for Net's ~4.1K coordinates
@@ -50,45 +48,6 @@ def local_grads(model, rank, passes):
         torch.nn.functional.cross_entropy(ref(x).float(), y).backward()
     return {n: (p.grad.to_dense() if p.grad.is_sparse else p.grad).clone()
             for n, p in ref.named_parameters()}
-
-
-def quantize(x, seed_rank, name, encoder):
-    """What a rank sends for ``x`` under ``name``: the round trip of its quantized levels."""
-    qt = hh.QSGD(levels=LEVELS, bucket_size=BUCKET).quantize(
-        x, seed=derive_seed(SEED + seed_rank, name, 0))
-    return hh.unpack(hh.pack(qt, encoder))
-
-
-def staged(grads, bucket):
-    """A rank's bucket buffer: its gradients as float32 at their slots, zero gaps."""
-    buf = np.zeros(bucket.size, dtype=np.float32)
-    for slot in bucket.slots:
-        buf[slot.offset:slot.offset + slot.numel] = grads[slot.name].float().reshape(-1).numpy()
-    return buf
-
-
-def expected_sum(everyone, bucket, exchange, encoder, n, feedback):
-    """The bucket's sum over ranks as the exchange defines it, and each shard owner's server
-    residual (two_phase with server error feedback: its summed shard is sent contracted)."""
-    buffers = [staged(g, bucket) for g in everyone]
-    if exchange == "allgather":
-        total = hh.dequantize(quantize(buffers[0], 0, f"{bucket.key}/all", encoder))
-        for r in range(1, n):
-            total = total + hh.dequantize(quantize(buffers[r], r, f"{bucket.key}/all", encoder))
-        return total, {}
-    bounds = shard_bounds(bucket.size, n, BUCKET)
-    out, residuals = np.empty(bucket.size, np.float32), {}
-    for j in range(n):
-        a, b = bounds[j], bounds[j + 1]
-        piece = hh.dequantize(quantize(buffers[0][a:b], 0, f"{bucket.key}/shard{j}", encoder))
-        for r in range(1, n):
-            piece = piece + hh.dequantize(quantize(buffers[r][a:b], r, f"{bucket.key}/shard{j}",
-                                                   encoder))
-        qt = quantize(piece, j, f"{bucket.key}/sum{j}", encoder)
-        sent = contract(piece, qt)
-        residuals[j] = piece - hh.dequantize(sent)
-        out[a:b] = hh.dequantize(sent if feedback else qt)
-    return out, residuals
 
 
 def run_case(encoder, dtype, exchange, variant):
@@ -125,7 +84,10 @@ def run_case(encoder, dtype, exchange, variant):
            for name, p in model.named_parameters()}
     checks = 0
     for bucket in plan.buckets:
-        total, residuals = expected_sum(everyone, bucket, exchange, encoder, n, feedback)
+        buffers = [staged({k: g.float().numpy() for k, g in grads.items()}, bucket)
+                   for grads in everyone]
+        total, residuals = expected_sum(buffers, [SEED + r for r in range(n)], bucket, exchange,
+                                        encoder, LEVELS, BUCKET, feedback)
         for slot in bucket.slots:
             expected = torch.from_numpy(total[slot.offset:slot.offset + slot.numel])
             if variant != "sum":
