@@ -1,11 +1,11 @@
-"""End-to-end benchmark: data-parallel training across 2 hosts whose links are shaped to
-100 Mbit/s, 1 Gbit/s and 10 Gbit/s, for every compression.
+"""End-to-end benchmark: data-parallel training across N hosts (2 by default; --hosts 2 4 8)
+whose links are shaped to 100 Mbit/s, 1 Gbit/s and 10 Gbit/s, for every compression.
 
 Hosts are network namespaces (scripts/netns_cluster.sh, root only) running the workers' sshd;
 each job is launched from host 1 with the compose cluster's launcher (docker/scripts/launch.sh,
 ``horovodrun --gloo -H``) and runs benchmarks/train_job.py: the digits CNN and the stdlib-text
 LSTM for a fixed number of steps. Reported per (link, model, compression): mean step time after
-warm-up, bytes on the wire per step (both hosts' interfaces), final training loss. Writes a table
+warm-up, bytes on the wire per host and step (the hosts' interfaces), final training loss. Writes a table
 into docs/benchmarks.md (--markdown) and a plot of step time against bandwidth (--plot).
 
     sudo .venv/bin/python benchmarks/e2e.py --markdown docs/benchmarks.md --plot docs/e2e-step-time.png
@@ -26,8 +26,12 @@ from horovod_huffman.bench.run import write_markdown  # noqa: E402
 CLUSTER = os.path.join(ROOT, "scripts", "netns_cluster.sh")
 LAUNCH = os.path.join(ROOT, "docker", "scripts", "launch.sh")
 STATE = "/tmp/hh-netns-e2e"
-COMPRESSIONS = ["none", "fp16", "huffman", "rlh", "sh", "shs", "elias_rle", "qsgd_elias", "auto"]
-HUFFMAN_BASED = ["huffman", "rlh", "sh", "shs", "auto"]
+# A compression is Compression.<name>, or ENCODER/EXCHANGE (allgather, two_phase) or
+# ENCODER/adaptive (Compression.build(route="adaptive")).
+COMPRESSIONS = ["none", "fp16", "huffman", "rlh", "sh", "shs", "elias_rle", "qsgd_elias", "auto",
+                "rlh/allgather", "rlh/two_phase", "rlh/adaptive"]
+HUFFMAN_BASED = ["huffman", "rlh", "sh", "shs", "auto", "rlh/allgather", "rlh/two_phase",
+                 "rlh/adaptive"]
 RATES = {"100mbit": 0.1, "1gbit": 1.0, "10gbit": 10.0}       # link -> Gbit/s
 BEGIN, END = "<!-- bench-e2e:begin -->", "<!-- bench-e2e:end -->"
 
@@ -40,13 +44,20 @@ def cluster(*args):
     return proc.stdout
 
 
-def run_job(model, compression, args):
+def run_job(n_hosts, model, compression, args):
     bindir = os.path.dirname(sys.executable)
+    encoder, _, how = compression.partition("/")
+    options = []
+    if how in ("allgather", "two_phase"):
+        options = ["--exchange", how]
+    elif how == "adaptive":
+        options = ["--route", "adaptive"]
+    hosts = ",".join(f"hh{i}" for i in range(1, n_hosts + 1))
     cmd = ["bash", CLUSTER, "exec", "1", "env", f"PATH={bindir}:{os.environ['PATH']}",
-           f"PYTHONPATH={ROOT}", "OMP_NUM_THREADS=1", LAUNCH, "--hosts", "hh1,hh2",
+           f"PYTHONPATH={ROOT}", "OMP_NUM_THREADS=1", LAUNCH, "--hosts", hosts,
            "--keys", os.path.join(STATE, "ssh"), "--", sys.executable,
            os.path.join(ROOT, "benchmarks", "train_job.py"), "--model", model,
-           "--compression", compression, "--steps", str(args.steps), "--warmup",
+           "--compression", encoder, *options, "--steps", str(args.steps), "--warmup",
            str(args.warmup), "--last", str(args.last), "--levels", str(args.levels)]
     if args.error_feedback:
         cmd.append("--error-feedback")
@@ -55,39 +66,43 @@ def run_job(model, compression, args):
     out = proc.stdout + proc.stderr
     line = next((line for line in out.splitlines() if "RESULT " in line), None)
     if proc.returncode != 0 or line is None:
-        raise RuntimeError(f"{model}/{compression} failed:\n{out[-3000:]}")
+        raise RuntimeError(f"{n_hosts} hosts {model}/{compression} failed:\n{out[-3000:]}")
     return json.loads(line.split("RESULT ", 1)[1])
 
 
 def table(results, args):
-    lines = [f"Machine: {machine()}; 2 hosts = 2 network namespaces on it, one rank each (one "
-             "thread), linked through a bridge, every link shaped with tc tbf.",
-             f"Run: `python benchmarks/e2e.py --steps {args.steps} --warmup {args.warmup} "
-             f"--last {args.last} --levels {args.levels}"
+    lines = [f"Machine: {machine()}; N hosts = N network namespaces on it, one rank each (one "
+             "thread), linked through a bridge, every link shaped with tc tbf. With 4 or more "
+             "hosts the ranks share the machine's cores, so step times there include CPU "
+             "oversubscription (wire bytes do not).",
+             f"Run: `python benchmarks/e2e.py --hosts {' '.join(map(str, args.hosts))} "
+             f"--rates {' '.join(args.rates)} --models {' '.join(args.models)} --steps "
+             f"{args.steps} --warmup {args.warmup} --last {args.last} --levels {args.levels}"
              f"{' --error-feedback' if args.error_feedback else ''}` on "
              f"{time.strftime('%Y-%m-%d')}; QSGD s = {args.levels}, buckets of 512, error "
              f"feedback {'on' if args.error_feedback else 'off (QSGD is unbiased)'}; step time = "
-             "mean over the steps after warm-up; wire = bytes both hosts sent per step (at the "
-             f"first link speed); final loss = training loss over the last {args.last} steps, "
-             "mean of the ranks (at the first link speed).", ""]
+             "mean over the steps after warm-up; wire = bytes one host sent per step (mean over "
+             "hosts, at the first link speed); final loss = training loss over the last "
+             f"{args.last} steps, mean of the ranks (at the first link speed).", ""]
     for model in args.models:
-        lines += [f"### {model}", "",
-                  "| compression | " + " | ".join(f"step ms @ {r}" for r in args.rates) +
-                  " | wire KB/step | final loss | loss vs none | speed-up vs none @ "
-                  f"{args.rates[0]} |",
-                  "|---|" + "---:|" * (len(args.rates) + 4)]
-        for c in args.compressions:
-            rows = [results.get((r, model, c)) for r in args.rates]
-            if None in rows:
-                continue
-            base = results.get((args.rates[0], model, "none"))
-            loss = rows[0]["final_loss"]
-            rel = f"{100 * (loss / base['final_loss'] - 1):+.1f}%" if base else "-"
-            speed = f"{base['step_s'] / rows[0]['step_s']:.2f}x" if base else "-"
-            lines.append(f"| {c} | " + " | ".join(f"{1e3 * r['step_s']:.0f}" for r in rows) +
-                         f" | {rows[0]['wire_bytes_per_step'] / 1e3:.0f} | {loss:.4f} | {rel} | "
-                         f"{speed} |")
-        lines.append("")
+        for n in args.hosts:
+            lines += [f"### {model}, {n} hosts", "",
+                      "| compression | " + " | ".join(f"step ms @ {r}" for r in args.rates) +
+                      " | wire KB/host/step | final loss | loss vs none | speed-up vs none @ "
+                      f"{args.rates[0]} |",
+                      "|---|" + "---:|" * (len(args.rates) + 4)]
+            for c in args.compressions:
+                rows = [results.get((n, r, model, c)) for r in args.rates]
+                if None in rows:
+                    continue
+                base = results.get((n, args.rates[0], model, "none"))
+                loss = rows[0]["final_loss"]
+                rel = f"{100 * (loss / base['final_loss'] - 1):+.1f}%" if base else "-"
+                speed = f"{base['step_s'] / rows[0]['step_s']:.2f}x" if base else "-"
+                lines.append(f"| {c} | " + " | ".join(f"{1e3 * r['step_s']:.0f}" for r in rows) +
+                             f" | {rows[0]['wire_bytes_per_step'] / n / 1e3:.0f} | {loss:.4f} | "
+                             f"{rel} | {speed} |")
+            lines.append("")
     return lines
 
 
@@ -109,8 +124,9 @@ def plot(results, args, path):
     axes = axes if len(args.models) > 1 else [axes]
     for ax, model in zip(axes, args.models):
         for c in args.compressions:
-            points = [(RATES[r], results[(r, model, c)]["step_s"] * 1e3) for r in args.rates
-                      if (r, model, c) in results]
+            n = args.hosts[0]
+            points = [(RATES[r], results[(n, r, model, c)]["step_s"] * 1e3) for r in args.rates
+                      if (n, r, model, c) in results]
             if points:
                 style = "-" if c in HUFFMAN_BASED else "--"
                 ax.plot(*zip(*points), style, marker="o", label=c)
@@ -118,7 +134,7 @@ def plot(results, args, path):
         ax.set_yscale("log")
         ax.set_xlabel("link bandwidth (Gbit/s)")
         ax.set_ylabel("step time (ms)")
-        ax.set_title(f"{model}, 2 hosts")
+        ax.set_title(f"{model}, {args.hosts[0]} hosts")
         ax.grid(True, which="both", alpha=0.3)
     axes[0].legend(fontsize=8)
     fig.tight_layout()
@@ -127,6 +143,7 @@ def plot(results, args, path):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--hosts", nargs="+", type=int, default=[2], help="host counts to run")
     p.add_argument("--rates", nargs="+", default=list(RATES), choices=list(RATES))
     p.add_argument("--models", nargs="+", default=["cnn", "lstm"], choices=["cnn", "lstm"])
     p.add_argument("--compressions", nargs="+", default=COMPRESSIONS, choices=COMPRESSIONS)
@@ -145,24 +162,26 @@ def main(argv=None):
         return 2
     from tqdm import tqdm
     results = {}
-    jobs = [(r, m, c) for r in args.rates for m in args.models for c in args.compressions]
-    print(cluster("up", "2", args.rates[0]).strip())
-    try:
-        with tqdm(total=len(jobs), desc="e2e benchmark", unit="job") as bar:
-            for rate in args.rates:
-                cluster("shape", rate)
-                for model in args.models:
-                    for c in args.compressions:
-                        bar.set_postfix_str(f"{rate} {model} {c}")
-                        results[(rate, model, c)] = run_job(model, c, args)
-                        bar.update()
-    finally:
-        cluster("down")
+    jobs = len(args.hosts) * len(args.rates) * len(args.models) * len(args.compressions)
+    with tqdm(total=jobs, desc="e2e benchmark", unit="job") as bar:
+        for n in args.hosts:
+            print(cluster("up", str(n), args.rates[0]).strip())
+            try:
+                for rate in args.rates:
+                    cluster("shape", rate)
+                    for model in args.models:
+                        for c in args.compressions:
+                            bar.set_postfix_str(f"{n} hosts {rate} {model} {c}")
+                            results[(n, rate, model, c)] = run_job(n, model, c, args)
+                            bar.update()
+            finally:
+                cluster("down")
     lines = table(results, args)
     print("\n".join(lines))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump([{"rate": r, **v} for (r, _, _), v in results.items()], f, indent=1)
+            json.dump([{"hosts": n, "rate": r, **v} for (n, r, _, _), v in results.items()], f,
+                      indent=1)
     if args.plot:
         plot(results, args, args.plot)
         lines.append(f"![step time against bandwidth]({os.path.basename(args.plot)})")

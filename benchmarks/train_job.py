@@ -64,6 +64,8 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--levels", type=int, default=8, help="QSGD levels s")
     p.add_argument("--bucket-size", type=int, default=512)
+    p.add_argument("--exchange", choices=["auto", "allgather", "two_phase"], default="auto")
+    p.add_argument("--route", choices=["encoded", "adaptive"], default="encoded")
     p.add_argument("--error-feedback", action="store_true",
                    help="error feedback on (default: only for biased quantizers; QSGD is unbiased)")
     args = p.parse_args()
@@ -85,7 +87,8 @@ def main():
         compression = Compression.build(
             encoder=args.compression,
             quantizer=hh.QSGD(levels=args.levels, bucket_size=args.bucket_size),
-            error_feedback=args.error_feedback or None, seed=args.seed * 65536 + hvd.rank())
+            error_feedback=args.error_feedback or None, seed=args.seed * 65536 + hvd.rank(),
+            exchange=args.exchange, route=args.route)
     opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(),
                                    compression=compression)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
@@ -114,7 +117,8 @@ def main():
     same = all(torch.equal(flat, other) for other in hvd.allgather_object(flat))
     if hvd.rank() == 0:
         n = hvd.size()
-        result = {"model": args.model, "compression": args.compression, "ranks": n,
+        result = {"model": args.model, "compression": args.compression,
+                  "exchange": args.exchange, "route": args.route, "ranks": n,
                   "params": int(flat.numel()), "steps": args.steps, "timed_steps": timed,
                   "step_s": float(totals[3]) / n,
                   "wire_bytes_per_step": float(totals[0]) / timed,

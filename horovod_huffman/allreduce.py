@@ -33,7 +33,6 @@ Exchanges, per rank and step, for n coordinates at b bits each over N ranks:
 float32 or float16 allreduce of a bucket, and ``routed_sum`` sends each bucket the way a
 ``Router`` measured to be fastest (routing.py).
 """
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -91,90 +90,98 @@ def allgather_sum(codec, ops, coll, job, work):
     """One-phase exchange of a bucket (generator): every rank's message to every rank, each
     rank decodes all N (its own too, so that every rank sums the same decoded values and a
     faulty stream fails on every rank) and sums them in rank order."""
-    key, tag, step = job.key, job.tag, job.step
-    t0 = time.perf_counter()
-    state = (key, "all") if codec.error_feedback else None
-    qt = codec.quantize(ops, work, (work.size,), f"{key}/all", step, state)
-    data = frame(phase_tag(tag, "all"), step, ops.pack(qt, codec.encoder))
-    t1 = time.perf_counter()
-    pending = coll.allgather(data, f"{key}.all")
-    yield pending
-    t2 = time.perf_counter()
-    total = None
-    gathered = split_frames(pending.wait(), coll.size, phase_tag(tag, "all"), step, key)
-    for rank, message in enumerate(gathered):
-        total = ops.accumulate(total, codec.decode(ops, message, work.size, key, rank))
-    codec.count(job.coords, job.raw_bytes, data.size, t1 - t0, time.perf_counter() - t2,
-                job.tensors)
+    key, tag = job.key, phase_tag(job.tag, "all")
+    with codec.span(key, "encode"):
+        state = (key, "all") if codec.error_feedback else None
+        qt = codec.quantize(ops, work, (work.size,), f"{key}/all", job.step, state)
+        data = frame(tag, job.step, ops.pack(qt, codec.encoder))
+    with codec.span(key, "network"):
+        pending = coll.allgather(data, f"{key}.all")
+        yield pending
+    with codec.span(key, "decode"):
+        total = None
+        for rank, message in enumerate(split_frames(pending.wait(), coll.size, tag, job.step,
+                                                    key)):
+            total = ops.accumulate(total, codec.decode(ops, message, work.size, key, rank))
+    codec.count(job.coords, job.raw_bytes, data.size, job.tensors)
     return total
 
 
 def two_phase_sum(codec, ops, coll, job, work, align):
     """Two-phase exchange of a bucket (generator): reduce-scatter of encoded shards, a summed
     and requantized shard per rank, allgather of the summed shards. Shards are cut at multiples
-    of ``align`` coordinates (``shard_bounds``). A rank adds its own piece of its shard from its
-    quantized levels (no other rank sees it) and decodes every other message, its own summed
-    shard included. A rank that cannot decode a piece sends an error frame in the allgather,
-    so every rank raises."""
-    n, me = coll.size, coll.rank
-    key, tag, step = job.key, job.tag, job.step
-    bounds = shard_bounds(work.size, n, align)
-    t0 = time.perf_counter()
-    frames, mine = [], None
-    for j in range(n):
-        a, b = bounds[j], bounds[j + 1]
-        state = (key, "client", j) if codec.error_feedback else None
-        qt = codec.quantize(ops, work[a:b], (b - a,), f"{key}/shard{j}", step, state)
-        frames.append(frame(phase_tag(tag, "scatter", j), step, ops.pack(qt, codec.encoder)))
-        if j == me:
-            mine = qt
-    splits = [f.size for f in frames]
-    data = np.concatenate(frames)
-    t1 = time.perf_counter()
-    pending = coll.alltoall(data, splits, f"{key}.scatter")
-    yield pending
-    t2 = time.perf_counter()
-    a, b = bounds[me], bounds[me + 1]
+    of ``align`` coordinates (``shard_bounds``). A rank that cannot decode a piece sends an error
+    frame in the allgather, so every rank raises."""
+    key, me = job.key, coll.rank
+    bounds = shard_bounds(work.size, coll.size, align)
+    with codec.span(key, "encode"):
+        frames, mine = _scatter_frames(codec, ops, job, work, bounds, me)
+        data = np.concatenate(frames)
+    with codec.span(key, "network"):
+        pending = coll.alltoall(data, [f.size for f in frames], f"{key}.scatter")
+        yield pending
     try:
-        total = None
-        pieces = split_frames(pending.wait(), n, phase_tag(tag, "scatter", me), step, key)
-        for rank, message in enumerate(pieces):
-            part = ops.dequantize(mine).reshape(b - a) if rank == me else \
-                codec.decode(ops, message, b - a, key, rank)
-            total = ops.accumulate(total, part)
-        t_sum = time.perf_counter()
-        server = (key, "server", me) if codec.server_error_feedback else None
-        summed = codec.quantize(ops, total, (b - a,), f"{key}/sum{me}", step, state=server)
-        reply = frame(phase_tag(tag, "gather"), step, ops.pack(summed, codec.encoder))
+        reply = _summed_shard(codec, ops, coll, job, pending.wait(), mine, bounds)
         failure = None
     except (DecodeError, MismatchError) as e:
-        reply, failure = error_frame(phase_tag(tag, "gather"), step, e), e
-        t_sum = time.perf_counter()
-    t3 = time.perf_counter()
-    pending = coll.allgather(reply, f"{key}.gather")
-    yield pending
+        reply, failure = error_frame(phase_tag(job.tag, "gather"), job.step, e), e
+    with codec.span(key, "network"):
+        pending = coll.allgather(reply, f"{key}.gather")
+        yield pending
     if failure is not None:
         raise failure
-    t4 = time.perf_counter()
-    result = ops.empty(work.size, work.dtype)     # every shard is assigned below
-    gathered = split_frames(pending.wait(), n, phase_tag(tag, "gather"), step, key)
-    for j, message in enumerate(gathered):
-        size = bounds[j + 1] - bounds[j]
-        ops.assign(result, bounds[j], codec.decode(ops, message, size, f"{key} (sum shard {j})", j))
-    sent = data.size - splits[me] + reply.size
-    codec.count(job.coords, job.raw_bytes, sent, (t1 - t0) + (t3 - t_sum),
-                (t_sum - t2) + time.perf_counter() - t4, job.tensors)
+    with codec.span(key, "decode"):
+        result = ops.empty(work.size, work.dtype)     # every shard is assigned below
+        gathered = split_frames(pending.wait(), coll.size, phase_tag(job.tag, "gather"),
+                                job.step, key)
+        for j, message in enumerate(gathered):
+            size = bounds[j + 1] - bounds[j]
+            ops.assign(result, bounds[j],
+                       codec.decode(ops, message, size, f"{key} (sum shard {j})", j))
+    codec.count(job.coords, job.raw_bytes, data.size - frames[me].size + reply.size, job.tensors)
     return result
+
+
+def _scatter_frames(codec, ops, job, work, bounds, me):
+    """(one frame per shard of ``work``, in rank order; this rank's own quantized shard)."""
+    frames, mine = [], None
+    for j in range(len(bounds) - 1):
+        a, b = bounds[j], bounds[j + 1]
+        state = (job.key, "client", j) if codec.error_feedback else None
+        qt = codec.quantize(ops, work[a:b], (b - a,), f"{job.key}/shard{j}", job.step, state)
+        frames.append(frame(phase_tag(job.tag, "scatter", j), job.step,
+                            ops.pack(qt, codec.encoder)))
+        if j == me:
+            mine = qt
+    return frames, mine
+
+
+def _summed_shard(codec, ops, coll, job, received, mine, bounds):
+    """The frame of this rank's shard summed over ranks and requantized. Its own piece comes
+    from its quantized levels (no other rank sees that piece); the others are decoded."""
+    key, me = job.key, coll.rank
+    size = bounds[me + 1] - bounds[me]
+    with codec.span(key, "decode"):
+        total = None
+        pieces = split_frames(received, coll.size, phase_tag(job.tag, "scatter", me), job.step,
+                              key)
+        for rank, message in enumerate(pieces):
+            part = ops.dequantize(mine).reshape(size) if rank == me else \
+                codec.decode(ops, message, size, key, rank)
+            total = ops.accumulate(total, part)
+    with codec.span(key, "encode"):
+        server = (key, "server", me) if codec.server_error_feedback else None
+        summed = codec.quantize(ops, total, (size,), f"{key}/sum{me}", job.step, state=server)
+        return frame(phase_tag(job.tag, "gather"), job.step, ops.pack(summed, codec.encoder))
 
 
 def dense_sum(codec, ops, coll, job, work, half=False):
     """Plain allreduce of a bucket (generator), in float32 (``half``: float16, as Horovod's
     ``Compression.fp16``). Error-feedback residuals stay for the bucket's next encoded step."""
-    t0 = time.perf_counter()
     data = ops.to_host(work).astype(np.float16 if half else np.float32)
-    pending = coll.allreduce(data, f"{job.key}.{'fp16' if half else 'fp32'}")
-    yield pending
+    with codec.span(job.key, "network"):
+        pending = coll.allreduce(data, f"{job.key}.{'fp16' if half else 'fp32'}")
+        yield pending
     total = ops.from_host(pending.wait().astype(work.dtype))
-    codec.count(job.coords, job.raw_bytes, data.nbytes, 0.0, time.perf_counter() - t0,
-                job.tensors)
+    codec.count(job.coords, job.raw_bytes, data.nbytes, job.tensors)
     return total

@@ -22,6 +22,8 @@ import logging
 import struct
 import time
 import zlib
+from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,6 +37,8 @@ from .quantizers import QSGD
 log = logging.getLogger("horovod_huffman")
 
 FRAME = struct.Struct("<4sIQQ")
+# Phase spans a Codec keeps (Codec.trace): a few steps of a model with a few dozen buckets.
+TRACE_SPANS = 4096
 FRAME_MAGIC = b"HHGX"
 ERROR_MAGIC = b"HHGE"
 
@@ -171,6 +175,7 @@ class Codec:
     current: StepStats = field(default_factory=StepStats)
     total: StepStats = field(default_factory=StepStats)
     last: StepStats = None
+    trace: deque = field(default_factory=lambda: deque(maxlen=TRACE_SPANS))
     _seen: set = field(default_factory=set)
 
     def __post_init__(self):
@@ -224,47 +229,31 @@ class Codec:
                                 f"expected {numel}")
         return ops.dequantize(qt).reshape(numel)
 
-    def count(self, coords, raw_bytes, sent_bytes, encode_s=0.0, decode_s=0.0, tensors=1):
+    def count(self, coords, raw_bytes, sent_bytes, tensors=1):
         """Add one exchange to the current step's statistics (units as in StepStats)."""
         s = self.current
         s.tensors += tensors
         s.coords += coords
         s.raw_bytes += raw_bytes
         s.sent_bytes += sent_bytes
-        s.encode_s += encode_s
-        s.decode_s += decode_s
 
-    def encode(self, name, grad, raw_itemsize=None, stream=None):
-        """(frame bytes, step) for a float gradient array of parameter ``name``: one message for
-        the whole tensor, for the one-phase exchange (``decode_sum`` on every rank).
-
-        ``grad`` may be a GPU array (``__cuda_array_interface__``): quantization, error feedback
-        and encoding then run on the device, on ``stream``, and only the bytes come back.
-        ``raw_itemsize``: bytes per element of the uncompressed gradient, for the statistics
-        (default: the array's; pass 2 for a bfloat16 gradient handed over as float32).
-        """
-        step = self.begin(name)
-        t0 = time.perf_counter()
-        ops = DeviceOps(stream_or_default(stream)) if is_device_array(grad) else HostOps
-        work = ops.work(grad)
-        qt = self.quantize(ops, work, grad.shape, name, step,
-                           state=name if self.error_feedback else None)
-        out = frame(name, step, ops.pack(qt, self.encoder))
-        self.count(work.size, work.size * (raw_itemsize or np.dtype(grad.dtype).itemsize),
-                   out.size, encode_s=time.perf_counter() - t0)
-        return out, step
-
-    def decode_sum(self, gathered, n_ranks, name, step, shape, device=None, stream=None):
-        """Sum over ranks of the dequantized gradients in a gathered buffer: a float32/64 array
-        of ``shape``, on the host, or with ``device="cuda"`` a device array made on ``stream``."""
-        t0 = time.perf_counter()
-        numel = int(np.prod(shape, dtype=np.int64))
-        ops = DeviceOps(stream_or_default(stream)) if device == "cuda" else HostOps
-        total = None
-        for rank, message in enumerate(split_frames(gathered, n_ranks, name, step)):
-            total = ops.accumulate(total, self.decode(ops, message, numel, name, rank))
-        self.current.decode_s += time.perf_counter() - t0
-        return total.reshape(shape)
+    @contextmanager
+    def span(self, key, phase):
+        """Time one phase of ``key``'s exchange: "encode" (quantize, error feedback, encode,
+        frame), "decode" (decode, dequantize, sum) or "network" (a collective in flight, from
+        its start to the exchange's resumption). Encode and decode seconds add to the step's
+        statistics; every span goes to ``trace`` as (key, phase, start, end) in
+        ``time.perf_counter`` seconds, the last TRACE_SPANS of them."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            end = time.perf_counter()
+            self.trace.append((key, phase, start, end))
+            if phase == "encode":
+                self.current.encode_s += end - start
+            elif phase == "decode":
+                self.current.decode_s += end - start
 
     def end_step(self):
         """Close the current step's counters (done automatically when a parameter's next

@@ -12,18 +12,21 @@ import threading
 from collections import deque
 from concurrent.futures import Future
 
-# How long the worker sleeps when every exchange it holds is waiting for the network: short
-# against Horovod's cycle time (1 ms by default), long enough not to take a core from training.
-POLL_SECONDS = 2e-4
+# How long the worker sleeps when every exchange it holds waits for the network: it starts at
+# MIN_POLL_SECONDS after any progress and doubles while nothing completes, up to
+# MAX_POLL_SECONDS (short against Horovod's cycle time, 1 ms by default), so that a quick
+# collective is picked up at once and a slow one does not take CPU from training
+# (docs/design.md has the measurements).
+MIN_POLL_SECONDS = 1e-4
+MAX_POLL_SECONDS = 2e-3
 
 
 class Pipeline:
     """Runs submitted exchange generators to completion on one daemon thread, in submission
     order as far as their collectives allow."""
 
-    def __init__(self, name="horovod_huffman.exchange", poll_seconds=POLL_SECONDS):
+    def __init__(self, name="horovod_huffman.exchange"):
         self._name = name
-        self._poll = poll_seconds
         self._wake = threading.Condition()
         self._incoming = deque()
         self._thread = None
@@ -41,22 +44,26 @@ class Pipeline:
 
     def _loop(self):
         active = []             # (exchange, future, pending collective)
+        poll = MIN_POLL_SECONDS
         while True:
             with self._wake:
                 if not self._incoming:
                     if active:
-                        self._wake.wait(self._poll)
+                        self._wake.wait(poll)
                     else:
                         self._wake.wait()
                 new = list(self._incoming)
                 self._incoming.clear()
-            waiting = []
-            for exchange, future in new:
-                waiting.append(_advance(exchange, future))
+            waiting = [_advance(exchange, future) for exchange, future in new]
+            progressed = bool(new)
             for exchange, future, pending in active:
-                waiting.append(_advance(exchange, future) if pending.done()
-                               else (exchange, future, pending))
+                if pending.done():
+                    waiting.append(_advance(exchange, future))
+                    progressed = True
+                else:
+                    waiting.append((exchange, future, pending))
             active = [item for item in waiting if item is not None]
+            poll = MIN_POLL_SECONDS if progressed else min(2 * poll, MAX_POLL_SECONDS)
 
 
 def _advance(exchange, future):

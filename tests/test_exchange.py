@@ -1,11 +1,25 @@
-"""The framework-free exchange core: frames, error feedback, reduction, statistics."""
+"""The framework-free exchange core: frames, error feedback, the allgather and two-phase
+exchanges and routing, run for N in-process ranks (horovod_huffman.local)."""
+import os
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
 import horovod_huffman as hh
-from horovod_huffman.exchange import (Codec, MismatchError, contract, derive_seed, frame,
+from horovod_huffman.allreduce import Job, allgather_sum, choose, dense_sum, two_phase_sum
+from horovod_huffman.array_ops import HostOps
+from horovod_huffman.buckets import BucketPlan
+from horovod_huffman.exchange import (Codec, MismatchError, contract, error_frame, frame,
                                       split_frames)
+from horovod_huffman.local import LocalGroup, run_ranks
+from horovod_huffman.routing import ROUTES, Router, routed_sum
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "workers"))
+from expected import expected_sum  # noqa: E402
+
+SEED = 11
 
 
 def test_frames_split_back_in_rank_order():
@@ -20,6 +34,13 @@ def test_frames_from_another_parameter_or_step_raise(name, step):
     buf = np.concatenate([frame("w", 4, np.zeros(2, np.uint8)), frame(name, step, np.zeros(2, np.uint8))])
     with pytest.raises(MismatchError, match="rank 1"):
         split_frames(buf, 2, "w", 4)
+
+
+@pytest.mark.parametrize("error", [hh.DecodeError("bad payload"), MismatchError("other plan")])
+def test_an_error_frame_raises_the_senders_error_naming_it(error):
+    buf = np.concatenate([frame("w", 0, np.zeros(2, np.uint8)), error_frame("w", 0, error)])
+    with pytest.raises(type(error), match=f"rank 1 failed on 'w'.*{error}"):
+        split_frames(buf, 2, "w", 0)
 
 
 @given(st.binary(max_size=80))
@@ -40,16 +61,66 @@ def test_contracted_residual_never_exceeds_the_input(s, seed):
         assert np.linalg.norm(r[b:b + 64]) <= np.linalg.norm(x[b:b + 64]) * (1 + 1e-5)
 
 
+def bucket_of(size, align):
+    (bucket,) = BucketPlan([("w", size, "float32")], size, align).buckets
+    return bucket
+
+
+def codecs(n, levels=4, align=64, **kwargs):
+    return [Codec(encoder="rlh", quantizer=hh.QSGD(levels=levels, bucket_size=align),
+                  seed=SEED + r, **kwargs) for r in range(n)]
+
+
+def exchange(kind, codec, group, rank, bucket, work, align, step=0):
+    job = Job(bucket.key, bucket.tag, step, 1, bucket.numel, 4 * bucket.numel)
+    if kind == "two_phase":
+        return two_phase_sum(codec, HostOps, group.member(rank), job, work, align)
+    return allgather_sum(codec, HostOps, group.member(rank), job, work)
+
+
+@given(st.sampled_from(["allgather", "two_phase"]), st.integers(1, 6), st.integers(1, 2500),
+       st.sampled_from([16, 64]), st.integers(0, 2**32))
+def test_every_rank_gets_exactly_the_sum_the_exchange_defines(kind, n, numel, align, seed):
+    """Any rank count, any size (shards empty when the bucket has fewer blocks than ranks)."""
+    bucket = bucket_of(numel, align)
+    rng = np.random.default_rng(seed)
+    works = [np.zeros(bucket.size, np.float32) for _ in range(n)]
+    for w in works:
+        w[:numel] = rng.standard_normal(numel)
+    group = LocalGroup(n)
+    sums = run_ranks([exchange(kind, c, group, r, bucket, works[r], align)
+                      for r, c in enumerate(codecs(n, align=align))])
+    expected, _ = expected_sum(works, [SEED + r for r in range(n)], bucket, kind, "rlh", 4, align)
+    for s in sums:
+        np.testing.assert_array_equal(s, expected)
+
+
+def test_server_error_feedback_keeps_exactly_the_requantization_error():
+    n, align = 3, 64
+    bucket = bucket_of(1000, align)
+    rng = np.random.default_rng(0)
+    works = [rng.standard_normal(bucket.size).astype(np.float32) for _ in range(n)]
+    group, cs = LocalGroup(n), codecs(n, align=align, server_error_feedback=True)
+    sums = run_ranks([exchange("two_phase", c, group, r, bucket, works[r], align)
+                      for r, c in enumerate(cs)])
+    expected, residuals = expected_sum(works, [SEED + r for r in range(n)], bucket, "two_phase",
+                                       "rlh", 4, align, feedback=True)
+    for r, c in enumerate(cs):
+        np.testing.assert_array_equal(sums[r], expected)
+        np.testing.assert_array_equal(c.residuals[(bucket.key, "server", r)], residuals[r])
+
+
 def test_error_feedback_carries_the_residual_forward():
     codec = Codec(encoder="rlh", quantizer=hh.QSGD(levels=1, bucket_size=64), error_feedback=True,
                   seed=7)
     g = np.random.default_rng(0).standard_normal(256).astype(np.float32)
+    bucket, group = bucket_of(256, 64), LocalGroup(1)
     sent = np.zeros_like(g)
     errors, residuals = {}, []
     for t in range(1, 801):
-        data, step = codec.encode("w", g)
-        sent += codec.decode_sum(data, 1, "w", step, g.shape)
-        residuals.append(np.linalg.norm(codec.residuals["w"]) / np.linalg.norm(g))
+        (total,) = run_ranks([exchange("allgather", codec, group, 0, bucket, g, 64, t - 1)])
+        sent += total
+        residuals.append(np.linalg.norm(codec.residuals[(bucket.key, "all")]) / np.linalg.norm(g))
         errors[t] = np.abs(sent / t - g).max()
     # What was sent sums to the gradients minus one bounded residual, so the average converges
     # to the gradient as 1/T (plain error feedback on QSGD s=1 would grow without bound here).
@@ -60,30 +131,87 @@ def test_error_feedback_carries_the_residual_forward():
 def test_error_feedback_defaults_to_the_quantizer_bias():
     assert not Codec(quantizer=hh.QSGD()).error_feedback
     assert Codec(quantizer=hh.TernGrad(clip=2.5)).error_feedback
+    assert Codec(quantizer=hh.TernGrad(clip=2.5)).server_error_feedback
     assert not Codec(quantizer=hh.TernGrad()).error_feedback
+    assert not Codec(quantizer=hh.TernGrad(), error_feedback=True,
+                     server_error_feedback=False).server_error_feedback
 
 
-def test_decode_sum_adds_every_rank_and_counts_stats():
-    codec = Codec(encoder="huffman", quantizer=hh.QSGD(levels=8), seed=1)
-    grads = [np.random.default_rng(r).standard_normal((20, 30)).astype(np.float32) for r in range(3)]
-    frames, parts = [], []
-    for r, g in enumerate(grads):
-        c = Codec(encoder="huffman", quantizer=hh.QSGD(levels=8), seed=1 + r)
-        data, step = c.encode("layer", g)
-        frames.append(data)
-        parts.append(hh.dequantize(hh.QSGD(levels=8).quantize(g, seed=derive_seed(1 + r, "layer", 0))))
-    total = codec.decode_sum(np.concatenate(frames), 3, "layer", 0, (20, 30))
-    np.testing.assert_array_equal(total, parts[0] + parts[1] + parts[2])
-    assert codec.current.decode_s > 0
-    sent = c.end_step().as_dict()
+@pytest.mark.parametrize("kind", ["allgather", "two_phase"])
+def test_a_corrupt_rank_makes_every_rank_raise_naming_it(kind):
+    class Corrupting(hh.Encoder):
+        name, encoder_id = "rlh", hh.get_encoder("rlh").encoder_id
+
+        def encode(self, levels):
+            buf = hh.get_encoder("rlh").encode(levels).copy()
+            buf[len(buf) // 2] ^= 0x5A
+            return buf
+
+    n, bucket = 3, bucket_of(3000, 64)
+    cs = codecs(n)
+    cs[1].encoder = Corrupting()
+    group = LocalGroup(n)
+    works = [np.random.default_rng(r).standard_normal(bucket.size).astype(np.float32)
+             for r in range(n)]
+    out = run_ranks([exchange(kind, c, group, r, bucket, works[r], 64) for r, c in enumerate(cs)],
+                    return_exceptions=True)
+    for r, result in enumerate(out):
+        assert isinstance(result, hh.DecodeError) and "rank 1" in str(result), (r, result)
+
+
+@pytest.mark.parametrize("kind", ["allgather", "two_phase"])
+def test_ranks_with_different_plans_raise_mismatch_on_every_rank(kind):
+    n, group = 3, LocalGroup(3)
+    buckets = [bucket_of(3000, 64), bucket_of(3000, 64), bucket_of(2999, 64)]
+    out = run_ranks([exchange(kind, c, group, r, buckets[r], np.ones(buckets[r].size, np.float32),
+                              64) for r, c in enumerate(codecs(n))], return_exceptions=True)
+    assert all(isinstance(e, MismatchError) for e in out), out
+
+
+def test_allgather_counts_statistics_and_spans():
+    bucket, group, cs = bucket_of(600, 64), LocalGroup(2), codecs(2)
+    works = [np.random.default_rng(r).standard_normal(bucket.size).astype(np.float32)
+             for r in range(2)]
+    run_ranks([exchange("allgather", c, group, r, bucket, works[r], 64) for r, c in enumerate(cs)])
+    sent = cs[0].end_step().as_dict()
     assert sent["coords"] == 600 and sent["raw_bytes"] == 2400 and 0 < sent["bits_per_coord"] < 32
-    assert c.total.coords == 600 and c.current.coords == 0
+    assert sent["encode_s"] > 0 and sent["decode_s"] > 0
+    assert [phase for _, phase, _, _ in cs[0].trace] == ["encode", "network", "decode"]
+    assert cs[0].total.coords == 600 and cs[0].current.coords == 0
 
 
-def test_a_corrupt_rank_is_named():
-    codec = Codec(seed=0)
-    good, _ = codec.encode("w", np.ones(100, np.float32))
-    bad = good.copy()
-    bad[-10] ^= 1
-    with pytest.raises(hh.DecodeError, match="rank 1"):
-        codec.decode_sum(np.concatenate([good, bad]), 2, "w", 0, (100,))
+@pytest.mark.parametrize("half", [False, True])
+def test_dense_routes_sum_like_an_allreduce(half):
+    n, bucket = 3, bucket_of(500, 64)
+    works = [np.random.default_rng(r).standard_normal(bucket.size).astype(np.float32)
+             for r in range(n)]
+    group = LocalGroup(n)
+    sums = run_ranks([dense_sum(c, HostOps, group.member(r), Job("w", 0, 0), works[r], half)
+                      for r, c in enumerate(codecs(n))])
+    cast = np.float16 if half else np.float32
+    expected = (works[0].astype(cast) + works[1].astype(cast) + works[2].astype(cast))
+    for s in sums:
+        np.testing.assert_array_equal(s, expected.astype(np.float32))
+
+
+def test_routing_probes_every_route_then_every_rank_takes_the_same():
+    n, bucket, group = 2, bucket_of(2000, 64), LocalGroup(2)
+    cs, routers = codecs(n), [Router(probe_rounds=2, reprobe_steps=100) for _ in range(n)]
+    works = [np.random.default_rng(r).standard_normal(bucket.size).astype(np.float32)
+             for r in range(n)]
+    seen = []
+    for step in range(9):
+        seen.append(routers[0].plan(bucket.key, step))
+        sums = run_ranks([routed_sum(routers[r], allgather_sum, cs[r], HostOps, group.member(r),
+                                     Job(bucket.key, bucket.tag, step), works[r])
+                          for r in range(n)])
+        np.testing.assert_array_equal(sums[0], sums[1])
+    assert seen[:6] == list(ROUTES) * 2 and seen[6] is None
+    assert routers[0].chosen == routers[1].chosen and routers[0].chosen[bucket.key] in ROUTES
+
+
+def test_auto_takes_allgather_up_to_two_ranks_and_two_phase_beyond():
+    assert [choose("auto", n) for n in (1, 2, 3, 8)] == ["allgather", "allgather", "two_phase",
+                                                          "two_phase"]
+    with pytest.raises(ValueError, match="exchange must be"):
+        choose("ring", 2)

@@ -170,36 +170,47 @@ def test_quantize_encode_decode_dequantize_stays_on_the_device():
                                                 .quantize(grad.copy_to_host())))
 
 
-def _gathered(frames):
-    return np.concatenate(frames)
-
-
+@pytest.mark.parametrize("kind", ["allgather", "two_phase"])
 @pytest.mark.parametrize("quantizer", [hh.QSGD(levels=8, bucket_size=64), hh.TernGrad(clip=2.5)],
                          ids=repr)
-def test_codec_runs_on_the_device(quantizer):
-    """exchange.Codec on device gradients: the frames decode anywhere, and summing ranks on the
-    device gives the host's sum of the same frames. Unbiased QSGD (no error feedback) sends
-    exactly the host's bytes; biased TernGrad exercises error feedback on the device."""
+def test_exchanges_run_on_the_device(quantizer, kind):
+    """The exchanges on device buckets (DeviceOps) for 2 in-process ranks: unbiased QSGD (no
+    error feedback) sends exactly the host's bytes and sums to the host's result; biased
+    TernGrad exercises error feedback on the device, whose residual contracts."""
+    from horovod_huffman.allreduce import Job, allgather_sum, two_phase_sum
+    from horovod_huffman.array_ops import DeviceOps, HostOps
     from horovod_huffman.exchange import Codec
+    from horovod_huffman.local import LocalGroup, run_ranks
+
     rng = np.random.default_rng(5)
-    grads = [rng.standard_normal((12, 25)).astype(np.float32) for _ in range(2)]
-    host = [Codec(encoder=encoder("rlh"), quantizer=quantizer, seed=rank) for rank in range(2)]
-    dev = [Codec(encoder=encoder("rlh"), quantizer=quantizer, seed=rank) for rank in range(2)]
-    for step in range(3):
-        before = dev[0].residuals.get("w")
-        carried = grads[0].ravel() + (0 if before is None else before.copy_to_host())
-        frames_h = [c.encode("w", g)[0] for c, g in zip(host, grads)]
-        frames_d = [c.encode("w", cuda.to_device(g))[0] for c, g in zip(dev, grads)]
-        if quantizer.biased:        # error feedback on the device: the residual contracts
-            residual = dev[0].residuals["w"].copy_to_host()
-            assert np.isfinite(residual).all()
-            assert np.linalg.norm(residual) <= np.linalg.norm(carried) * (1 + 1e-6)
-        if not quantizer.biased:
-            assert [bytes(f) for f in frames_d] == [bytes(f) for f in frames_h]
-        total_h = host[0].decode_sum(_gathered(frames_d), 2, "w", step, (12, 25))
-        total_d = dev[0].decode_sum(_gathered(frames_d), 2, "w", step, (12, 25), device="cuda")
-        assert total_d.shape == (12, 25)
-        np.testing.assert_allclose(total_d.copy_to_host(), total_h, rtol=1e-6, atol=1e-7)
+    grads = [rng.standard_normal(300).astype(np.float32) for _ in range(2)]
+    stream = cuda.stream()
+
+    def run(ops, codecs, step, device):
+        group = LocalGroup(2)
+        job = Job("w", 7, step, 1, 300, 1200)
+        works = [cuda.to_device(g, stream=stream) if device else g for g in grads]
+        gens = [two_phase_sum(c, ops, group.member(r), job, works[r], 64) if kind == "two_phase"
+                else allgather_sum(c, ops, group.member(r), job, works[r])
+                for r, c in enumerate(codecs)]
+        return run_ranks(gens), group
+
+    host = [Codec(encoder=encoder("rlh"), quantizer=quantizer, seed=r) for r in range(2)]
+    dev = [Codec(encoder=encoder("rlh"), quantizer=quantizer, seed=r) for r in range(2)]
+    for step in range(2):
+        total_h, group_h = run(HostOps, host, step, False)
+        total_d, group_d = run(DeviceOps(stream), dev, step, True)
+        sent_h = [bytes(d) for v in group_h._submitted.values() for _, d, _ in v.values()]
+        sent_d = [bytes(d) for v in group_d._submitted.values() for _, d, _ in v.values()]
+        if quantizer.biased:
+            for state, residual in dev[0].residuals.items():
+                assert np.isfinite(residual.copy_to_host()).all(), state
+        else:
+            assert sent_d == sent_h
+            for h, d in zip(total_h, total_d):
+                np.testing.assert_allclose(d.copy_to_host(), h, rtol=1e-6, atol=1e-7)
+        for d in total_d[1:]:
+            np.testing.assert_array_equal(d.copy_to_host(), total_d[0].copy_to_host())
 
 
 def test_device_benchmark_runs(capsys):

@@ -16,6 +16,7 @@ tape's allreduce. With a GPU, the stages are ``tf.py_function`` calls that take 
 through DLPack (horovod_huffman.dlpack) and run the CUDA kernels.
 """
 import itertools
+from dataclasses import dataclass
 
 import numpy as np
 import tensorflow as tf
@@ -35,6 +36,18 @@ from ..exchange import placeholder_values, reduction_scale
 __all__ = ["Compression", "HuffmanCompressor"]
 
 DEFAULT_MIN_NUMEL = UNFUSED_MIN_NUMEL
+
+
+@dataclass
+class _Pending:
+    """ctx of a gradient sent encoded: ``received``, the bytes its exchange's last collective
+    brought (a graph tensor); ``key``, the parameter key its exchange stages run under; ``shape``
+    (a shape tensor) and ``dtype`` to rebuild the gradient; ``ranks``, the process set's size."""
+    received: object
+    key: str
+    shape: object
+    dtype: object
+    ranks: int
 
 
 class _Hop:
@@ -71,8 +84,7 @@ class HuffmanCompressor(CodecStats):
     ``compress(tensor) -> (placeholder, ctx)``. ctx is None when the tensor rides the ordinary
     allreduce (fewer than ``min_numel`` elements, not floating point, or of unknown size), a
     ``tf.DType`` when it is sent uncompressed as float32 and cast back (bfloat16), and otherwise
-    a tuple (received bytes tensor, parameter key, shape tensor, dtype, ranks) that the last
-    stage of the exchange reads. ``exchange``: "allgather", "two_phase" or "auto"
+    a ``_Pending`` record that the last stage of the exchange reads. ``exchange``: "allgather", "two_phase" or "auto"
     (``allreduce.choose``).
     """
 
@@ -133,15 +145,16 @@ class HuffmanCompressor(CodecStats):
             data.set_shape([None])
         gathered = hvd.allgather(data, process_set=process_set)
         placeholder = tf.constant(placeholder_values(process_set.rank()), dtype=tf.float32)
-        return placeholder, (gathered, key, tf.shape(tensor), tensor.dtype, process_set.size())
+        return placeholder, _Pending(gathered, key, tf.shape(tensor), tensor.dtype,
+                                     process_set.size())
 
     def decompress(self, tensor, ctx):
         if ctx is None:
             return tensor
         if isinstance(ctx, tf.DType):
             return tf.cast(tensor, ctx)
-        gathered, key, shape, dtype, n = ctx
-        work = tf.float64 if dtype == tf.float64 else tf.float32
+        key, n = ctx.key, ctx.ranks
+        work = tf.float64 if ctx.dtype == tf.float64 else tf.float32
 
         def finish(received, reduced):
             run, hop = self._running.pop(key)
@@ -155,9 +168,9 @@ class HuffmanCompressor(CodecStats):
             numel = int(np.prod(self.parameter_shapes[key], dtype=np.int64))
             return self._outgoing(total[:numel], scale, work)
 
-        out = self._stage(finish, [gathered, tf.cast(tensor, tf.float32)], work,
+        out = self._stage(finish, [ctx.received, tf.cast(tensor, tf.float32)], work,
                           "horovod_huffman_decode")
-        return tf.cast(tf.reshape(out, shape), dtype)
+        return tf.cast(tf.reshape(out, ctx.shape), ctx.dtype)
 
     # ---- stages on the host or the GPU -------------------------------------------------------
 

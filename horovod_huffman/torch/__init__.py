@@ -223,13 +223,17 @@ class HuffmanCompressor(CodecStats):
         return state
 
     def _parameters(self, optimizer):
-        """(name, parameter) of every parameter whose gradient comes through compress, in the
+        """(name, parameter) of every parameter whose gradient this compressor encodes (it
+        requires grad, is floating point and has at least ``min_numel`` elements), in the
         optimizer's order (else the ``named_parameters`` order)."""
         if optimizer is not None:
             names = optimizer._parameter_names
-            return [(names[p], p) for group in optimizer.param_groups for p in group["params"]
-                    if p.requires_grad and p in names]
-        return [(n, p) for n, p in self._named if p.requires_grad]
+            named = [(names[p], p) for group in optimizer.param_groups for p in group["params"]
+                     if p in names]
+        else:
+            named = self._named
+        return [(n, p) for n, p in named if p.requires_grad and p.is_floating_point() and
+                p.numel() >= max(self.min_numel, 1)]
 
     def _staging(self, state, bucket, device):
         staging = state.staging.get(bucket.index)

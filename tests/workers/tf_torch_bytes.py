@@ -33,7 +33,7 @@ def main():
     def tf_round_trip(g):
         placeholder, ctx = tf_comp.compress(tf.identity(g, name=KEY))
         reduced = hvd_tf.allreduce(placeholder, op=hvd_tf.Average, name="placeholder")
-        return ctx[0], tf_comp.decompress(reduced, ctx)
+        return ctx.received, tf_comp.decompress(reduced, ctx)
 
     tf_bytes, tf_out = (t.numpy() for t in tf_round_trip(tf.constant(grad)))
     assert list(tf_comp.parameter_shapes) == [KEY], tf_comp.parameter_shapes
