@@ -17,6 +17,7 @@ from horovod_huffman.local import LocalGroup, run_ranks
 from horovod_huffman.routing import ROUTES, Router, routed_sum
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "workers"))
+from corrupting import CorruptingRLH  # noqa: E402
 from expected import expected_sum  # noqa: E402
 
 SEED = 11
@@ -139,17 +140,9 @@ def test_error_feedback_defaults_to_the_quantizer_bias():
 
 @pytest.mark.parametrize("kind", ["allgather", "two_phase"])
 def test_a_corrupt_rank_makes_every_rank_raise_naming_it(kind):
-    class Corrupting(hh.Encoder):
-        name, encoder_id = "rlh", hh.get_encoder("rlh").encoder_id
-
-        def encode(self, levels):
-            buf = hh.get_encoder("rlh").encode(levels).copy()
-            buf[len(buf) // 2] ^= 0x5A
-            return buf
-
     n, bucket = 3, bucket_of(3000, 64)
     cs = codecs(n)
-    cs[1].encoder = Corrupting()
+    cs[1].encoder = CorruptingRLH()
     group = LocalGroup(n)
     works = [np.random.default_rng(r).standard_normal(bucket.size).astype(np.float32)
              for r in range(n)]

@@ -1,0 +1,27 @@
+"""``python -m horovod_huffman.compile``: processes sharing a kernel cache take turns, and the
+one that waited finds every kernel cached."""
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_processes_sharing_a_cache_take_turns_and_the_later_one_only_loads(tmp_path):
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), PYTHONPATH=ROOT)
+    procs = [subprocess.Popen([sys.executable, "-m", "horovod_huffman.compile"], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=1200)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    times = []
+    for out in outs:
+        m = re.search(r"\(([\d.]+) s; ([\d.]+) s waiting for the lock\)", out)
+        assert m, out
+        times.append((float(m.group(1)), float(m.group(2))))
+    (first, _), (later, waited) = sorted(times, key=lambda t: t[1])
+    # The later process waited for most of the first one's compile, then only loaded.
+    assert waited > 0.5 * first, times
+    assert later < 0.5 * first, times
+    assert any(name.endswith(".nbc") for _, _, files in os.walk(tmp_path) for name in files)
