@@ -15,6 +15,7 @@ TensorFlow operations (the adapters) or over any other transport:
                                        concatenated in rank order (uint8)
     allgather(data, name)              every rank's data concatenated in rank order (uint8)
     allreduce(data, name)              the elementwise sum over ranks of a float16/32/64 array
+                                       (small: routing decisions, routing.py)
 
 A ``Pending`` has ``done()`` (never blocks) and ``wait()`` (blocks; returns the received bytes).
 
@@ -29,9 +30,7 @@ Exchanges, per rank and step, for n coordinates at b bits each over N ranks:
                 unbiased for an unbiased quantizer, and with ``Codec.server_error_feedback``
                 its error is kept per shard and added to the next step's sum
 
-``choose`` picks between them (the rule is in its docstring). ``dense_sum`` is the plain
-float32 or float16 allreduce of a bucket, and ``routed_sum`` sends each bucket the way a
-``Router`` measured to be fastest (routing.py).
+``choose`` picks between them (the rule is in its docstring).
 """
 from dataclasses import dataclass
 
@@ -173,15 +172,3 @@ def _summed_shard(codec, ops, coll, job, received, mine, bounds):
         server = (key, "server", me) if codec.server_error_feedback else None
         summed = codec.quantize(ops, total, (size,), f"{key}/sum{me}", job.step, state=server)
         return frame(phase_tag(job.tag, "gather"), job.step, ops.pack(summed, codec.encoder))
-
-
-def dense_sum(codec, ops, coll, job, work, half=False):
-    """Plain allreduce of a bucket (generator), in float32 (``half``: float16, as Horovod's
-    ``Compression.fp16``). Error-feedback residuals stay for the bucket's next encoded step."""
-    data = ops.to_host(work).astype(np.float16 if half else np.float32)
-    with codec.span(job.key, "network"):
-        pending = coll.allreduce(data, f"{job.key}.{'fp16' if half else 'fp32'}")
-        yield pending
-    total = ops.from_host(pending.wait().astype(work.dtype))
-    codec.count(job.coords, job.raw_bytes, data.nbytes, job.tensors)
-    return total

@@ -8,13 +8,13 @@ import pytest
 from hypothesis import given, strategies as st
 
 import horovod_huffman as hh
-from horovod_huffman.allreduce import Job, allgather_sum, choose, dense_sum, two_phase_sum
+from horovod_huffman.allreduce import Job, allgather_sum, choose, two_phase_sum
 from horovod_huffman.array_ops import HostOps
 from horovod_huffman.buckets import BucketPlan
 from horovod_huffman.exchange import (Codec, MismatchError, contract, error_frame, frame,
                                       split_frames)
 from horovod_huffman.local import LocalGroup, run_ranks
-from horovod_huffman.routing import ROUTES, Router, routed_sum
+from horovod_huffman.routing import ROUTES, Router
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "workers"))
 from corrupting import CorruptingRLH  # noqa: E402
@@ -173,34 +173,26 @@ def test_allgather_counts_statistics_and_spans():
     assert cs[0].total.coords == 600 and cs[0].current.coords == 0
 
 
-@pytest.mark.parametrize("half", [False, True])
-def test_dense_routes_sum_like_an_allreduce(half):
-    n, bucket = 3, bucket_of(500, 64)
-    works = [np.random.default_rng(r).standard_normal(bucket.size).astype(np.float32)
-             for r in range(n)]
-    group = LocalGroup(n)
-    sums = run_ranks([dense_sum(c, HostOps, group.member(r), Job("w", 0, 0), works[r], half)
-                      for r, c in enumerate(codecs(n))])
-    cast = np.float16 if half else np.float32
-    expected = (works[0].astype(cast) + works[1].astype(cast) + works[2].astype(cast))
-    for s in sums:
-        np.testing.assert_array_equal(s, expected.astype(np.float32))
-
-
 def test_routing_probes_every_route_then_every_rank_takes_the_same():
-    n, bucket, group = 2, bucket_of(2000, 64), LocalGroup(2)
-    cs, routers = codecs(n), [Router(probe_rounds=2, reprobe_steps=100) for _ in range(n)]
-    works = [np.random.default_rng(r).standard_normal(bucket.size).astype(np.float32)
-             for r in range(n)]
-    seen = []
-    for step in range(9):
-        seen.append(routers[0].plan(bucket.key, step))
-        sums = run_ranks([routed_sum(routers[r], allgather_sum, cs[r], HostOps, group.member(r),
-                                     Job(bucket.key, bucket.tag, step), works[r])
-                          for r in range(n)])
-        np.testing.assert_array_equal(sums[0], sums[1])
-    assert seen[:6] == list(ROUTES) * 2 and seen[6] is None
-    assert routers[0].chosen == routers[1].chosen and routers[0].chosen[bucket.key] in ROUTES
+    """Two ranks' routers over 6 probe steps (2 rounds, the second timed) and a decision from
+    the summed periods: rank 0 alone would pick fp16, the sum picks encoded on both."""
+    routers = [Router(probe_rounds=2, reprobe_steps=100) for _ in range(2)]
+    period = {"encoded": [0.35, 0.2], "fp16": [0.3, 0.3], "fp32": [0.9, 0.8]}
+    clock, seen = [0.0, 0.0], []
+    for step in range(7):
+        for rank, router in enumerate(routers):
+            router.observe("b", step, clock[rank])
+        routes = [router.plan("b", step) for router in routers]
+        seen.append(routes[0])
+        if step < 6:
+            for rank, router in enumerate(routers):
+                router.started("b", step, routes[rank], clock[rank])
+                clock[rank] += period[routes[rank]][rank]
+    assert seen == list(ROUTES) * 2 + [None]
+    times = [router.local_times("b") for router in routers]
+    assert ROUTES[int(np.argmin(times[0]))] == "fp16"
+    assert [router.decide("b", times[0] + times[1]) for router in routers] == ["encoded"] * 2
+    assert routers[0].plan("b", 7) == "encoded" and routers[0].plan("b", 100) == "encoded"
 
 
 def test_auto_takes_allgather_up_to_two_ranks_and_two_phase_beyond():

@@ -15,6 +15,8 @@ way the allreduce of the placeholder says the optimizer reduces (Average or Sum)
 docs/torch-adapter.md has the design.
 """
 import sys
+import time
+import weakref
 from dataclasses import dataclass
 
 import torch
@@ -30,10 +32,12 @@ from ..buckets import DEFAULT_BUCKET_BYTES, DEFAULT_MIN_NUMEL, BucketPlan
 from ..device import cuda_usable
 from ..exchange import placeholder_values, reduction_scale
 from ..pipeline import Pipeline
-from ..routing import Router, routed_sum
+from ..routing import Router
 
-# Compression.build(route=...): every bucket encoded, or each the way measured fastest.
+# Compression.build(route=...): every bucket encoded, or all the way measured fastest.
 ROUTES = ("encoded", "adaptive")
+# The Router's key for an optimizer's buckets, which share one route per step.
+ROUTER_KEY = "buckets"
 
 __all__ = ["Compression", "HuffmanCompressor"]
 
@@ -80,12 +84,20 @@ class _Handle:
 
 
 class _Round:
-    """One bucket's gradients for one step: the slots filled so far and, once every slot is
-    filled (or the step ends), the Future of the bucket's reduced sum."""
+    """One bucket's gradients for one step: its route, the slots filled so far, and for the
+    encoded route, once every slot is filled (or the step ends), the Future of the bucket's
+    reduced sum. ``closed``: the step is over for this bucket; its next gradient starts the
+    next round."""
 
     def __init__(self):
+        self.route = "encoded"
         self.filled = set()
         self.future = None
+        self.closed = False
+
+
+# ctx of a gradient that rides the optimizer's own allreduce as it is (a dense route).
+_DENSE = "dense"
 
 
 @dataclass
@@ -112,6 +124,8 @@ class _Buckets:
         self.router = Router() if route == "adaptive" else None
         self.staging = {}
         self.rounds = {b.index: _Round() for b in plan.buckets}
+        self.steps = {b.index: 0 for b in plan.buckets}
+        self.decided = None         # the step of the last routing decision
         self.raw_bytes = {b.index: 0 for b in plan.buckets}
 
 
@@ -144,7 +158,10 @@ class HuffmanCompressor(CodecStats):
             raise ValueError(f"route must be one of {', '.join(ROUTES)}, got {route!r}")
         self.route = route
         self.bucket_bytes = int(bucket_bytes)
-        self._states = {}
+        # Bucket state per optimizer, dropped with the optimizer (a rebuilt optimizer, e.g.
+        # after a model is factorized, gets a plan of its own); None: no optimizer found.
+        self._states = weakref.WeakKeyDictionary()
+        self._unowned = None
         self._pipeline = Pipeline()
 
     # ---- Horovod's Compressor API --------------------------------------------------------
@@ -165,15 +182,26 @@ class HuffmanCompressor(CodecStats):
                                "require grad, or is not in the optimizer this compressor serves")
         bucket, slot = state.plan.where[name]
         current = state.rounds[bucket.index]
-        if current.future is not None:             # the previous step's round was sent
+        if current.closed:                         # the previous step's round is over
             current = state.rounds[bucket.index] = _Round()
         if name in current.filled:
             raise RuntimeError(f"gradient of {name!r} handed to compress twice in one step")
+        if not current.filled:                     # the bucket's first gradient this step
+            current.route = self._route(state, bucket)
+        current.filled.add(name)
+        full = len(current.filled) == len(bucket.slots)
+        if current.route != "encoded":
+            # A dense route is Horovod's own allreduce of the gradient (Compression.none or
+            # .fp16), fused by Horovod, with the optimizer's op and scale factors.
+            current.closed = full
+            if current.route == "fp16":
+                return tensor.to(torch.float16), tensor.dtype
+            return (tensor.float(), torch.bfloat16) if tensor.dtype == torch.bfloat16 else \
+                (tensor, _DENSE)
         staging = self._staging(state, bucket, tensor.device)
         staging[slot.offset:slot.offset + slot.numel].copy_(tensor.detach().reshape(-1))
-        current.filled.add(name)
         state.raw_bytes[bucket.index] += tensor.numel() * tensor.element_size()
-        if len(current.filled) == len(bucket.slots):
+        if full:
             self._send(state, bucket, current)
         placeholder = torch.tensor(placeholder_values(state.coll.rank), dtype=torch.float32,
                                    device=tensor.device)
@@ -183,7 +211,11 @@ class HuffmanCompressor(CodecStats):
     def decompress(self, tensor, ctx):
         if ctx is None:
             return tensor
+        if ctx is _DENSE:
+            self._close_dense_rounds()
+            return tensor
         if isinstance(ctx, torch.dtype):
+            self._close_dense_rounds()
             return tensor.to(ctx)
         if ctx.round.future is None:
             # The step ended with this bucket incomplete (gradients Horovod reduces by its own
@@ -204,22 +236,26 @@ class HuffmanCompressor(CodecStats):
 
     @property
     def plans(self):
-        """The ``BucketPlan`` of every optimizer served so far, in the order of their first
-        gradient."""
-        return [state.plan for state in self._states.values()]
+        """The ``BucketPlan`` of every live optimizer served so far (and of gradients named by
+        ``named_parameters`` outside any optimizer)."""
+        states = list(self._states.values()) + [s for s in [self._unowned] if s is not None]
+        return [state.plan for state in states]
 
     # ---- buckets ---------------------------------------------------------------------------
 
     def _buckets(self, optimizer, process_set):
         """The bucket state of ``optimizer`` (built on its first gradient)."""
-        key = id(optimizer)
-        state = self._states.get(key)
+        state = self._unowned if optimizer is None else self._states.get(optimizer)
         if state is None:
             entries = [(name, p.numel(), _kind(p)) for name, p in reversed(
                 self._parameters(optimizer))]
             align = getattr(self.codec.quantizer, "bucket_size", None) or 1
             plan = BucketPlan(entries, capacity=max(self.bucket_bytes // 4, 1), align=align)
-            state = self._states[key] = _Buckets(plan, process_set, self.exchange, self.route)
+            state = _Buckets(plan, process_set, self.exchange, self.route)
+            if optimizer is None:
+                self._unowned = state
+            else:
+                self._states[optimizer] = state
         return state
 
     def _parameters(self, optimizer):
@@ -234,6 +270,40 @@ class HuffmanCompressor(CodecStats):
             named = self._named
         return [(n, p) for n, p in named if p.requires_grad and p.is_floating_point() and
                 p.numel() >= max(self.min_numel, 1)]
+
+    def _route(self, state, bucket):
+        """The route of ``bucket`` for the step its first gradient starts now: "encoded", or
+        with ``route="adaptive"`` whatever the Router plans for the optimizer's buckets. Every
+        bucket of a step takes the same route, so one route's step is what is timed; the
+        period is taken at bucket 0 (the first one backward fills). At a decision step the
+        first bucket to start allreduces this rank's probe timings, on every rank."""
+        step = state.steps[bucket.index]
+        state.steps[bucket.index] = step + 1
+        router = state.router
+        if router is None:
+            return "encoded"
+        start = time.perf_counter()
+        if bucket.index == 0:
+            router.observe(ROUTER_KEY, step, start)
+        route = router.plan(ROUTER_KEY, step)
+        if route is None:
+            if state.decided != step:
+                summed = state.coll.allreduce(router.local_times(ROUTER_KEY),
+                                              f"horovod_huffman.route.{step}").wait()
+                router.decide(ROUTER_KEY, summed)
+                state.decided = step
+            route = router.chosen[ROUTER_KEY]
+        if bucket.index == 0:
+            router.started(ROUTER_KEY, step, route, start)
+        return route
+
+    def _close_dense_rounds(self):
+        """At the step's end (the optimizer's first decompress): every round still open on a
+        dense route is over, even if some of its gradients never came (sparse ones)."""
+        for state in list(self._states.values()) + [s for s in [self._unowned] if s]:
+            for current in state.rounds.values():
+                if current.route != "encoded" and current.filled:
+                    current.closed = True
 
     def _staging(self, state, bucket, device):
         staging = state.staging.get(bucket.index)
@@ -253,6 +323,7 @@ class HuffmanCompressor(CodecStats):
             torch.cuda.current_stream(staging.device).synchronize()
         exchange = _exchange(self.codec, state, bucket, staging, raw_bytes)
         current.future = self._pipeline.submit(exchange)
+        current.closed = True
 
     # ---- which parameter is this? --------------------------------------------------------------
 
@@ -317,14 +388,9 @@ def _exchange(codec, state, bucket, staging, raw_bytes):
     else:
         ops, work = HostOps, staging.cpu().numpy()
     if state.exchange == "two_phase":
-        def encoded(codec, ops, coll, job, work):
-            return two_phase_sum(codec, ops, coll, job, work, state.plan.align)
+        total = yield from two_phase_sum(codec, ops, state.coll, job, work, state.plan.align)
     else:
-        encoded = allgather_sum
-    if state.router is not None:
-        total = yield from routed_sum(state.router, encoded, codec, ops, state.coll, job, work)
-    else:
-        total = yield from encoded(codec, ops, state.coll, job, work)
+        total = yield from allgather_sum(codec, ops, state.coll, job, work)
     if stream is not None:
         stream.synchronize()
     return total
@@ -354,8 +420,8 @@ class Compression:
             optimizer's. seed: reproducible quantization per (bucket, shard, step).
             exchange: "allgather", "two_phase" or "auto" (``allreduce.choose``). bucket_bytes:
             bytes of float32 gradients fused into one bucket. route: "encoded", or "adaptive":
-            each bucket encoded, as float16 or as float32, whichever the ranks measured
-            fastest (``routing.Router``).
+            encoded, or float16 or float32 through Horovod's own allreduce, whichever gave
+            the ranks the fastest steps (``routing.Router``).
         """
         codec = make_codec(encoder, quantizer, error_feedback, seed, **encoder_kwargs)
         named = list(named_parameters) if named_parameters is not None else None
