@@ -87,8 +87,7 @@ def run(exchange):
 
 def allgather_sum(codec, ops, coll, job, work):
     """One-phase exchange of a bucket (generator): every rank's message to every rank, each
-    rank decodes all N (its own too, so that every rank sums the same decoded values and a
-    faulty stream fails on every rank) and sums them in rank order."""
+    rank decodes the others' and sums all N in rank order (``Codec.own`` for its own)."""
     key, tag = job.key, phase_tag(job.tag, "all")
     with codec.span(key, "encode"):
         state = (key, "all") if codec.error_feedback else None
@@ -101,7 +100,11 @@ def allgather_sum(codec, ops, coll, job, work):
         total = None
         for rank, message in enumerate(split_frames(pending.wait(), coll.size, tag, job.step,
                                                     key)):
-            total = ops.accumulate(total, codec.decode(ops, message, work.size, key, rank))
+            if rank == coll.rank:
+                part = codec.own(ops, message, qt, work.size, key, rank)
+            else:
+                part = codec.decode(ops, message, work.size, key, rank)
+            total = ops.accumulate(total, part)
     codec.count(job.coords, job.raw_bytes, data.size, job.tensors)
     return total
 
@@ -111,7 +114,7 @@ def two_phase_sum(codec, ops, coll, job, work, align):
     and requantized shard per rank, allgather of the summed shards. Shards are cut at multiples
     of ``align`` coordinates (``shard_bounds``). A rank that cannot decode a piece sends an error
     frame in the allgather, so every rank raises."""
-    key, me = job.key, coll.rank
+    key, me, summed = job.key, coll.rank, None
     bounds = shard_bounds(work.size, coll.size, align)
     with codec.span(key, "encode"):
         frames, mine = _scatter_frames(codec, ops, job, work, bounds, me)
@@ -120,7 +123,7 @@ def two_phase_sum(codec, ops, coll, job, work, align):
         pending = coll.alltoall(data, [f.size for f in frames], f"{key}.scatter")
         yield pending
     try:
-        reply = _summed_shard(codec, ops, coll, job, pending.wait(), mine, bounds)
+        reply, summed = _summed_shard(codec, ops, coll, job, pending.wait(), mine, bounds)
         failure = None
     except (DecodeError, MismatchError) as e:
         reply, failure = error_frame(phase_tag(job.tag, "gather"), job.step, e), e
@@ -135,8 +138,9 @@ def two_phase_sum(codec, ops, coll, job, work, align):
                                 job.step, key)
         for j, message in enumerate(gathered):
             size = bounds[j + 1] - bounds[j]
-            ops.assign(result, bounds[j],
-                       codec.decode(ops, message, size, f"{key} (sum shard {j})", j))
+            what = f"{key} (sum shard {j})"
+            ops.assign(result, bounds[j], codec.own(ops, message, summed, size, what, j)
+                       if j == me else codec.decode(ops, message, size, what, j))
     codec.count(job.coords, job.raw_bytes, data.size - frames[me].size + reply.size, job.tensors)
     return result
 
@@ -156,8 +160,9 @@ def _scatter_frames(codec, ops, job, work, bounds, me):
 
 
 def _summed_shard(codec, ops, coll, job, received, mine, bounds):
-    """The frame of this rank's shard summed over ranks and requantized. Its own piece comes
-    from its quantized levels (no other rank sees that piece); the others are decoded."""
+    """(the frame of this rank's shard summed over ranks and requantized, that quantized sum).
+    Its own piece comes from its quantized levels (no other rank sees that piece); the others
+    are decoded."""
     key, me = job.key, coll.rank
     size = bounds[me + 1] - bounds[me]
     with codec.span(key, "decode"):
@@ -171,4 +176,5 @@ def _summed_shard(codec, ops, coll, job, received, mine, bounds):
     with codec.span(key, "encode"):
         server = (key, "server", me) if codec.server_error_feedback else None
         summed = codec.quantize(ops, total, (size,), f"{key}/sum{me}", job.step, state=server)
-        return frame(phase_tag(job.tag, "gather"), job.step, ops.pack(summed, codec.encoder))
+        return frame(phase_tag(job.tag, "gather"), job.step,
+                     ops.pack(summed, codec.encoder)), summed

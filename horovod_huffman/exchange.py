@@ -32,6 +32,7 @@ from .array_ops import HostOps, DeviceOps, contract  # noqa: F401 (contract: pub
 from .device import is_device_array, stream_or_default
 from .encoders import get_encoder
 from .errors import DecodeError
+from .message import verify
 from .quantizers import QSGD
 
 log = logging.getLogger("horovod_huffman")
@@ -227,6 +228,17 @@ class Codec:
         if qt.numel != numel:
             raise MismatchError(f"rank {rank} sent {qt.numel} coordinates for {what!r}, "
                                 f"expected {numel}")
+        return ops.dequantize(qt).reshape(numel)
+
+    def own(self, ops, message, qt, numel, what, rank):
+        """This rank's own message as it came back from a collective: checked without decoding
+        (``message.verify``: fields and both checksums, so bytes corrupted after encoding fail
+        here as on every other rank), its values taken from ``qt``, the QuantizedTensor it
+        encodes losslessly."""
+        try:
+            verify(message, max_elements=numel)
+        except DecodeError as e:
+            raise DecodeError(f"{what!r} from rank {rank} (this rank): {e}") from e
         return ops.dequantize(qt).reshape(numel)
 
     def count(self, coords, raw_bytes, sent_bytes, tensors=1):

@@ -18,7 +18,7 @@ import numpy as np
 
 from . import wire
 from .device import is_device_array, as_device_array, stream_or_default, copy_to_host
-from .encoders import get_encoder, decode
+from .encoders import check, decode, get_encoder
 from .errors import DecodeError
 from .quantizers import QuantizedTensor
 
@@ -67,10 +67,10 @@ def pack(qt, encoder="rlh", stream=None):
     return out
 
 
-def unpack(buf, max_elements=None, device=None, stream=None):
-    """The QuantizedTensor in a ``pack`` message; raises DecodeError on any malformed input.
-    ``device="cuda"``: the levels are decoded on the GPU into a device array (scales stay on
-    the host: they are few, and ``dequantize`` uploads them)."""
+def _checked(buf, max_elements=None):
+    """(shape, dtype code, bucket size, scales, level stream, element count) of a message, every
+    field, length and its checksum checked (the level stream's own not yet); DecodeError when
+    anything is wrong."""
     data = wire.as_bytes(buf)
     tail = wire.CHECKSUM.size
     if len(data) < HEAD.size + tail:
@@ -105,7 +105,23 @@ def unpack(buf, max_elements=None, device=None, stream=None):
         raise DecodeError("message truncated in the scales")
     scales = np.frombuffer(data, dtype="<f4", count=n_scales, offset=pos).astype(np.float32)
     pos += 4 * n_scales
-    levels = decode(data[pos:len(data) - tail], max_elements=numel, device=device, stream=stream)
+    return shape, dtype_code, bucket, scales, data[pos:len(data) - tail], numel
+
+
+def verify(buf, max_elements=None):
+    """Check a message without decoding its levels: every field, the message's checksum and
+    the level stream's header and checksum (encoders.check); DecodeError when anything is
+    wrong."""
+    *_, stream, numel = _checked(buf, max_elements)
+    check(stream, max_elements=numel)
+
+
+def unpack(buf, max_elements=None, device=None, stream=None):
+    """The QuantizedTensor in a ``pack`` message; raises DecodeError on any malformed input.
+    ``device="cuda"``: the levels are decoded on the GPU into a device array (scales stay on
+    the host: they are few, and ``dequantize`` uploads them)."""
+    shape, dtype_code, bucket, scales, levels_stream, numel = _checked(buf, max_elements)
+    levels = decode(levels_stream, max_elements=numel, device=device, stream=stream)
     if levels.size != numel:
         raise DecodeError(f"level stream holds {levels.size} levels, the shape needs {numel}")
     return QuantizedTensor(levels, scales, tuple(int(d) for d in shape),

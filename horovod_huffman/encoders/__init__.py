@@ -52,6 +52,16 @@ def encoder_name(buf):
     return cls.name
 
 
+def check(buf, max_elements=None):
+    """Check a stream's header, lengths and checksum without decoding it; DecodeError naming
+    the first field that is wrong (the decoder's own checks of the payload come on decode)."""
+    frame = wire.parse(buf, max_elements, known_ids=_BY_ID)
+    if frame.n == 0 and (len(frame.params) or frame.payload_bits):
+        raise DecodeError(f"{_BY_ID[frame.encoder_id].name}: empty stream with parameters or "
+                          "payload")
+    return frame
+
+
 def decode(buf, max_elements=None, device=None, stream=None):
     """Levels from any encoder's stream, in the dtype they were encoded from.
 
@@ -63,10 +73,8 @@ def decode(buf, max_elements=None, device=None, stream=None):
     """
     if device not in (None, "cpu", "cuda"):
         raise ValueError(f"device must be None, 'cpu' or 'cuda', got {device!r}")
-    frame = wire.parse(buf, max_elements, known_ids=_BY_ID)
+    frame = check(buf, max_elements)
     cls = _BY_ID[frame.encoder_id]
-    if frame.n == 0 and (len(frame.params) or frame.payload_bits):
-        raise DecodeError(f"{cls.name}: empty stream with parameters or payload")
     if device == "cuda":
         return _decode_on_device(cls, frame, stream_or_default(stream))
     out = np.empty(frame.n, dtype=frame.dtype)
