@@ -1,7 +1,7 @@
-"""Framework-free core of the Horovod adapters: what one rank sends for one gradient, and how the
-gathered contributions of every rank become one reduced gradient.
+"""Framework-free core of the exchanges (allreduce.py): the frames ranks send, and the ``Codec``
+that quantizes (with error feedback), encodes, decodes, times and counts for them.
 
-A rank's contribution is a frame around a tensor message (message.py):
+A rank's contribution to a collective is a frame around a tensor message (message.py):
 
     offset  size  field
     0       4     magic: b"HHGX" (a tensor message) or b"HHGE" (the sender failed; the body is
@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .array_ops import HostOps, DeviceOps, contract  # noqa: F401 (contract: public here too)
-from .device import is_device_array, stream_or_default
+from .array_ops import contract  # noqa: F401 (public here too)
+from .device import is_device_array
 from .encoders import get_encoder
 from .errors import DecodeError
 from .message import verify

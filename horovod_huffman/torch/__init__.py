@@ -132,16 +132,17 @@ class _Buckets:
 class HuffmanCompressor(CodecStats):
     """A Horovod compressor (``compress``/``decompress``) around a ``Codec``.
 
-    ``compress(tensor) -> (placeholder, ctx)``. ctx is None when the tensor is sent uncompressed
-    through Horovod's allreduce (fewer than ``min_numel`` elements, or not floating point), a
-    ``torch.dtype`` when it is sent uncompressed as float32 and cast back (bfloat16, which
-    Horovod 0.28's own ops reject), and otherwise a ``_Pending`` record of its bucket.
+    ``compress(tensor) -> (tensor or placeholder, ctx)``. ctx is None when the tensor is sent
+    uncompressed through Horovod's allreduce (fewer than ``min_numel`` elements, or not floating
+    point), ``_DENSE`` when its bucket takes the float32 route this step, a ``torch.dtype`` when
+    it is sent as another dtype and cast back (the float16 route; bfloat16, which Horovod 0.28's
+    own ops reject, as float32), and otherwise a ``_Pending`` record of its bucket.
 
     Buckets hold ``bucket_bytes`` of float32 gradients (``buckets.BucketPlan``, in the reverse of
     the optimizer's parameter order, roughly the order backward produces them). ``exchange``:
     "allgather", "two_phase" or "auto" (``allreduce.choose``). ``route``: "encoded" sends every
-    bucket encoded; "adaptive" sends each bucket encoded, as float16 or as float32, whichever
-    the ranks measured fastest (routing.Router).
+    bucket encoded; "adaptive" sends the buckets encoded, or as float16 or float32 through
+    Horovod's own allreduce, whichever gave the ranks the fastest steps (routing.Router).
     """
 
     def __init__(self, codec, min_numel=DEFAULT_MIN_NUMEL, named_parameters=None,
