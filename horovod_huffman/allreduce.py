@@ -2,8 +2,8 @@
 two-phase reduce-scatter + allgather.
 
 Each exchange is a generator: it yields a started collective (``Pending``) whenever it must wait
-for the network and returns the bucket's sum over ranks, a 1-D float32/64 array. ``run`` drives
-one to the end; ``pipeline.Pipeline`` drives many at once on a worker thread, so that one
+for the network and returns the bucket's sum over ranks, a 1-D float32/64 array.
+``pipeline.Pipeline`` drives many at once on a worker thread, so that one
 bucket is encoded while another's bytes are in flight.
 
 The collectives are a small interface, so the same exchange runs over Horovod's torch or
@@ -72,17 +72,6 @@ def choose(exchange, n_ranks):
 def phase_tag(bucket_tag, phase, shard=0):
     """Frame tag of one phase ("all", "scatter", "gather") and shard of a bucket's exchange."""
     return name_tag(f"{bucket_tag:08x}/{phase}/{shard}")
-
-
-def run(exchange):
-    """Drive an exchange generator to the end on this thread; returns its result."""
-    try:
-        pending = next(exchange)
-        while True:
-            pending.wait()
-            pending = exchange.send(None)
-    except StopIteration as stop:
-        return stop.value
 
 
 def allgather_sum(codec, ops, coll, job, work):

@@ -11,7 +11,7 @@ from numba import cuda
 from horovod_huffman.kernels import cuda_feedback as cf, cuda_quantize as cq
 from horovod_huffman.kernels.cuda_bits import BLOCK
 
-from .device import as_device_array, copy_to_host, grid_for
+from .device import as_device_array, grid_for
 from .message import pack, unpack
 from .quantizers import QuantizedTensor, dequantize
 
@@ -68,14 +68,6 @@ class HostOps:
     @staticmethod
     def accumulate(total, part):
         return part.copy() if total is None else np.add(total, part, out=total)
-
-    @staticmethod
-    def to_host(x):
-        return x
-
-    @staticmethod
-    def from_host(x):
-        return x
 
     @staticmethod
     def empty(n, dtype):
@@ -145,12 +137,6 @@ class DeviceOps:
 
     def empty(self, n, dtype):
         return cuda.device_array(n, dtype=dtype, stream=self.stream)
-
-    def to_host(self, x):
-        return copy_to_host(x, self.stream)
-
-    def from_host(self, x):
-        return cuda.to_device(np.ascontiguousarray(x), stream=self.stream)
 
     def assign(self, out, offset, part):
         """out[offset:offset + part.size] = part (1-D device arrays), on the stream."""

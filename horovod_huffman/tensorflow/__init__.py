@@ -120,7 +120,7 @@ class HuffmanCompressor(CodecStats):
         def start(grad):
             job = Job(bucket.key, bucket.tag, self.codec.begin(bucket.key), 1, numel, raw_bytes)
             ops = self._ops()
-            flat = self._incoming(grad, ops)
+            flat = self._incoming(grad)
             padded = _zeros(ops, bucket.size, flat.dtype)       # the bucket's gap stays zero
             ops.assign(padded, 0, flat)
             run = two_phase_sum(self.codec, ops, coll, job, padded, align) \
@@ -184,7 +184,7 @@ class HuffmanCompressor(CodecStats):
             return tf.numpy_function(fn, inputs, out_types, stateful=True, name=name)
         return tf.py_function(fn, inputs, out_types, name=name)
 
-    def _incoming(self, grad, ops):
+    def _incoming(self, grad):
         """The gradient a stage received as a 1-D host or device array."""
         if self._gpu_stream is None:
             return np.asarray(grad).reshape(-1)
