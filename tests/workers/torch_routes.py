@@ -22,12 +22,17 @@ def main():
                                    named_parameters=model.named_parameters(), compression=comp)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     gen = torch.Generator().manual_seed(hvd.rank())
+    # This rank's own gradients, taken as autograd hands them over: on the float32 route
+    # Horovod reduces p.grad in place while backward goes on, so p.grad read after backward
+    # may already hold part of the sum.
+    local = {}
+    for name, p in model.named_parameters():
+        p.register_hook(lambda g, name=name: local.__setitem__(name, g.detach().clone()))
     seen = set()
     for step in range(14):
         x, y = torch.randn(32, 64, generator=gen), torch.randint(0, 10, (32,), generator=gen)
         opt.zero_grad()
         torch.nn.functional.cross_entropy(model(x), y).backward()
-        local = {n: p.grad.clone() for n, p in model.named_parameters()}
         opt.synchronize()
         state = comp._states[opt]
         routes = {state.router.plan(ROUTER_KEY, step)}
