@@ -38,7 +38,7 @@ import numpy as np
 
 from .buckets import shard_bounds
 from .errors import DecodeError
-from .exchange import MismatchError, error_frame, frame, name_tag, split_frames
+from .exchange import MismatchError, error_frame, frame, frames, name_tag, split_frames
 
 EXCHANGES = ("allgather", "two_phase", "auto")
 
@@ -81,7 +81,7 @@ def allgather_sum(codec, ops, coll, job, work):
     with codec.span(key, "encode"):
         state = (key, "all") if codec.error_feedback else None
         qt = codec.quantize(ops, work, (work.size,), f"{key}/all", job.step, state)
-        data = frame(tag, job.step, ops.pack(qt, codec.encoder))
+        data = frame(tag, job.step, ops.build(qt, codec.encoder))
     with codec.span(key, "network"):
         pending = coll.allgather(data, f"{key}.all")
         yield pending
@@ -89,11 +89,9 @@ def allgather_sum(codec, ops, coll, job, work):
         total = None
         for rank, message in enumerate(split_frames(pending.wait(), coll.size, tag, job.step,
                                                     key)):
-            if rank == coll.rank:
-                part = codec.own(ops, message, qt, work.size, key, rank)
-            else:
-                part = codec.decode(ops, message, work.size, key, rank)
-            total = ops.accumulate(total, part)
+            part = codec.own(message, qt, work.size, key, rank) if rank == coll.rank else \
+                codec.decode(ops, message, work.size, work.dtype, key, rank)
+            total = ops.add_dequantized(total, part)
     codec.count(job.coords, job.raw_bytes, data.size, job.tensors)
     return total
 
@@ -106,13 +104,13 @@ def two_phase_sum(codec, ops, coll, job, work, align):
     key, me, summed = job.key, coll.rank, None
     bounds = shard_bounds(work.size, coll.size, align)
     with codec.span(key, "encode"):
-        frames, mine = _scatter_frames(codec, ops, job, work, bounds, me)
-        data = np.concatenate(frames)
+        data, sizes, mine = _scatter_frames(codec, ops, job, work, bounds, me)
     with codec.span(key, "network"):
-        pending = coll.alltoall(data, [f.size for f in frames], f"{key}.scatter")
+        pending = coll.alltoall(data, sizes, f"{key}.scatter")
         yield pending
     try:
-        reply, summed = _summed_shard(codec, ops, coll, job, pending.wait(), mine, bounds)
+        reply, summed = _summed_shard(codec, ops, coll, job, pending.wait(), mine, bounds,
+                                      work.dtype)
         failure = None
     except (DecodeError, MismatchError) as e:
         reply, failure = error_frame(phase_tag(job.tag, "gather"), job.step, e), e
@@ -128,27 +126,29 @@ def two_phase_sum(codec, ops, coll, job, work, align):
         for j, message in enumerate(gathered):
             size = bounds[j + 1] - bounds[j]
             what = f"{key} (sum shard {j})"
-            ops.assign(result, bounds[j], codec.own(ops, message, summed, size, what, j)
-                       if j == me else codec.decode(ops, message, size, what, j))
-    codec.count(job.coords, job.raw_bytes, data.size - frames[me].size + reply.size, job.tensors)
+            ops.dequantize_into(result, bounds[j], codec.own(message, summed, size, what, j)
+                                if j == me else
+                                codec.decode(ops, message, size, work.dtype, what, j))
+    codec.count(job.coords, job.raw_bytes, data.size - sizes[me] + reply.size, job.tensors)
     return result
 
 
 def _scatter_frames(codec, ops, job, work, bounds, me):
-    """(one frame per shard of ``work``, in rank order; this rank's own quantized shard)."""
-    frames, mine = [], None
+    """(the frames of every shard of ``work`` in rank order, in one array; their sizes; this
+    rank's own quantized shard)."""
+    items, mine = [], None
     for j in range(len(bounds) - 1):
         a, b = bounds[j], bounds[j + 1]
         state = (job.key, "client", j) if codec.error_feedback else None
         qt = codec.quantize(ops, work[a:b], (b - a,), f"{job.key}/shard{j}", job.step, state)
-        frames.append(frame(phase_tag(job.tag, "scatter", j), job.step,
-                            ops.pack(qt, codec.encoder)))
+        items.append((phase_tag(job.tag, "scatter", j), job.step, ops.build(qt, codec.encoder)))
         if j == me:
             mine = qt
-    return frames, mine
+    data, sizes = frames(items)
+    return data, sizes, mine
 
 
-def _summed_shard(codec, ops, coll, job, received, mine, bounds):
+def _summed_shard(codec, ops, coll, job, received, mine, bounds, work_dtype):
     """(the frame of this rank's shard summed over ranks and requantized, that quantized sum).
     Its own piece comes from its quantized levels (no other rank sees that piece); the others
     are decoded."""
@@ -159,11 +159,10 @@ def _summed_shard(codec, ops, coll, job, received, mine, bounds):
         pieces = split_frames(received, coll.size, phase_tag(job.tag, "scatter", me), job.step,
                               key)
         for rank, message in enumerate(pieces):
-            part = ops.dequantize(mine).reshape(size) if rank == me else \
-                codec.decode(ops, message, size, key, rank)
-            total = ops.accumulate(total, part)
+            part = mine if rank == me else codec.decode(ops, message, size, work_dtype, key, rank)
+            total = ops.add_dequantized(total, part)
     with codec.span(key, "encode"):
         server = (key, "server", me) if codec.server_error_feedback else None
         summed = codec.quantize(ops, total, (size,), f"{key}/sum{me}", job.step, state=server)
         return frame(phase_tag(job.tag, "gather"), job.step,
-                     ops.pack(summed, codec.encoder)), summed
+                     ops.build(summed, codec.encoder)), summed

@@ -8,12 +8,12 @@ bytes and the scales. Work arrays are float32, or float64 for float64 gradients.
 import numpy as np
 from numba import cuda
 
-from horovod_huffman.kernels import cuda_feedback as cf, cuda_quantize as cq
+from horovod_huffman.kernels import cuda_feedback as cf, cuda_quantize as cq, quantize as qk
 from horovod_huffman.kernels.cuda_bits import BLOCK
 
 from .device import as_device_array, grid_for
-from .message import pack, unpack
-from .quantizers import QuantizedTensor, dequantize
+from .message import build, unpack
+from .quantizers import QuantizedTensor, dequantize, device_scales
 
 
 def work_dtype(dtype):
@@ -54,8 +54,8 @@ class HostOps:
         return work - dequantize(qt)
 
     @staticmethod
-    def pack(qt, encoder):
-        return pack(qt, encoder)
+    def build(qt, encoder):
+        return build(qt, encoder)
 
     @staticmethod
     def unpack(message, numel):
@@ -66,8 +66,14 @@ class HostOps:
         return dequantize(qt).astype(work_dtype(qt.dtype), copy=False)
 
     @staticmethod
-    def accumulate(total, part):
-        return part.copy() if total is None else np.add(total, part, out=total)
+    def add_dequantized(total, qt):
+        """total + dequantize(qt) (1-D, into ``total``), in one pass without a dequantized
+        array; ``total`` None: a new array."""
+        if total is None:
+            return HostOps.dequantize(qt).reshape(qt.numel)
+        qk.dequantize_add(qt.levels, qt.scales.astype(total.dtype, copy=False), qt.bucket_size,
+                          total)
+        return total
 
     @staticmethod
     def empty(n, dtype):
@@ -77,6 +83,11 @@ class HostOps:
     def assign(out, offset, part):
         """out[offset:offset + part.size] = part (1-D arrays)."""
         out[offset:offset + part.size] = part
+
+    @staticmethod
+    def dequantize_into(out, offset, qt):
+        """out[offset:offset + qt.numel] = dequantize(qt) (``out`` 1-D, of qt's work dtype)."""
+        dequantize(qt, out=out[offset:offset + qt.numel])
 
 
 class DeviceOps:
@@ -119,8 +130,8 @@ class DeviceOps:
         self._launch(cf.residual, work.size)(work, qt.levels, qt.scales, qt.bucket_size, out)
         return out
 
-    def pack(self, qt, encoder):
-        return pack(qt, encoder, stream=self.stream)
+    def build(self, qt, encoder):
+        return build(qt, encoder, stream=self.stream)
 
     def unpack(self, message, numel):
         return unpack(message, max_elements=numel, device="cuda", stream=self.stream)
@@ -129,10 +140,13 @@ class DeviceOps:
         flat = cuda.device_array(qt.numel, dtype=work_dtype(qt.dtype), stream=self.stream)
         return dequantize(qt, out=flat, stream=self.stream)
 
-    def accumulate(self, total, part):
+    def add_dequantized(self, total, qt):
         if total is None:
-            return part
-        self._launch(cf.accumulate, total.size)(total.reshape(total.size), part.reshape(part.size))
+            return self.dequantize(qt)
+        if qt.numel:
+            kernel = cq.dequantize_add64 if total.dtype == np.float64 else cq.dequantize_add32
+            self._launch(kernel, qt.numel)(qt.levels, device_scales(qt, total.dtype, self.stream),
+                                           qt.bucket_size, total)
         return total
 
     def empty(self, n, dtype):
@@ -142,6 +156,10 @@ class DeviceOps:
         """out[offset:offset + part.size] = part (1-D device arrays), on the stream."""
         if part.size:
             out[offset:offset + part.size].copy_to_device(part, stream=self.stream)
+
+    def dequantize_into(self, out, offset, qt):
+        if qt.numel:
+            dequantize(qt, out=out[offset:offset + qt.numel], stream=self.stream)
 
     def scale(self, x, factor):
         self._launch(cf.scale, x.size)(x, factor)

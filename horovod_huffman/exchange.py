@@ -1,7 +1,8 @@
 """Framework-free core of the exchanges (allreduce.py): the frames ranks send, and the ``Codec``
 that quantizes (with error feedback), encodes, decodes, times and counts for them.
 
-A rank's contribution to a collective is a frame around a tensor message (message.py):
+A rank's contribution to a collective is a frame around a tensor message (message.py), both
+written once into the buffer the collective sends:
 
     offset  size  field
     0       4     magic: b"HHGX" (a tensor message) or b"HHGE" (the sender failed; the body is
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .array_ops import contract  # noqa: F401 (public here too)
+from .array_ops import contract, work_dtype  # noqa: F401 (contract: public here too)
 from .device import is_device_array
 from .encoders import get_encoder
 from .errors import DecodeError
@@ -59,10 +60,22 @@ def derive_seed(seed, name, step):
         | (zlib.crc32(name.encode(), seed & 0xFFFFFFFF) << 32)
 
 
+def frames(items):
+    """The frames of ``items``, (name or tag, step, message.Message) each, written once into
+    one uint8 array; and each frame's size in bytes (the splits of an alltoall)."""
+    sizes = [FRAME.size + message.nbytes for _, _, message in items]
+    out = np.empty(sum(sizes), dtype=np.uint8)
+    pos = 0
+    for (name, step, message), size in zip(items, sizes):
+        FRAME.pack_into(out, pos, FRAME_MAGIC, name_tag(name), step, message.nbytes)
+        message.write(out, pos + FRAME.size)
+        pos += size
+    return out, sizes
+
+
 def frame(name, step, message):
-    """One rank's contribution: header + message, as a uint8 array (``name``: a str or a tag)."""
-    head = FRAME.pack(FRAME_MAGIC, name_tag(name), step, len(message))
-    return np.concatenate([np.frombuffer(head, dtype=np.uint8), message])
+    """One rank's contribution: the frame of one message (``frames``)."""
+    return frames([(name, step, message)])[0]
 
 
 def error_frame(name, step, error):
@@ -217,29 +230,29 @@ class Codec:
             self.residuals[state] = ops.residual(work, qt)
         return qt
 
-    def decode(self, ops, message, numel, what, rank):
-        """The dequantized work array (1-D, ``numel`` elements) of ``rank``'s message for
-        ``what``; DecodeError or MismatchError naming both when it is malformed or of another
-        size."""
+    def decode(self, ops, message, numel, dtype, what, rank):
+        """The QuantizedTensor of ``rank``'s message for ``what``, checked to hold ``numel``
+        coordinates of the work dtype ``dtype`` (``array_ops.work_dtype``); DecodeError or
+        MismatchError naming both when it is malformed or of another size or dtype."""
         try:
             qt = ops.unpack(message, numel)
         except DecodeError as e:
             raise DecodeError(f"{what!r} from rank {rank}: {e}") from e
-        if qt.numel != numel:
-            raise MismatchError(f"rank {rank} sent {qt.numel} coordinates for {what!r}, "
-                                f"expected {numel}")
-        return ops.dequantize(qt).reshape(numel)
+        if qt.numel != numel or work_dtype(qt.dtype) != dtype:
+            raise MismatchError(f"rank {rank} sent {qt.numel} coordinates of {qt.dtype} for "
+                                f"{what!r}, expected {numel} of {np.dtype(dtype)}")
+        return qt
 
-    def own(self, ops, message, qt, numel, what, rank):
+    def own(self, message, qt, numel, what, rank):
         """This rank's own message as it came back from a collective: checked without decoding
-        (``message.verify``: fields and both checksums, so bytes corrupted after encoding fail
-        here as on every other rank), its values taken from ``qt``, the QuantizedTensor it
-        encodes losslessly."""
+        (``message.verify``: fields and the checksum, so bytes corrupted after encoding fail
+        here as on every other rank); returns ``qt``, the QuantizedTensor it encodes
+        losslessly."""
         try:
             verify(message, max_elements=numel)
         except DecodeError as e:
             raise DecodeError(f"{what!r} from rank {rank} (this rank): {e}") from e
-        return ops.dequantize(qt).reshape(numel)
+        return qt
 
     def count(self, coords, raw_bytes, sent_bytes, tensors=1):
         """Add one exchange to the current step's statistics (units as in StepStats)."""

@@ -2,17 +2,21 @@
 
     offset  size   field
     0       4      magic b"HHQT"
-    4       1      format version (2)
+    4       1      format version (3)
     5       1      float dtype code (FLOAT_CODES)
     6       1      ndim (<= MAX_NDIM)
     7       1      flags (0)
     8       8      bucket size (elements per scale)
     16      8*ndim dims
     ...     4*S    scales, float32 little-endian, S = ceil(numel / bucket size)
-    ...            level stream (wire.py), which carries its own checksum
+    ...            level stream (wire.py), flagged COVERED: without a checksum of its own
     end-8   8      checksum of every preceding byte (wire.checksum: XXH3-64)
+
+A message is written once, straight into the buffer that goes on the wire (``Message.write``:
+the exchange puts its frames and their messages into one array), and checked once on receipt.
 """
 import struct
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -23,7 +27,8 @@ from .errors import DecodeError
 from .quantizers import QuantizedTensor
 
 MAGIC = b"HHQT"
-VERSION = 2                     # 2: the checksum became wire.checksum (was CRC-32)
+# 2: the checksum became wire.checksum (was CRC-32); 3: the level stream inside is COVERED.
+VERSION = 3
 HEAD = struct.Struct("<4sBBBBQ")
 MAX_NDIM = 32
 FLOAT_CODES = {"float16": 1, "float32": 2, "float64": 3, "bfloat16": 4}
@@ -40,30 +45,55 @@ def _float_dtype(name):
     return np.dtype(name)
 
 
-def pack(qt, encoder="rlh", stream=None):
-    """Bytes (uint8 array) of a QuantizedTensor; ``encoder`` is a name or an Encoder. Device
-    levels and scales are encoded on the GPU (on ``stream``); only bytes come back."""
+@dataclass(frozen=True)
+class Message:
+    """A tensor message ready to be written: ``head`` (header and dims), ``scales`` (uint8
+    view of little-endian float32) and the level stream (``wire.Encoded``)."""
+    head: bytes
+    scales: np.ndarray
+    stream: wire.Encoded
+
+    @property
+    def nbytes(self):
+        return len(self.head) + len(self.scales) + self.stream.nbytes(covered=True) + \
+            wire.CHECKSUM.size
+
+    def write(self, out, pos):
+        """Write the message into the uint8 array ``out`` at ``pos``; returns the end."""
+        start = pos
+        out[pos:pos + len(self.head)] = np.frombuffer(self.head, dtype=np.uint8)
+        pos += len(self.head)
+        out[pos:pos + len(self.scales)] = self.scales
+        pos += len(self.scales)
+        pos = self.stream.write(out, pos, covered=True)
+        wire.CHECKSUM.pack_into(out, pos, wire.checksum(out[start:pos]))
+        return pos + wire.CHECKSUM.size
+
+
+def build(qt, encoder="rlh", stream=None):
+    """The ``Message`` of a QuantizedTensor; ``encoder`` is a name or an Encoder. Device levels
+    and scales are encoded on the GPU (on ``stream``); only bytes come back."""
     enc = get_encoder(encoder) if isinstance(encoder, str) else encoder
     if qt.dtype.name not in FLOAT_CODES:
         raise TypeError(f"unsupported tensor dtype {qt.dtype}")
     if len(qt.shape) > MAX_NDIM:
         raise ValueError(f"tensors of more than {MAX_NDIM} dimensions are not supported")
     # stream only where there is one: encoders written for the host take just the levels.
-    levels_stream = enc.encode(qt.levels) if stream is None else enc.encode(qt.levels,
-                                                                           stream=stream)
+    levels = enc.encoded(qt.levels) if stream is None else enc.encoded(qt.levels, stream=stream)
     scales = qt.scales
     if is_device_array(scales):
         scales = copy_to_host(as_device_array(scales), stream_or_default(stream))
     scales = np.ascontiguousarray(scales, dtype="<f4")
-    head = HEAD.pack(MAGIC, VERSION, FLOAT_CODES[qt.dtype.name], len(qt.shape), 0, qt.bucket_size)
-    dims = struct.pack(f"<{len(qt.shape)}Q", *qt.shape)
-    parts = [head, dims, scales.view(np.uint8), levels_stream]
-    out = np.empty(sum(len(p) for p in parts) + wire.CHECKSUM.size, dtype=np.uint8)
-    pos = 0
-    for part in parts:
-        out[pos:pos + len(part)] = np.frombuffer(part, dtype=np.uint8)
-        pos += len(part)
-    wire.CHECKSUM.pack_into(out, pos, wire.checksum(out[:pos]))
+    head = HEAD.pack(MAGIC, VERSION, FLOAT_CODES[qt.dtype.name], len(qt.shape), 0,
+                     qt.bucket_size) + struct.pack(f"<{len(qt.shape)}Q", *qt.shape)
+    return Message(head, scales.view(np.uint8), levels)
+
+
+def pack(qt, encoder="rlh", stream=None):
+    """Bytes (uint8 array) of a QuantizedTensor's message (``build``)."""
+    message = build(qt, encoder, stream)
+    out = np.empty(message.nbytes, dtype=np.uint8)
+    message.write(out, 0)
     return out
 
 
@@ -110,10 +140,9 @@ def _checked(buf, max_elements=None):
 
 def verify(buf, max_elements=None):
     """Check a message without decoding its levels: every field, the message's checksum and
-    the level stream's header and checksum (encoders.check); DecodeError when anything is
-    wrong."""
+    the level stream's header (encoders.check); DecodeError when anything is wrong."""
     *_, stream, numel = _checked(buf, max_elements)
-    check(stream, max_elements=numel)
+    check(stream, max_elements=numel, covered=True)
 
 
 def unpack(buf, max_elements=None, device=None, stream=None):
@@ -121,7 +150,8 @@ def unpack(buf, max_elements=None, device=None, stream=None):
     ``device="cuda"``: the levels are decoded on the GPU into a device array (scales stay on
     the host: they are few, and ``dequantize`` uploads them)."""
     shape, dtype_code, bucket, scales, levels_stream, numel = _checked(buf, max_elements)
-    levels = decode(levels_stream, max_elements=numel, device=device, stream=stream)
+    levels = decode(levels_stream, max_elements=numel, device=device, stream=stream,
+                    covered=True)
     if levels.size != numel:
         raise DecodeError(f"level stream holds {levels.size} levels, the shape needs {numel}")
     return QuantizedTensor(levels, scales, tuple(int(d) for d in shape),

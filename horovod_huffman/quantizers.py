@@ -200,6 +200,18 @@ def _device_std(flat, stream):
     return float(np.sqrt(copy_to_host(squares, stream).sum() / flat.size))
 
 
+def device_scales(qt, dtype, stream):
+    """``qt``'s scales on the device, in the precision a ``dtype`` tensor dequantizes in:
+    float64 for float64, else float32 (as the host does)."""
+    scales = as_device_array(qt.scales) if is_device_array(qt.scales) else \
+        cuda.to_device(np.ascontiguousarray(qt.scales, dtype=np.float32), stream=stream)
+    if np.dtype(dtype) != np.float64:
+        return scales
+    wide = cuda.device_array(scales.size, dtype=np.float64, stream=stream)
+    cq.convert[grid_for(scales.size, _BLOCK), _BLOCK, stream](scales, wide)
+    return wide
+
+
 def dequantize(qt, out=None, stream=None):
     """The float array a QuantizedTensor stands for, in its original shape and dtype.
 
@@ -213,12 +225,7 @@ def dequantize(qt, out=None, stream=None):
         levels = as_device_array(qt.levels)
         if out is None:
             out = cuda.device_array(levels.size, dtype=dtype, stream=stream)
-        scales = as_device_array(qt.scales) if is_device_array(qt.scales) else \
-            cuda.to_device(np.ascontiguousarray(qt.scales, dtype=np.float32), stream=stream)
-        if dtype == np.float64:                    # multiply in float64, as the host does
-            wide = cuda.device_array(scales.size, dtype=np.float64, stream=stream)
-            cq.convert[grid_for(scales.size, _BLOCK), _BLOCK, stream](scales, wide)
-            scales = wide
+        scales = device_scales(qt, dtype, stream)
         # float16 goes through float32, as on the host (one rounding to float32, then to float16).
         work = out if out.dtype != np.float16 else \
             cuda.device_array(levels.size, dtype=np.float32, stream=stream)

@@ -5,18 +5,20 @@
     4       1     format version (2)
     5       1     encoder id (ENCODER_IDS)
     6       1     level dtype code (LEVEL_DTYPES)
-    7       1     flags (0; reserved)
+    7       1     flags: 0, or COVERED (the stream sits inside a tensor message, whose
+                  checksum covers it, and has no checksum of its own)
     8       8     element count n
     16      4     parameter bytes P
     20      8     payload bits B
     28      P     encoder parameters
     28+P    ceil(B/8)  payload, MSB-first bits, zero-padded to a byte
-    end-8   8     checksum: XXH3-64 (seed 0) of every preceding byte
+    end-8   8     checksum: XXH3-64 (seed 0) of every preceding byte (absent when COVERED)
 
 All integers are little-endian. ``parse`` checks sizes, then the checksum, then every field
 against the maxima below before anything is allocated.
 """
 import struct
+from dataclasses import dataclass
 
 import numpy as np
 import xxhash
@@ -43,6 +45,8 @@ MAX_PARAM_BYTES = 1 << 20     # codebooks are a few KiB; a larger parameter bloc
 LEVEL_DTYPES = {1: np.dtype(np.int8), 2: np.dtype(np.int16), 3: np.dtype(np.int32),
                 4: np.dtype(np.int64)}
 DTYPE_CODES = {dt: code for code, dt in LEVEL_DTYPES.items()}
+# flags bit: the stream is covered by the checksum of the message around it (message.py).
+COVERED = 0x01
 
 
 class Frame:
@@ -64,18 +68,44 @@ def checksum(data):
     return xxhash.xxh3_64_intdigest(data)
 
 
-def frame(encoder_id, dtype, n, params, out32, payload_bits):
-    """The complete stream as a 1-D uint8 array; the payload is the first ``payload_bits`` of
-    ``out32`` (native uint32 words, as the kernels write them)."""
-    total = HEADER.size + len(params) + (payload_bits + 7) // 8 + CHECKSUM.size
-    out = np.empty(total, dtype=np.uint8)
-    HEADER.pack_into(out, 0, MAGIC, VERSION, encoder_id, DTYPE_CODES[np.dtype(dtype)], 0,
-                     n, len(params), payload_bits)
-    start = HEADER.size
-    out[start:start + len(params)] = np.frombuffer(params, dtype=np.uint8)
-    start += len(params)
-    write_payload(out32, payload_bits, out, start)
-    CHECKSUM.pack_into(out, total - CHECKSUM.size, checksum(out[:total - CHECKSUM.size]))
+@dataclass(frozen=True)
+class Encoded:
+    """An encoder's output before framing: ``n`` levels of ``dtype`` as ``params`` (bytes) and
+    the first ``bits`` payload bits of ``words`` (native uint32 words, as the kernels write
+    them). ``write`` puts the stream into a buffer once: no intermediate copy."""
+    encoder_id: int
+    dtype: np.dtype
+    n: int
+    params: bytes
+    words: np.ndarray
+    bits: int
+
+    def nbytes(self, covered=False):
+        """Bytes of the stream: with its checksum, or ``covered`` without it."""
+        return HEADER.size + len(self.params) + (self.bits + 7) // 8 + \
+            (0 if covered else CHECKSUM.size)
+
+    def write(self, out, pos, covered=False):
+        """Write the stream into the uint8 array ``out`` at ``pos``; returns the end. A
+        ``covered`` stream carries the COVERED flag and no checksum (the caller's covers it)."""
+        HEADER.pack_into(out, pos, MAGIC, VERSION, self.encoder_id,
+                         DTYPE_CODES[np.dtype(self.dtype)], COVERED if covered else 0,
+                         self.n, len(self.params), self.bits)
+        start = pos + HEADER.size
+        out[start:start + len(self.params)] = np.frombuffer(self.params, dtype=np.uint8)
+        start += len(self.params)
+        write_payload(self.words, self.bits, out, start)
+        end = start + (self.bits + 7) // 8
+        if not covered:
+            CHECKSUM.pack_into(out, end, checksum(out[pos:end]))
+            end += CHECKSUM.size
+        return end
+
+
+def frame(encoded):
+    """The complete stand-alone stream of an ``Encoded``, as a 1-D uint8 array."""
+    out = np.empty(encoded.nbytes(), dtype=np.uint8)
+    encoded.write(out, 0)
     return out
 
 
@@ -90,30 +120,37 @@ def as_bytes(buf):
     raise TypeError(f"stream must be bytes-like or a uint8 array, got {type(buf).__name__}")
 
 
-def parse(buf, max_elements=None, known_ids=()):
-    """Verify and split a stream; raises DecodeError naming the first field that is wrong."""
+def parse(buf, max_elements=None, known_ids=(), covered=False):
+    """Verify and split a stream; raises DecodeError naming the first field that is wrong.
+    ``covered``: the stream comes out of a message whose checksum the caller has verified; it
+    must then carry the COVERED flag and no checksum, and a stand-alone stream must not."""
     data = as_bytes(buf)
     limit = DEFAULT_MAX_ELEMENTS if max_elements is None else int(max_elements)
-    if len(data) < OVERHEAD_BYTES:
-        raise DecodeError(f"stream truncated: {len(data)} bytes, a header needs {OVERHEAD_BYTES}")
+    tail = 0 if covered else CHECKSUM.size
+    if len(data) < HEADER.size + tail:
+        raise DecodeError(f"stream truncated: {len(data)} bytes, a header needs "
+                          f"{HEADER.size + tail}")
     magic, version, encoder_id, dtype_code, flags, n, n_params, payload_bits = \
         HEADER.unpack_from(data, 0)
     if magic != MAGIC:
         raise DecodeError(f"bad magic {magic!r}: not a horovod-huffman stream")
     if version != VERSION:
         raise DecodeError(f"unsupported format version {version} (this build reads {VERSION})")
+    if flags != (COVERED if covered else 0):
+        raise DecodeError(f"flags {flags:#x} where {COVERED if covered else 0:#x} was expected"
+                          + (" (a stream without its checksum outside a message)"
+                             if flags == COVERED else ""))
     if n_params > MAX_PARAM_BYTES:
         raise DecodeError(f"parameter length {n_params} exceeds {MAX_PARAM_BYTES}")
     payload_bytes = (payload_bits + 7) // 8
-    expected = HEADER.size + n_params + payload_bytes + CHECKSUM.size
+    expected = HEADER.size + n_params + payload_bytes + tail
     if payload_bits > 8 * len(data) or expected != len(data):
         raise DecodeError(f"stream length {len(data)} does not match the header "
                           f"({n_params} parameter bytes, {payload_bits} payload bits)")
-    (stored,) = CHECKSUM.unpack_from(data, len(data) - CHECKSUM.size)
-    if checksum(data[:len(data) - CHECKSUM.size]) != stored:
-        raise DecodeError("checksum mismatch: stream corrupted")
-    if flags != 0:
-        raise DecodeError(f"unknown flags {flags:#x}")
+    if not covered:
+        (stored,) = CHECKSUM.unpack_from(data, len(data) - CHECKSUM.size)
+        if checksum(data[:len(data) - CHECKSUM.size]) != stored:
+            raise DecodeError("checksum mismatch: stream corrupted")
     if encoder_id not in known_ids:
         raise DecodeError(f"unknown encoder id {encoder_id}")
     if dtype_code not in LEVEL_DTYPES:

@@ -1,5 +1,5 @@
-"""CUDA element-wise and per-bucket steps of error feedback and of summing ranks' gradients
-(the device side of exchange.Codec).
+"""CUDA element-wise and per-bucket steps of error feedback (the device side of
+exchange.Codec; summing ranks' gradients is cuda_quantize.dequantize_add).
 
 READ ME FIRST
 1. ``contract`` computes, per bucket b, a_b = <x_b, Q_b> / |Q_b|^2 with Q_b = scale_b * levels_b
@@ -17,13 +17,6 @@ def add(a, b, out):
     """out[i] = a[i] + b[i]. Any grid."""
     for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
         out[i] = a[i] + b[i]
-
-
-@cuda.jit
-def accumulate(total, part):
-    """total[i] += part[i]. Any grid."""
-    for i in range(cuda.grid(1), total.shape[0], cuda.gridsize(1)):
-        total[i] += part[i]
 
 
 @cuda.jit

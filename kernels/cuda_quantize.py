@@ -6,13 +6,14 @@ READ ME FIRST
 2. Exactness needs the same float64 operations in the same order: a bucket's sum of squares is
    one thread's sequential loop, and products go through ``dmul_rn``, which the compiler never
    fuses with a following add into an FMA (a fused multiply-add rounds once, not twice, and
-   would change the sum). The simulator's libdevice lacks it, so there a plain product stands in.
+   would change the sum); ``fmul_rn`` likewise in float32. The simulator's libdevice lacks
+   them, so there a plain product stands in.
 3. Two kernels per quantizer: one thread per bucket for the scale, then one per element.
 Units: buckets count elements; scales are float32, as on the CPU.
 """
 import math
 
-from numba import config, cuda, float64, int64
+from numba import config, cuda, float32, float64, int64
 
 from .cuda_bits import BLOCK
 from .quantize import splitmix_uniform, clipped_max_norm
@@ -21,12 +22,20 @@ if config.ENABLE_CUDASIM:
     @cuda.jit(device=True)
     def mul_rn(a, b):
         return a * b
+
+    @cuda.jit(device=True)
+    def fmul_rn(a, b):
+        return a * b
 else:                                          # pragma: no cover - needs a GPU
     from numba.cuda import libdevice
 
     @cuda.jit(device=True, inline=True)
     def mul_rn(a, b):
         return libdevice.dmul_rn(a, b)
+
+    @cuda.jit(device=True, inline=True)
+    def fmul_rn(a, b):
+        return libdevice.fmul_rn(a, b)
 
 
 uniform = cuda.jit(device=True, inline=True)(splitmix_uniform)     # quantize.uniform
@@ -140,3 +149,18 @@ def dequantize(levels, scales, bucket, out):
     float32 out for float16/32 tensors, float64 for float64: as quantize.dequantize). Any grid."""
     for i in range(cuda.grid(1), levels.shape[0], cuda.gridsize(1)):
         out[i] = scales[i // bucket] * levels[i]
+
+
+@cuda.jit
+def dequantize_add32(levels, scales, bucket, out):
+    """out[i] += scales[i // bucket] * levels[i] in float32, the product rounded before the
+    add (``fmul_rn``: never fused into an FMA), as quantize.dequantize_add does. Any grid."""
+    for i in range(cuda.grid(1), levels.shape[0], cuda.gridsize(1)):
+        out[i] += fmul_rn(scales[i // bucket], float32(levels[i]))
+
+
+@cuda.jit
+def dequantize_add64(levels, scales, bucket, out):
+    """As ``dequantize_add32`` in float64 (float64 scales and out)."""
+    for i in range(cuda.grid(1), levels.shape[0], cuda.gridsize(1)):
+        out[i] += mul_rn(scales[i // bucket], float64(levels[i]))

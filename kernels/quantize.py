@@ -113,5 +113,21 @@ def dequantize(levels, scales, bucket, out):
     """out[i] = scales[i // bucket] * levels[i]."""
     for b in range(scales.shape[0]):
         scale = scales[b]
-        for i in range(b * bucket, min((b + 1) * bucket, levels.shape[0])):
-            out[i] = scale * levels[i]
+        start = b * bucket
+        stop = min(start + bucket, levels.shape[0])
+        src, dst = levels[start:stop], out[start:stop]      # slices: LLVM vectorizes
+        for j in range(stop - start):
+            dst[j] = scale * src[j]
+
+
+@njit(cache=True, nogil=True)
+def dequantize_add(levels, scales, bucket, out):
+    """out[i] += scales[i // bucket] * levels[i]: the product rounded as ``dequantize`` rounds
+    it, then added, so summing ranks this way equals dequantizing each and adding."""
+    for b in range(scales.shape[0]):
+        scale = scales[b]
+        start = b * bucket
+        stop = min(start + bucket, levels.shape[0])
+        src, dst = levels[start:stop], out[start:stop]
+        for j in range(stop - start):
+            dst[j] += scale * src[j]

@@ -12,34 +12,44 @@ from horovod_huffman.allreduce import Job, allgather_sum, choose, two_phase_sum
 from horovod_huffman.array_ops import HostOps
 from horovod_huffman.buckets import BucketPlan
 from horovod_huffman.exchange import (Codec, MismatchError, contract, error_frame, frame,
-                                      split_frames)
+                                      frames, split_frames)
 from horovod_huffman.local import LocalGroup, run_ranks
+from horovod_huffman.message import build
 from horovod_huffman.routing import ROUTES, Router
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "workers"))
-from corrupting import CorruptingRLH  # noqa: E402
+from corrupting import flip_middles  # noqa: E402
 from expected import expected_sum  # noqa: E402
 
 SEED = 11
 
 
-def test_frames_split_back_in_rank_order():
-    msgs = [np.arange(k, dtype=np.uint8) for k in (3, 0, 7)]
-    buf = np.concatenate([frame("w", 4, m) for m in msgs])
-    for got, want in zip(split_frames(buf, 3, "w", 4), msgs):
+def _message(k):
+    """The Message of a k-coordinate gradient."""
+    return build(hh.QSGD(levels=4, seed=k).quantize(np.linspace(-1, 1, k, dtype=np.float32)))
+
+
+def test_frames_split_back_in_rank_order_into_the_messages_pack_writes():
+    msgs = [_message(k) for k in (3, 0, 700)]
+    buf, sizes = frames([("w", 4, m) for m in msgs])
+    assert sizes == [len(frame("w", 4, m)) for m in msgs] and sum(sizes) == buf.size
+    for got, m in zip(split_frames(buf, 3, "w", 4), msgs):
+        want = np.empty(m.nbytes, np.uint8)
+        m.write(want, 0)
         np.testing.assert_array_equal(got, want)
+        assert hh.unpack(got).numel == m.stream.n
 
 
 @pytest.mark.parametrize("name,step", [("other", 4), ("w", 5)])
 def test_frames_from_another_parameter_or_step_raise(name, step):
-    buf = np.concatenate([frame("w", 4, np.zeros(2, np.uint8)), frame(name, step, np.zeros(2, np.uint8))])
+    buf = np.concatenate([frame("w", 4, _message(2)), frame(name, step, _message(2))])
     with pytest.raises(MismatchError, match="rank 1"):
         split_frames(buf, 2, "w", 4)
 
 
 @pytest.mark.parametrize("error", [hh.DecodeError("bad payload"), MismatchError("other plan")])
 def test_an_error_frame_raises_the_senders_error_naming_it(error):
-    buf = np.concatenate([frame("w", 0, np.zeros(2, np.uint8)), error_frame("w", 0, error)])
+    buf = np.concatenate([frame("w", 0, _message(2)), error_frame("w", 0, error)])
     with pytest.raises(type(error), match=f"rank 1 failed on 'w'.*{error}"):
         split_frames(buf, 2, "w", 0)
 
@@ -72,11 +82,14 @@ def codecs(n, levels=4, align=64, **kwargs):
                   seed=SEED + r, **kwargs) for r in range(n)]
 
 
-def exchange(kind, codec, group, rank, bucket, work, align, step=0):
+def exchange(kind, codec, group, rank, bucket, work, align, step=0, coll=None):
+    """Rank ``rank``'s exchange of ``bucket`` over ``group`` (or over ``coll``, its
+    collectives)."""
     job = Job(bucket.key, bucket.tag, step, 1, bucket.numel, 4 * bucket.numel)
+    coll = group.member(rank) if coll is None else coll
     if kind == "two_phase":
-        return two_phase_sum(codec, HostOps, group.member(rank), job, work, align)
-    return allgather_sum(codec, HostOps, group.member(rank), job, work)
+        return two_phase_sum(codec, HostOps, coll, job, work, align)
+    return allgather_sum(codec, HostOps, coll, job, work)
 
 
 @given(st.sampled_from(["allgather", "two_phase"]), st.integers(1, 6), st.integers(1, 2500),
@@ -140,16 +153,31 @@ def test_error_feedback_defaults_to_the_quantizer_bias():
 
 @pytest.mark.parametrize("kind", ["allgather", "two_phase"])
 def test_a_corrupt_rank_makes_every_rank_raise_naming_it(kind):
+    """A byte of everything rank 1 sends is flipped after it was written: DecodeError on every
+    rank, rank 1 included (its own message comes back through the collective)."""
     n, bucket = 3, bucket_of(3000, 64)
-    cs = codecs(n)
-    cs[1].encoder = CorruptingRLH()
     group = LocalGroup(n)
+    members = [group.member(r) for r in range(n)]
+    members[1] = FlippingLink(members[1])
     works = [np.random.default_rng(r).standard_normal(bucket.size).astype(np.float32)
              for r in range(n)]
-    out = run_ranks([exchange(kind, c, group, r, bucket, works[r], 64) for r, c in enumerate(cs)],
-                    return_exceptions=True)
+    out = run_ranks([exchange(kind, c, group, r, bucket, works[r], 64, coll=members[r])
+                     for r, c in enumerate(codecs(n))], return_exceptions=True)
     for r, result in enumerate(out):
         assert isinstance(result, hh.DecodeError) and "rank 1" in str(result), (r, result)
+
+
+class FlippingLink:
+    """A rank's collectives, with a byte in the middle of each frame it sends flipped."""
+
+    def __init__(self, member):
+        self.member, self.size, self.rank = member, member.size, member.rank
+
+    def allgather(self, data, name):
+        return self.member.allgather(flip_middles(data.copy(), [data.size]), name)
+
+    def alltoall(self, data, splits, name):
+        return self.member.alltoall(flip_middles(data.copy(), splits), splits, name)
 
 
 @pytest.mark.parametrize("kind", ["allgather", "two_phase"])

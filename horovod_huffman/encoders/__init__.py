@@ -52,28 +52,29 @@ def encoder_name(buf):
     return cls.name
 
 
-def check(buf, max_elements=None):
+def check(buf, max_elements=None, covered=False):
     """Check a stream's header, lengths and checksum without decoding it; DecodeError naming
-    the first field that is wrong (the decoder's own checks of the payload come on decode)."""
-    frame = wire.parse(buf, max_elements, known_ids=_BY_ID)
+    the first field that is wrong (the decoder's own checks of the payload come on decode).
+    ``covered``: a stream inside a message whose checksum was verified (``wire.parse``)."""
+    frame = wire.parse(buf, max_elements, known_ids=_BY_ID, covered=covered)
     if frame.n == 0 and (len(frame.params) or frame.payload_bits):
         raise DecodeError(f"{_BY_ID[frame.encoder_id].name}: empty stream with parameters or "
                           "payload")
     return frame
 
 
-def decode(buf, max_elements=None, device=None, stream=None):
+def decode(buf, max_elements=None, device=None, stream=None, covered=False):
     """Levels from any encoder's stream, in the dtype they were encoded from.
 
     Treats ``buf`` as hostile: anything malformed raises DecodeError naming the problem, and no
     more than ``max_elements`` (default wire.DEFAULT_MAX_ELEMENTS) levels are allocated.
     ``device="cuda"`` returns a Numba device array, decoded on the GPU on ``stream`` (default:
     the default stream) for huffman, sh, rlh, shs and raw streams (others decode on the host
-    and are copied over).
+    and are copied over). ``covered``: as for ``check``.
     """
     if device not in (None, "cpu", "cuda"):
         raise ValueError(f"device must be None, 'cpu' or 'cuda', got {device!r}")
-    frame = check(buf, max_elements)
+    frame = check(buf, max_elements, covered)
     cls = _BY_ID[frame.encoder_id]
     if device == "cuda":
         return _decode_on_device(cls, frame, stream_or_default(stream))

@@ -111,18 +111,18 @@ class Auto(Encoder):
                 return enc
         raise KeyError(name)
 
-    def encode(self, levels, stream=None):
-        """As Encoder.encode; device levels are copied to the host first (the choice needs
+    def encoded(self, levels, stream=None):
+        """As Encoder.encoded; device levels are copied to the host first (the choice needs
         statistics the device kernels do not gather yet)."""
         if is_device_array(levels):
             levels = copy_to_host(as_device_array(levels), stream_or_default(stream))
         levels = check_levels(levels)
         if levels.size == 0:
             self.last_choice = "raw"
-            return self.raw.encode(levels)
+            return self.raw.encoded(levels)
         enc, plan = self.choose(levels)
         if plan is None:
-            return enc._frame(levels.dtype, levels.size, *enc._encode(levels))
+            return enc._result(levels.dtype, levels.size, *enc._encode(levels))
         if enc is self.shs:
-            return enc._frame(levels.dtype, levels.size, *emit_shs(levels, plan))
-        return enc._frame(levels.dtype, levels.size, *emit(levels, plan))
+            return enc._result(levels.dtype, levels.size, *emit_shs(levels, plan))
+        return enc._result(levels.dtype, levels.size, *emit(levels, plan))

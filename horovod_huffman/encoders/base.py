@@ -81,24 +81,32 @@ class Encoder:
         CUDA tensor): the encoders huffman, sh, rlh, shs and raw then encode on the device, on
         ``stream`` (default: the default stream), and return the same bytes as for a host copy.
         """
+        return wire.frame(self.encoded(levels, stream))
+
+    def encoded(self, levels, stream=None):
+        """As ``encode``, unframed: a ``wire.Encoded`` that a message writes straight into its
+        own buffer (message.py)."""
         if is_device_array(levels):
-            return self._encode_on_device(as_device_array(levels), stream_or_default(stream))
+            return self._encoded_on_device(as_device_array(levels), stream_or_default(stream))
         levels = check_levels(levels)
         if levels.size == 0:
-            return wire.frame(self.encoder_id, levels.dtype, 0, b"", out_words(0), 0)
-        return self._frame(levels.dtype, levels.size, *self._encode(levels))
+            return self._empty(levels.dtype)
+        return self._result(levels.dtype, levels.size, *self._encode(levels))
 
-    def _encode_on_device(self, levels, stream):
+    def _encoded_on_device(self, levels, stream):
         check_device_levels(levels, stream)
         if not self.on_device:
-            return self.encode(copy_to_host(levels, stream))
+            return self.encoded(copy_to_host(levels, stream))
         if levels.size == 0:
-            return wire.frame(self.encoder_id, levels.dtype, 0, b"", out_words(0), 0)
-        return self._frame(levels.dtype, levels.size, *self._encode_device(levels, stream))
+            return self._empty(levels.dtype)
+        return self._result(levels.dtype, levels.size, *self._encode_device(levels, stream))
 
-    def _frame(self, dtype, n, params, out32, n_words, n_bits):
-        """The stream of ``n`` levels of ``dtype`` from an ``_encode`` result."""
-        return wire.frame(self.encoder_id, dtype, n, params, out32[:n_words], n_bits)
+    def _empty(self, dtype):
+        return wire.Encoded(self.encoder_id, np.dtype(dtype), 0, b"", out_words(0), 0)
+
+    def _result(self, dtype, n, params, out32, n_words, n_bits):
+        """The ``wire.Encoded`` of ``n`` levels of ``dtype`` from an ``_encode`` result."""
+        return wire.Encoded(self.encoder_id, np.dtype(dtype), n, params, out32[:n_words], n_bits)
 
     def _encode(self, levels):
         raise NotImplementedError

@@ -1,12 +1,29 @@
-"""An encoder standing for a faulty link or peer, shared by the fault workers."""
-import horovod_huffman as hh
+"""A faulty link, shared by the fault tests: the bytes a rank hands the network differ from
+the bytes it checksummed."""
+from horovod_huffman import allreduce
 
 
-class CorruptingRLH(hh.Encoder):
-    """rlh, with one payload byte flipped after encoding."""
-    name, encoder_id = "rlh", hh.get_encoder("rlh").encoder_id
+def flip_middles(data, sizes):
+    """Flip one byte in the middle of each of the consecutive ``sizes``-byte frames in
+    ``data`` (a uint8 array, changed in place and returned)."""
+    pos = 0
+    for size in sizes:
+        data[pos + size // 2] ^= 0x5A
+        pos += size
+    return data
 
-    def encode(self, levels):
-        buf = hh.get_encoder("rlh").encode(levels).copy()
-        buf[len(buf) // 2] ^= 0x5A
-        return buf
+
+def corrupt_outgoing_frames():
+    """From now on every frame this process sends (allreduce.py's ``frame`` and ``frames``)
+    has a byte flipped after it was written."""
+    write_one, write_many = allreduce.frame, allreduce.frames
+
+    def frame(*args):
+        data = write_one(*args)
+        return flip_middles(data, [data.size])
+
+    def frames(items):
+        data, sizes = write_many(items)
+        return flip_middles(data, sizes), sizes
+
+    allreduce.frame, allreduce.frames = frame, frames

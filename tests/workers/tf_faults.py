@@ -1,7 +1,7 @@
 """Worker: faults that every rank must report promptly through TensorFlow, never hang on.
 
 Usage: tf_faults.py CASE, CASE one of
-  corrupt: rank 1's encoder corrupts its stream -> every rank's step fails with DecodeError;
+  corrupt: rank 1's link flips a byte of each frame it sends -> every rank's step fails with DecodeError;
   min:     op=hvd.Min -> every rank's step fails naming the supported ops.
 Prints "RAISED <rank> <message>" and exits 0 when the expected error came.
 """
@@ -15,7 +15,7 @@ import tensorflow as tf            # noqa: E402
 import horovod.tensorflow as hvd   # noqa: E402
 
 from horovod_huffman.tensorflow import Compression     # noqa: E402
-from corrupting import CorruptingRLH                    # noqa: E402  (beside this file)
+from corrupting import corrupt_outgoing_frames                    # noqa: E402  (beside this file)
 
 
 def main():
@@ -24,8 +24,9 @@ def main():
     hvd.init()
     w = tf.Variable(np.random.default_rng(0).standard_normal((32, 64)).astype(np.float32))
     x = np.random.default_rng(hvd.rank()).standard_normal((8, 32)).astype(np.float32)
-    encoder = CorruptingRLH() if case == "corrupt" and hvd.rank() == 1 else "rlh"
-    comp = Compression.build(encoder=encoder, exchange=exchange)
+    if case == "corrupt" and hvd.rank() == 1:
+        corrupt_outgoing_frames()
+    comp = Compression.build(encoder="rlh", exchange=exchange)
     op = hvd.Min if case == "min" else hvd.Average
     expected = "DecodeError" if case == "corrupt" else "Average or Sum"
 

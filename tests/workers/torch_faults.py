@@ -1,7 +1,7 @@
 """Worker: faults that every rank must report promptly, never hang on.
 
 Usage: torch_faults.py CASE [EXCHANGE], CASE one of
-  corrupt: rank 1's encoder corrupts its stream -> DecodeError on every rank;
+  corrupt: rank 1's link flips a byte of each frame it sends -> DecodeError on every rank;
   mismatch: rank 1 quantizes in buckets of another size, so its bucket plan differs ->
            MismatchError on every rank;
   adasum:  op=hvd.Adasum -> ValueError naming Adasum on every rank;
@@ -16,7 +16,7 @@ import horovod.torch as hvd
 import horovod_huffman as hh
 from horovod_huffman.exchange import MismatchError
 from horovod_huffman.torch import Compression
-from corrupting import CorruptingRLH          # beside this file
+from corrupting import corrupt_outgoing_frames          # beside this file
 
 
 def main():
@@ -25,9 +25,10 @@ def main():
     hvd.init()
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
-    encoder = CorruptingRLH() if case == "corrupt" and hvd.rank() == 1 else "rlh"
+    if case == "corrupt" and hvd.rank() == 1:
+        corrupt_outgoing_frames()
     bucket = 128 if case == "mismatch" and hvd.rank() == 1 else 64
-    comp = Compression.build(encoder=encoder, quantizer=hh.QSGD(levels=8, bucket_size=bucket),
+    comp = Compression.build(encoder="rlh", quantizer=hh.QSGD(levels=8, bucket_size=bucket),
                              exchange=exchange)
     op = {"corrupt": hvd.Average, "mismatch": hvd.Average, "adasum": hvd.Adasum,
           "min": getattr(hvd, "Min", None)}[case]
