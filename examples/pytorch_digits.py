@@ -1,6 +1,8 @@
 """Data-parallel training of a small CNN on scikit-learn's digits with Huffman-coded gradients.
 
     horovodrun --gloo -np 2 python examples/pytorch_digits.py --compression rlh --epochs 8
+    horovodrun --gloo -np 2 python examples/pytorch_digits.py --pufferfish --warmup-epochs 2 \
+        --compression rlh                  # Pufferfish's low-rank model, its gradients coded
 
 Each rank trains on its own shard; gradients cross the network through
 ``hvd.DistributedOptimizer(compression=...)``. Rank 0 prints per-epoch loss, test accuracy and
@@ -17,7 +19,7 @@ import horovod.torch as hvd
 
 import horovod_huffman as hh
 from horovod_huffman.bench.traces import cnn, digits_data
-from horovod_huffman.torch import Compression
+from horovod_huffman.torch import Compression, switch_to_low_rank
 
 COMPRESSIONS = ["none", "fp16"] + list(hh.ENCODERS)
 
@@ -30,6 +32,12 @@ def make_compression(name, args):
     return Compression.build(encoder=name, quantizer=quantizer,
                              error_feedback=args.error_feedback or None,
                              seed=args.seed * 65536 + hvd.rank(), exchange=args.exchange)
+
+
+def identical(model):
+    """Whether every rank holds the same parameters (exactly)."""
+    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu()
+    return all(torch.equal(flat, other) for other in hvd.allgather_object(flat))
 
 
 def evaluate(model, x, y):
@@ -55,6 +63,13 @@ def main():
     p.add_argument("--exchange", choices=["auto", "allgather", "two_phase"], default="auto",
                    help="compressed allreduce: one-phase allgather, or two-phase reduce-scatter + "
                         "allgather (auto: allgather on 2 ranks, two-phase from 3)")
+    p.add_argument("--pufferfish", action="store_true",
+                   help="after --warmup-epochs of full-rank training, factorize the model "
+                        "(Pufferfish) and train the low-rank model")
+    p.add_argument("--warmup-epochs", type=int, default=2, help="Pufferfish's vanilla warm-up")
+    p.add_argument("--rank-ratio", type=float, default=0.25, help="Pufferfish's rank per output")
+    p.add_argument("--extra-bn", action="store_true",
+                   help="Pufferfish: a BatchNorm between a convolution's two factors")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                    help="cuda: one GPU per rank (local rank); gradients take the GPU path")
@@ -75,12 +90,31 @@ def main():
     x_test, y_test = torch.from_numpy(xte).to(device), torch.from_numpy(yte).to(device)
 
     model = cnn(torch).to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=args.lr * hvd.size(), momentum=0.9)
+
+    def make_optimizer(params):
+        return torch.optim.SGD(params, lr=args.lr * hvd.size(), momentum=0.9)
+
     compression = make_compression(args.compression, args)
-    opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(),
+    opt = hvd.DistributedOptimizer(make_optimizer(model.parameters()),
+                                   named_parameters=model.named_parameters(),
                                    compression=compression)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(opt, root_rank=0)
+    full_rank_params = sum(p.numel() for p in model.parameters())
+    switched_identical = None
+
+    def switch():
+        """End of the warm-up: the low-rank model, a fresh DistributedOptimizer."""
+        new_opt, report = switch_to_low_rank(model, make_optimizer, rank_ratio=args.rank_ratio,
+                                             extra_bn=args.extra_bn, compression=compression)
+        if hvd.rank() == 0:
+            print(f"pufferfish: factorized {report.layers} (rank per layer), kept "
+                  f"{report.kept}: {report.params_before} -> {report.params_after} parameters "
+                  f"({report.reduction:.2f}x fewer)", flush=True)
+        return new_opt, identical(model)
+
+    if args.pufferfish and args.warmup_epochs == 0:
+        opt, switched_identical = switch()
 
     gen = torch.Generator().manual_seed(args.seed + hvd.rank())
     # Every rank takes the same number of steps per epoch (shards differ by at most one sample).
@@ -106,13 +140,17 @@ def main():
                 line += f", {t['bits_per_coord']:.3f} bits/coord, {t['ratio']:.1f}x smaller, " \
                         f"encode {1e3 * t['encode_s']:.0f} ms, decode {1e3 * t['decode_s']:.0f} ms"
             print(line, flush=True)
-    # Parameters must be identical on every rank.
-    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).cpu()
-    same = all(torch.equal(flat, other) for other in hvd.allgather_object(flat))
+        if args.pufferfish and epoch + 1 == args.warmup_epochs:
+            opt, switched_identical = switch()
+    same = identical(model)
     if hvd.rank() == 0:
         result = {"compression": args.compression, "ranks": hvd.size(), "test_accuracy": acc,
                   "test_loss": test_loss, "identical_parameters": same,
-                  "seconds": time.perf_counter() - t0}
+                  "seconds": time.perf_counter() - t0,
+                  "parameters": sum(p.numel() for p in model.parameters()),
+                  "full_rank_parameters": full_rank_params}
+        if args.pufferfish:
+            result["identical_after_switch"] = switched_identical
         if hasattr(compression, "stats"):
             result["stats"] = compression.stats()["total"]
         print("RESULT " + json.dumps(result), flush=True)

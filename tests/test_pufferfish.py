@@ -98,7 +98,7 @@ def test_factorize_keeps_first_and_last_layers_and_reports_counts():
 
 
 def test_factorize_honours_keep_and_rejects_unknown_names():
-    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.Linear(256, 256))
+    model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.Linear(256, 256))
     with pytest.raises(ValueError, match="keep names no layer"):
         factorize(model, keep=["5"])
     report = factorize(model, keep=[])

@@ -1,4 +1,5 @@
 """The PyTorch adapter under real Horovod (horovodrun --gloo, 2 and 3 ranks): no mocks."""
+import functools
 import json
 
 import pytest
@@ -47,7 +48,9 @@ def test_adaptive_routing_agrees_on_every_rank(n_ranks):
     assert rc == 0 and "OK routes" in out, out[-4000:]
 
 
+@functools.lru_cache(maxsize=None)
 def run_example(compression, epochs=8, n_ranks=2, *options):
+    """The RESULT of one run of the PyTorch example (runs are deterministic: cached)."""
     rc, out = horovodrun(n_ranks, "examples/pytorch_digits.py", "--compression", compression,
                          "--epochs", epochs, *options, timeout=300)
     assert rc == 0, out[-4000:]
@@ -73,6 +76,27 @@ def test_two_phase_training_on_three_ranks_matches_uncompressed_accuracy():
     mean = {c: sum(r["test_accuracy"] for r in rs) / len(rs) for c, rs in runs.items()}
     assert mean["rlh"] >= mean["none"] - 0.02, mean
     assert all(r["stats"]["ratio"] > 10 for r in runs["rlh"])
+
+
+@pytest.mark.parametrize("n_ranks", [2, 3])
+def test_pufferfish_alone_and_with_rlh_matches_full_rank_accuracy(n_ranks):
+    """Three epochs of full-rank warm-up, then nine of the factorized CNN (3.4x fewer
+    parameters): parameters identical on every rank after the switch and at the end, mean test
+    accuracy over three seeds within 1 point of twelve epochs of full-rank training."""
+    puffer = ("--pufferfish", "--warmup-epochs", 3)
+    runs = {name: [run_example(compression, 12, n_ranks, "--seed", seed, *options)
+                   for seed in (0, 1, 2)]
+            for name, compression, options in (("full", "none", ()),
+                                               ("pufferfish", "none", puffer),
+                                               ("pufferfish+rlh", "rlh", puffer))}
+    for name in ("pufferfish", "pufferfish+rlh"):
+        for r in runs[name]:
+            assert r["identical_after_switch"] and r["identical_parameters"], (name, r)
+            assert r["parameters"] * 3 < r["full_rank_parameters"], r
+    mean = {name: sum(r["test_accuracy"] for r in rs) / len(rs) for name, rs in runs.items()}
+    assert mean["pufferfish"] >= mean["full"] - 0.01, mean
+    assert mean["pufferfish+rlh"] >= mean["full"] - 0.01, mean
+    assert all(r["stats"]["ratio"] > 10 for r in runs["pufferfish+rlh"])
 
 
 def test_process_sets_reduce_over_their_members_only():

@@ -33,7 +33,8 @@ from ..device import SIMULATED, cuda_usable
 from ..dlpack import from_dlpack, to_dlpack
 from ..exchange import placeholder_values, reduction_scale
 
-__all__ = ["Compression", "HuffmanCompressor"]
+__all__ = ["Compression", "HuffmanCompressor", "LowRankDense", "LowRankConv2D", "factorize",
+           "switch_to_low_rank"]
 
 DEFAULT_MIN_NUMEL = UNFUSED_MIN_NUMEL
 
@@ -244,3 +245,6 @@ class Compression:
         return HuffmanCompressor(codec, min_numel=min_numel, process_set=process_set,
                                  exchange=exchange)
 
+
+# Pufferfish: low-rank, pre-factorized Keras models (pufferfish.py).
+from .pufferfish import LowRankConv2D, LowRankDense, factorize, switch_to_low_rank  # noqa: E402,F401

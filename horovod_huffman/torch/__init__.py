@@ -39,7 +39,8 @@ ROUTES = ("encoded", "adaptive")
 # The Router's key for an optimizer's buckets, which share one route per step.
 ROUTER_KEY = "buckets"
 
-__all__ = ["Compression", "HuffmanCompressor"]
+__all__ = ["Compression", "HuffmanCompressor", "LowRankLinear", "LowRankConv2d", "LowRankLSTM",
+           "Factorization", "factorize", "switch_to_low_rank"]
 
 # How many caller frames to search for Horovod's optimizer (hook -> _allreduce_grad_async ->
 # compress, or the grouped path's list comprehension one level deeper).
@@ -430,3 +431,7 @@ class Compression:
                                  process_set=process_set, exchange=exchange,
                                  bucket_bytes=bucket_bytes, route=route)
 
+
+# Pufferfish: low-rank, pre-factorized models (pufferfish.py).
+from .pufferfish import (Factorization, LowRankConv2d, LowRankLinear, LowRankLSTM,  # noqa: E402
+                         factorize, switch_to_low_rank)
