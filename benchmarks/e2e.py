@@ -27,11 +27,12 @@ CLUSTER = os.path.join(ROOT, "scripts", "netns_cluster.sh")
 LAUNCH = os.path.join(ROOT, "docker", "scripts", "launch.sh")
 STATE = "/tmp/hh-netns-e2e"
 # A compression is Compression.<name>, or ENCODER/EXCHANGE (allgather, two_phase) or
-# ENCODER/adaptive (Compression.build(route="adaptive")).
+# ENCODER/adaptive (Compression.build(route="adaptive")); pufferfish[+ENCODER]: the model
+# factorized (train_job.py --pufferfish), its gradients sent by fp32 allreduce or ENCODER.
 COMPRESSIONS = ["none", "fp16", "huffman", "rlh", "sh", "shs", "elias_rle", "qsgd_elias", "auto",
-                "rlh/allgather", "rlh/two_phase", "rlh/adaptive"]
+                "rlh/allgather", "rlh/two_phase", "rlh/adaptive", "pufferfish", "pufferfish+rlh"]
 HUFFMAN_BASED = ["huffman", "rlh", "sh", "shs", "auto", "rlh/allgather", "rlh/two_phase",
-                 "rlh/adaptive"]
+                 "rlh/adaptive", "pufferfish+rlh"]
 RATES = {"100mbit": 0.1, "1gbit": 1.0, "10gbit": 10.0}       # link -> Gbit/s
 BEGIN, END = "<!-- bench-e2e:begin -->", "<!-- bench-e2e:end -->"
 
@@ -52,6 +53,9 @@ def run_job(n_hosts, model, compression, args):
         options = ["--exchange", how]
     elif how == "adaptive":
         options = ["--route", "adaptive"]
+    if encoder.startswith("pufferfish"):
+        encoder = encoder.partition("+")[2] or "none"
+        options.append("--pufferfish")
     hosts = ",".join(f"hh{i}" for i in range(1, n_hosts + 1))
     cmd = ["bash", CLUSTER, "exec", "1", "env", f"PATH={bindir}:{os.environ['PATH']}",
            f"PYTHONPATH={ROOT}", "OMP_NUM_THREADS=1", LAUNCH, "--hosts", hosts,
@@ -87,10 +91,11 @@ def table(results, args):
     for model in args.models:
         for n in args.hosts:
             lines += [f"### {model}, {n} hosts", "",
-                      "| compression | " + " | ".join(f"step ms @ {r}" for r in args.rates) +
+                      "| compression | params | " +
+                      " | ".join(f"step ms @ {r}" for r in args.rates) +
                       " | wire KB/host/step | final loss | loss vs none | speed-up vs none @ "
                       f"{args.rates[0]} |",
-                      "|---|" + "---:|" * (len(args.rates) + 4)]
+                      "|---|" + "---:|" * (len(args.rates) + 5)]
             for c in args.compressions:
                 rows = [results.get((n, r, model, c)) for r in args.rates]
                 if None in rows:
@@ -99,7 +104,8 @@ def table(results, args):
                 loss = rows[0]["final_loss"]
                 rel = f"{100 * (loss / base['final_loss'] - 1):+.1f}%" if base else "-"
                 speed = f"{base['step_s'] / rows[0]['step_s']:.2f}x" if base else "-"
-                lines.append(f"| {c} | " + " | ".join(f"{1e3 * r['step_s']:.0f}" for r in rows) +
+                lines.append(f"| {c} | {rows[0]['params']} | " +
+                             " | ".join(f"{1e3 * r['step_s']:.0f}" for r in rows) +
                              f" | {rows[0]['wire_bytes_per_step'] / n / 1e3:.0f} | {loss:.4f} | "
                              f"{rel} | {speed} |")
             lines.append("")

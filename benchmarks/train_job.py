@@ -16,7 +16,7 @@ import horovod.torch as hvd
 
 import horovod_huffman as hh
 from horovod_huffman.bench.traces import CharLSTM, cnn, digits_data, stdlib_text
-from horovod_huffman.torch import Compression
+from horovod_huffman.torch import Compression, switch_to_low_rank
 
 COMPRESSIONS = ["none", "fp16"] + list(hh.ENCODERS)
 
@@ -68,19 +68,32 @@ def main():
     p.add_argument("--route", choices=["encoded", "adaptive"], default="encoded")
     p.add_argument("--error-feedback", action="store_true",
                    help="error feedback on (default: only for biased quantizers; QSGD is unbiased)")
+    p.add_argument("--pufferfish", action="store_true",
+                   help="train full-rank for --pufferfish-warmup steps, then the factorized model")
+    p.add_argument("--pufferfish-warmup", type=int, default=None,
+                   help="full-rank steps before the switch (default: --warmup // 2; must end "
+                        "before the timed steps)")
     args = p.parse_args()
+    switch_at = args.warmup // 2 if args.pufferfish_warmup is None else args.pufferfish_warmup
+    if args.pufferfish and switch_at >= args.warmup:
+        p.error("--pufferfish-warmup must end before the timed steps (--warmup)")
 
     hvd.init()
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
     if args.model == "cnn":
         model = cnn(torch)
-        opt = torch.optim.SGD(model.parameters(), lr=0.02 * hvd.size(), momentum=0.9)
+
+        def make_optimizer(params):
+            return torch.optim.SGD(params, lr=0.02 * hvd.size(), momentum=0.9)
         batches = digits_batches(32, args.seed)
     else:
         model = CharLSTM()(torch)
-        opt = torch.optim.Adam(model.parameters(), lr=2e-3)
+
+        def make_optimizer(params):
+            return torch.optim.Adam(params, lr=2e-3)
         batches = text_batches(16, 64, args.seed)
+    opt = make_optimizer(model.parameters())
     if args.compression in ("none", "fp16"):
         compression = getattr(Compression, args.compression)
     else:
@@ -96,6 +109,8 @@ def main():
 
     losses, times = [], []
     for step in range(args.steps):
+        if args.pufferfish and step == switch_at:
+            opt, _ = switch_to_low_rank(model, make_optimizer, compression=compression)
         if step == args.warmup:
             hvd.allreduce(torch.zeros(1), name="sync")       # timed window starts together
             sent0, recv0 = interface_bytes(args.iface)
@@ -118,6 +133,7 @@ def main():
     if hvd.rank() == 0:
         n = hvd.size()
         result = {"model": args.model, "compression": args.compression,
+                  "pufferfish": args.pufferfish,
                   "exchange": args.exchange, "route": args.route, "ranks": n,
                   "params": int(flat.numel()), "steps": args.steps, "timed_steps": timed,
                   "step_s": float(totals[3]) / n,

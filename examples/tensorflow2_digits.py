@@ -2,6 +2,8 @@
 Huffman-coded gradients.
 
     horovodrun --gloo -np 2 python examples/tensorflow2_digits.py --compression rlh --mode keras
+    horovodrun --gloo -np 2 python examples/tensorflow2_digits.py --pufferfish --warmup-epochs 2 \
+        --compression rlh                  # Pufferfish's low-rank model, its gradients coded
 
 --mode tape:      a tf.function train step with hvd.DistributedGradientTape;
 --mode keras:     a Keras model whose custom train_step uses the tape, trained with model.fit;
@@ -22,7 +24,7 @@ import horovod.tensorflow as hvd     # noqa: E402
 
 import horovod_huffman as hh                                 # noqa: E402
 from horovod_huffman.bench.traces import digits_data         # noqa: E402
-from horovod_huffman.tensorflow import Compression           # noqa: E402
+from horovod_huffman.tensorflow import Compression, switch_to_low_rank   # noqa: E402
 
 COMPRESSIONS = ["none", "fp16"] + list(hh.ENCODERS)
 
@@ -47,6 +49,28 @@ def cnn():
     return [layers.Reshape((8, 8, 1)), layers.Conv2D(32, 3, padding="same", activation="relu"),
             layers.Conv2D(64, 3, padding="same", activation="relu"), layers.MaxPool2D(),
             layers.Flatten(), layers.Dense(128, activation="relu"), layers.Dense(10)]
+
+
+def tape_step(model, compression, loss_fn, lr):
+    """A tf.function train step of ``model`` through hvd.DistributedGradientTape, with an
+    optimizer of its own (fresh state)."""
+    opt = tf.keras.optimizers.SGD(lr, momentum=0.9)
+
+    @tf.function
+    def step(xb, yb):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(yb, model(xb, training=True))
+        tape = hvd.DistributedGradientTape(tape, compression=compression)
+        grads = tape.gradient(loss, tf_variables(model.trainable_variables))
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+    return step
+
+
+def identical(model):
+    """Whether every rank holds the same trainable variables (exactly)."""
+    flat = np.concatenate([v.numpy().reshape(-1) for v in model.trainable_variables])
+    return bool(all(np.array_equal(flat, o) for o in hvd.allgather_object(flat)))
 
 
 class TapeModel(tf.keras.Sequential):
@@ -76,8 +100,17 @@ def main():
     p.add_argument("--lr", type=float, default=0.02, help="scaled by the number of ranks")
     p.add_argument("--levels", type=int, default=8, help="QSGD levels s")
     p.add_argument("--no-error-feedback", action="store_true")
+    p.add_argument("--pufferfish", action="store_true",
+                   help="--mode tape: after --warmup-epochs of full-rank training, factorize the "
+                        "model (Pufferfish) and train the low-rank model")
+    p.add_argument("--warmup-epochs", type=int, default=2, help="Pufferfish's vanilla warm-up")
+    p.add_argument("--rank-ratio", type=float, default=0.25, help="Pufferfish's rank per output")
+    p.add_argument("--extra-bn", action="store_true",
+                   help="Pufferfish: a BatchNormalization between a convolution's two factors")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
+    if args.pufferfish and args.mode != "tape":
+        p.error("--pufferfish rebuilds the model and its train step: use --mode tape")
 
     hvd.init()
     tf.config.threading.set_intra_op_parallelism_threads(1)
@@ -101,16 +134,7 @@ def main():
         model(x[:1])
         hvd.broadcast_variables(tf_variables(model.variables), root_rank=0)
         if args.mode == "tape":
-            opt = tf.keras.optimizers.SGD(lr, momentum=0.9)
-
-            @tf.function
-            def step(xb, yb):
-                with tf.GradientTape() as tape:
-                    loss = loss_fn(yb, model(xb, training=True))
-                tape = hvd.DistributedGradientTape(tape, compression=compression)
-                grads = tape.gradient(loss, tf_variables(model.trainable_variables))
-                opt.apply_gradients(zip(grads, model.trainable_variables))
-                return loss
+            step = tape_step(model, compression, loss_fn, lr)
         else:
             opt = hvd.DistributedOptimizer(tf.compat.v1.train.MomentumOptimizer(lr, 0.9),
                                            compression=compression)
@@ -122,6 +146,21 @@ def main():
                 opt.minimize(loss, var_list=variables)
                 return loss()
 
+    full_rank_params = model.count_params()
+    switched_identical = None
+
+    def switch(model):
+        """End of the warm-up: the low-rank model and a train step with a fresh optimizer."""
+        model, report = switch_to_low_rank(model, rank_ratio=args.rank_ratio,
+                                           extra_bn=args.extra_bn)
+        if hvd.rank() == 0:
+            print(f"pufferfish: factorized {report.layers} (rank per layer), kept "
+                  f"{report.kept}: {report.params_before} -> {report.params_after} parameters "
+                  f"({report.reduction:.2f}x fewer)", flush=True)
+        return model, tape_step(model, compression, loss_fn, lr), identical(model)
+
+    if args.pufferfish and args.warmup_epochs == 0:
+        model, step, switched_identical = switch(model)
     rng = np.random.default_rng(args.seed + hvd.rank())
     t0 = time.perf_counter()
     for epoch in range(args.epochs):
@@ -142,12 +181,16 @@ def main():
                 t = compression.stats()["total"]
                 line += f", {t['bits_per_coord']:.3f} bits/coord, {t['ratio']:.1f}x smaller"
             print(line, flush=True)
-    flat = np.concatenate([v.numpy().reshape(-1) for v in model.trainable_variables])
-    same = all(np.array_equal(flat, o) for o in hvd.allgather_object(flat))
+        if args.pufferfish and epoch + 1 == args.warmup_epochs:
+            model, step, switched_identical = switch(model)
+    same = identical(model)
     if hvd.rank() == 0:
         result = {"compression": args.compression, "mode": args.mode, "ranks": hvd.size(),
-                  "test_accuracy": acc, "identical_parameters": bool(same),
-                  "seconds": time.perf_counter() - t0}
+                  "test_accuracy": acc, "identical_parameters": same,
+                  "seconds": time.perf_counter() - t0, "parameters": model.count_params(),
+                  "full_rank_parameters": full_rank_params}
+        if args.pufferfish:
+            result["identical_after_switch"] = switched_identical
         if hasattr(compression, "stats"):
             result["stats"] = compression.stats()["total"]
         print("RESULT " + json.dumps(result), flush=True)
