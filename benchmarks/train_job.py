@@ -71,10 +71,11 @@ def main():
     p.add_argument("--pufferfish", action="store_true",
                    help="train full-rank for --pufferfish-warmup steps, then the factorized model")
     p.add_argument("--pufferfish-warmup", type=int, default=None,
-                   help="full-rank steps before the switch (default: --warmup // 2; must end "
+                   help="full-rank steps before the switch (default: --warmup - 5; must end "
                         "before the timed steps)")
     args = p.parse_args()
-    switch_at = args.warmup // 2 if args.pufferfish_warmup is None else args.pufferfish_warmup
+    switch_at = max(args.warmup - 5, 0) if args.pufferfish_warmup is None else \
+        args.pufferfish_warmup
     if args.pufferfish and switch_at >= args.warmup:
         p.error("--pufferfish-warmup must end before the timed steps (--warmup)")
 

@@ -1,5 +1,11 @@
 """What the framework adapters share besides the exchange core: building a codec from user
-arguments, the ``Compression.<encoder>`` attributes, and the statistics methods."""
+arguments, which gradients skip the codec, the ``Compression.<encoder>`` attributes, and the
+statistics methods.
+
+The bfloat16 policy, the same in both adapters: Horovod 0.28's own collectives reject
+bfloat16, so a bfloat16 gradient that rides Horovod's allreduce (``sent_uncompressed``, or a
+dense route) is sent as float32 and cast back; one that is encoded is staged as float32.
+"""
 from .encoders import ENCODERS, get_encoder
 from .exchange import Codec
 from .quantizers import QSGD
@@ -11,6 +17,13 @@ def make_codec(encoder="rlh", quantizer=None, error_feedback=None, seed=None, **
     enc = get_encoder(encoder, **encoder_kwargs) if isinstance(encoder, str) else encoder
     return Codec(encoder=enc, quantizer=quantizer or QSGD(levels=8),
                  error_feedback=error_feedback, seed=seed)
+
+
+def sent_uncompressed(numel, floating, min_numel):
+    """Whether a gradient skips the codec and rides Horovod's allreduce as it is: not floating
+    point, of unknown size (``numel`` None), or fewer than ``min_numel`` (at least 1)
+    elements."""
+    return not floating or numel is None or numel < max(min_numel, 1)
 
 
 class ReadyCompressor:

@@ -99,6 +99,24 @@ def test_pufferfish_alone_and_with_rlh_matches_full_rank_accuracy(n_ranks):
     assert all(r["stats"]["ratio"] > 10 for r in runs["pufferfish+rlh"])
 
 
+def run_train_job(*options):
+    """The RESULT of benchmarks/train_job.py on 2 local ranks (bytes counted on loopback)."""
+    rc, out = horovodrun(2, "benchmarks/train_job.py", "--iface", "lo", *options, timeout=300)
+    assert rc == 0, out[-4000:]
+    return json.loads(next(l for l in out.splitlines() if "RESULT " in l).split("RESULT ", 1)[1])
+
+
+def test_pufferfish_lstm_ends_within_3_percent_of_the_full_rank_loss():
+    """The char-LSTM factorized after 10 full-rank steps (2.6x fewer parameters) ends, 60 steps
+    in, with a training loss at most 3% above the full-rank LSTM's."""
+    common = ("--model", "lstm", "--compression", "none", "--steps", 60, "--warmup", 15,
+              "--last", 10)
+    full = run_train_job(*common)
+    low = run_train_job(*common, "--pufferfish")
+    assert low["identical_parameters"] and low["params"] * 2.5 < full["params"], (low, full)
+    assert low["final_loss"] <= 1.03 * full["final_loss"], (low, full)
+
+
 def test_process_sets_reduce_over_their_members_only():
     rc, out = horovodrun(3, "tests/workers/torch_process_set.py", timeout=120)
     assert rc == 0 and "OK process set" in out, out[-4000:]

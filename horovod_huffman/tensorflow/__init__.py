@@ -25,7 +25,7 @@ from numba import cuda
 import horovod.tensorflow as hvd
 from horovod.tensorflow.compression import Compression as _HorovodCompression
 
-from ..adapters import CodecStats, add_ready_compressors, make_codec
+from ..adapters import CodecStats, add_ready_compressors, make_codec, sent_uncompressed
 from ..allreduce import Job, allgather_sum, choose, two_phase_sum
 from ..array_ops import DeviceOps, HostOps
 from ..buckets import UNFUSED_MIN_NUMEL, BucketPlan
@@ -104,7 +104,7 @@ class HuffmanCompressor(CodecStats):
 
     def compress(self, tensor):
         numel = tensor.shape.num_elements()
-        if not tensor.dtype.is_floating or numel is None or numel < max(self.min_numel, 1):
+        if sent_uncompressed(numel, tensor.dtype.is_floating, self.min_numel):
             if tensor.dtype == tf.bfloat16:
                 return tf.cast(tensor, tf.float32), tf.bfloat16
             return tensor, None

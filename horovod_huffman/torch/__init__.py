@@ -25,7 +25,7 @@ from numba import cuda
 import horovod.torch as hvd
 from horovod.torch.compression import Compression as _HorovodCompression
 
-from ..adapters import CodecStats, add_ready_compressors, make_codec
+from ..adapters import CodecStats, add_ready_compressors, make_codec, sent_uncompressed
 from ..allreduce import Job, allgather_sum, choose, two_phase_sum
 from ..array_ops import DeviceOps, HostOps
 from ..buckets import DEFAULT_BUCKET_BYTES, DEFAULT_MIN_NUMEL, BucketPlan
@@ -173,7 +173,7 @@ class HuffmanCompressor(CodecStats):
             raise ValueError("horovod-huffman cannot be used with op=hvd.Adasum: Adasum reduces "
                              "parameter deltas pairwise and needs summable tensors; use "
                              "op=hvd.Average or hvd.Sum")
-        if tensor.numel() < max(self.min_numel, 1) or not tensor.is_floating_point():
+        if sent_uncompressed(tensor.numel(), tensor.is_floating_point(), self.min_numel):
             if tensor.dtype == torch.bfloat16:
                 return tensor.float(), torch.bfloat16
             return tensor, None
@@ -270,8 +270,8 @@ class HuffmanCompressor(CodecStats):
                      if p in names]
         else:
             named = self._named
-        return [(n, p) for n, p in named if p.requires_grad and p.is_floating_point() and
-                p.numel() >= max(self.min_numel, 1)]
+        return [(n, p) for n, p in named if p.requires_grad and
+                not sent_uncompressed(p.numel(), p.is_floating_point(), self.min_numel)]
 
     def _route(self, state, bucket):
         """The route of ``bucket`` for the step its first gradient starts now: "encoded", or
