@@ -108,9 +108,7 @@ def main():
         new_opt, report = switch_to_low_rank(model, make_optimizer, rank_ratio=args.rank_ratio,
                                              extra_bn=args.extra_bn, compression=compression)
         if hvd.rank() == 0:
-            print(f"pufferfish: factorized {report.layers} (rank per layer), kept "
-                  f"{report.kept}: {report.params_before} -> {report.params_after} parameters "
-                  f"({report.reduction:.2f}x fewer)", flush=True)
+            print(f"pufferfish: {report.summary()}", flush=True)
         return new_opt, identical(model)
 
     if args.pufferfish and args.warmup_epochs == 0:

@@ -17,9 +17,47 @@ has the layers and the parameter counts of the examples' models.
 >>> bool(np.isclose(np.linalg.norm(w - u @ v), np.linalg.norm(s[12:])))
 True
 """
+from dataclasses import dataclass, field
+
 import numpy as np
 
 DEFAULT_RANK_RATIO = 0.25
+
+
+@dataclass
+class Factorization:
+    """What an adapter's ``factorize`` did: ``layers`` maps each factorized layer's name to its
+    rank; ``kept`` names the layers left full-rank; parameter counts of the whole model before
+    and after."""
+    layers: dict = field(default_factory=dict)
+    kept: list = field(default_factory=list)
+    params_before: int = 0
+    params_after: int = 0
+
+    @property
+    def reduction(self):
+        """params_before / params_after."""
+        return self.params_before / self.params_after if self.params_after else float("inf")
+
+    def summary(self):
+        """One line for a log: what was factorized at which rank, what was kept, the counts."""
+        return (f"factorized {self.layers} (rank per layer), kept {self.kept}: "
+                f"{self.params_before} -> {self.params_after} parameters "
+                f"({self.reduction:.2f}x fewer)")
+
+
+def full_rank_layers(layers, keep=None):
+    """The set of layer names that stay full-rank: ``keep``, or by default the first and last
+    of ``layers`` (the model's layers in order), as Pufferfish's hybrid networks keep them.
+    ValueError when ``keep`` names a layer that is not in ``layers``."""
+    if keep is None:
+        return {layers[0], layers[-1]} if layers else set()
+    keep = set(keep)
+    unknown = keep - set(layers)
+    if unknown:
+        raise ValueError(f"keep names no layer of the model: {sorted(unknown)} "
+                         f"(layers: {list(layers)})")
+    return keep
 
 
 def rank_for(out_width, rank_ratio=DEFAULT_RANK_RATIO):

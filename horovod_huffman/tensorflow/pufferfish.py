@@ -24,7 +24,8 @@ import numpy as np
 import keras
 import horovod.tensorflow as hvd
 
-from ..lowrank import DEFAULT_RANK_RATIO, factorizes, rank_for, split
+from ..lowrank import (DEFAULT_RANK_RATIO, Factorization, factorizes, full_rank_layers,
+                       rank_for, split)
 
 __all__ = ["LowRankDense", "LowRankConv2D", "factorize", "switch_to_low_rank"]
 
@@ -115,38 +116,20 @@ class LowRankConv2D(keras.layers.Layer):
                 "use_bias": self.use_bias, "extra_bn": self.extra_bn}
 
     @classmethod
-    def from_conv(cls, conv, rank, extra_bn=False, input_shape=None):
+    def from_conv(cls, conv, rank, extra_bn=False):
         """The factorization of a built ``Conv2D`` (channels last, groups 1): the SVD of its
         kernel as C_out x (k k C_in)."""
         kernel = conv.kernel.numpy()                           # kh x kw x C_in x C_out
         kh, kw, cin, cout = kernel.shape
         out = cls(conv.filters, conv.kernel_size, rank, conv.strides, conv.padding,
                   conv.dilation_rate, conv.activation, conv.use_bias, extra_bn, name=conv.name)
-        out.build(input_shape or (None, None, None, cin))
+        out.build((None, None, None, cin))
         u, v = split(kernel.reshape(-1, cout).T, rank)         # C_out x r, r x (kh kw C_in)
         out.first.kernel.assign(v.T.reshape(kh, kw, cin, rank).astype(kernel.dtype))
         out.second.kernel.assign(u.T.reshape(1, 1, rank, cout).astype(kernel.dtype))
         if conv.use_bias:
             out.second.bias.assign(conv.bias.numpy())
         return out
-
-
-class Factorization:
-    """What ``factorize`` did: ``layers`` maps each factorized layer's name to its rank, ``kept``
-    names the layers left full-rank; parameter counts of the model before and after."""
-
-    def __init__(self, layers, kept, params_before, params_after):
-        self.layers, self.kept = layers, kept
-        self.params_before, self.params_after = params_before, params_after
-
-    @property
-    def reduction(self):
-        """params_before / params_after."""
-        return self.params_before / self.params_after if self.params_after else float("inf")
-
-    def __repr__(self):
-        return (f"Factorization(layers={self.layers}, kept={self.kept}, "
-                f"params_before={self.params_before}, params_after={self.params_after})")
 
 
 def _low_rank(layer, rank_ratio, extra_bn):
@@ -161,17 +144,8 @@ def _low_rank(layer, rank_ratio, extra_bn):
         kh, kw, cin, cout = layer.kernel.shape
         rank = rank_for(cout, rank_ratio)
         if factorizes(cout, kh * kw * cin, rank):
-            return LowRankConv2D.from_conv(layer, rank, extra_bn, layer.input.shape
-                                           if _has_input(layer) else None), rank
+            return LowRankConv2D.from_conv(layer, rank, extra_bn), rank
     return None, None
-
-
-def _has_input(layer):
-    try:
-        layer.input
-        return True
-    except (AttributeError, ValueError):
-        return False
 
 
 def factorize(model, rank_ratio=DEFAULT_RANK_RATIO, keep=None, extra_bn=False):
@@ -185,14 +159,7 @@ def factorize(model, rank_ratio=DEFAULT_RANK_RATIO, keep=None, extra_bn=False):
     if not model.built:
         raise ValueError("build the model first (call it on a batch) so its weights exist")
     names = [layer.name for layer in model.layers if isinstance(layer, _LAYERS)]
-    if keep is None:
-        keep = {names[0], names[-1]} if names else set()
-    else:
-        keep = set(keep)
-        unknown = keep - set(names)
-        if unknown:
-            raise ValueError(f"keep names no layer of the model: {sorted(unknown)} "
-                             f"(layers: {names})")
+    keep = full_rank_layers(names, keep)
     replaced, layers, kept = {}, {}, []
     for layer in model.layers:
         if layer.name not in names:
@@ -204,7 +171,8 @@ def factorize(model, rank_ratio=DEFAULT_RANK_RATIO, keep=None, extra_bn=False):
             replaced[layer.name], layers[layer.name] = new, rank
     new_model = keras.models.clone_model(
         model, clone_function=lambda layer: replaced.get(layer.name, layer))
-    return new_model, Factorization(layers, kept, model.count_params(), new_model.count_params())
+    return new_model, Factorization(layers, kept, model.count_params(),
+                                    new_model.count_params())
 
 
 def _is_functional(model):

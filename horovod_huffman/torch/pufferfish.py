@@ -23,8 +23,6 @@ A layer whose factors would not be smaller stays full-rank. ``switch_to_low_rank
 vanilla warm-up under Horovod: it factorizes the trained model, makes every rank's copy equal and
 returns a new ``hvd.DistributedOptimizer`` with fresh state.
 """
-from dataclasses import dataclass, field
-
 import numpy as np
 import torch
 from torch import nn
@@ -32,7 +30,8 @@ from torch.func import functional_call
 
 import horovod.torch as hvd
 
-from ..lowrank import DEFAULT_RANK_RATIO, factorizes, rank_for, split
+from ..lowrank import (DEFAULT_RANK_RATIO, Factorization, factorizes, full_rank_layers,
+                       rank_for, split)
 
 __all__ = ["LowRankLinear", "LowRankConv2d", "LowRankLSTM", "Factorization", "factorize",
            "switch_to_low_rank"]
@@ -164,22 +163,6 @@ class LowRankLSTM(nn.Module):
         return out
 
 
-@dataclass
-class Factorization:
-    """What ``factorize`` did: ``layers`` maps each factorized module's name to its rank;
-    ``kept`` names the layers left full-rank; parameter counts of the whole model before and
-    after."""
-    layers: dict = field(default_factory=dict)
-    kept: list = field(default_factory=list)
-    params_before: int = 0
-    params_after: int = 0
-
-    @property
-    def reduction(self):
-        """params_before / params_after."""
-        return self.params_before / self.params_after if self.params_after else float("inf")
-
-
 def _params(model):
     return sum(p.numel() for p in model.parameters())
 
@@ -211,14 +194,7 @@ def factorize(model, rank_ratio=DEFAULT_RANK_RATIO, keep=None, extra_bn=False):
     ``Factorization``. Units: rank_ratio is the rank per output unit (channel, feature or
     hidden unit)."""
     layers = [name for name, m in model.named_modules() if isinstance(m, _LAYERS)]
-    if keep is None:
-        keep = {layers[0], layers[-1]} if layers else set()
-    else:
-        keep = set(keep)
-        unknown = keep - set(layers)
-        if unknown:
-            raise ValueError(f"keep names no layer of the model: {sorted(unknown)} "
-                             f"(layers: {layers})")
+    keep = full_rank_layers(layers, keep)
     report = Factorization(params_before=_params(model))
     for name in layers:
         if name in keep:
