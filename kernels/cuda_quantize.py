@@ -4,9 +4,9 @@ READ ME FIRST
 1. Same counter-based randomness as the CPU (``uniform(seed, i)``: SplitMix64 of the index), so
    a tensor quantizes to the same levels on either device.
 2. Exactness needs the same float64 operations in the same order: a bucket's sum of squares is
-   one thread's sequential loop, and products go through ``dmul_rn``, which the compiler never
-   fuses with a following add into an FMA (a fused multiply-add rounds once, not twice, and
-   would change the sum); ``fmul_rn`` likewise in float32. The simulator's libdevice lacks
+   one thread's loop in squares.py's order, and products go through ``dmul_rn``, which the
+   compiler never fuses with a following add into an FMA (a fused multiply-add rounds once,
+   not twice, and would change the sum); ``fmul_rn`` likewise in float32. The simulator's libdevice lacks
    them, so there a plain product stands in.
 3. Two kernels per quantizer: one thread per bucket for the scale, then one per element.
 Units: buckets count elements; scales are float32, as on the CPU.
@@ -17,6 +17,7 @@ from numba import config, cuda, float32, float64, int64
 
 from .cuda_bits import BLOCK
 from .quantize import splitmix_uniform, clipped_max_norm
+from .squares import LANES
 
 if config.ENABLE_CUDASIM:
     @cuda.jit(device=True)
@@ -42,6 +43,26 @@ uniform = cuda.jit(device=True, inline=True)(splitmix_uniform)     # quantize.un
 bucket_max_norm = cuda.jit(device=True, inline=True)(clipped_max_norm)     # quantize.max_norm
 
 
+@cuda.jit(device=True, inline=True)
+def sum_squares(x, start, stop):
+    """squares.sum_squares on the device, in the same order (squares.py's note): LANES lane
+    sums, a fixed tree over them, then the tail element by element."""
+    lane = cuda.local.array(LANES, float64)
+    for k in range(LANES):
+        lane[k] = 0.0
+    rows = (stop - start) // LANES
+    for r in range(rows):
+        for k in range(LANES):
+            v = float64(x[start + LANES * r + k])
+            lane[k] += mul_rn(v, v)
+    total = ((lane[0] + lane[4]) + (lane[2] + lane[6])) + \
+        ((lane[1] + lane[5]) + (lane[3] + lane[7]))
+    for i in range(start + rows * LANES, stop):
+        v = float64(x[i])
+        total += mul_rn(v, v)
+    return total
+
+
 @cuda.jit
 def qsgd_scales(x, s, bucket, scales, inv):
     """Per bucket: scales = norm / s (float32; NaN for a non-finite norm, 0 for a zero one) and
@@ -50,11 +71,7 @@ def qsgd_scales(x, s, bucket, scales, inv):
     if b >= scales.shape[0]:
         return
     start = int64(b) * bucket
-    sq = 0.0
-    for i in range(start, min(start + bucket, x.shape[0])):
-        v = float64(x[i])
-        sq += mul_rn(v, v)
-    norm = math.sqrt(sq)
+    norm = math.sqrt(sum_squares(x, start, min(start + bucket, x.shape[0])))
     if not math.isfinite(norm) or norm == 0.0:
         scales[b] = math.nan if not math.isfinite(norm) else 0.0
         inv[b] = 0.0

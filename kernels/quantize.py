@@ -14,6 +14,8 @@ import math
 import numpy as np
 from numba import njit, uint64, float64
 
+from .squares import sum_squares
+
 _GOLDEN = uint64(0x9E3779B97F4A7C15)       # 2**64 / golden ratio: SplitMix64's increment
 _MIX1 = uint64(0xBF58476D1CE4E5B9)          # SplitMix64 finalizer constants (Vigna)
 _MIX2 = uint64(0x94D049BB133111EB)
@@ -55,15 +57,13 @@ max_norm = njit(cache=True, inline="always")(clipped_max_norm)
 
 @njit(cache=True, nogil=True)
 def qsgd(x, s, bucket, seed, levels, scales):
-    """QSGD: per bucket L2 norm; level = sign(x) * stochastic_round(|x| / norm * s)."""
+    """QSGD: per bucket L2 norm (its squares summed in squares.py's order); level = sign(x) *
+    stochastic_round(|x| / norm * s)."""
     n = x.shape[0]
     for b in range(scales.shape[0]):
         start = b * bucket
         stop = min(start + bucket, n)
-        sq = 0.0
-        for i in range(start, stop):
-            sq += float64(x[i]) * float64(x[i])
-        norm = math.sqrt(sq)
+        norm = math.sqrt(sum_squares(x, start, stop))
         if not math.isfinite(norm) or norm == 0.0:
             scales[b] = np.nan if not math.isfinite(norm) else 0.0
             for i in range(start, stop):

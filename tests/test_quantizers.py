@@ -2,8 +2,10 @@
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
+from numba import njit
 
 import horovod_huffman as hh
+from horovod_huffman.kernels.squares import LANES, sum_squares
 
 FLOATS = [np.float16, np.float32, np.float64]
 
@@ -70,3 +72,33 @@ def test_bfloat16_travels_as_float32_values():
     g = np.random.default_rng(0).standard_normal(100).astype(ml_dtypes.bfloat16)
     out = hh.dequantize(hh.unpack(hh.pack(hh.QSGD(seed=0).quantize(g))))
     assert out.dtype == ml_dtypes.bfloat16
+
+
+@njit
+def _sum_squares(x, start, stop):
+    return sum_squares(x, start, stop)
+
+
+def _sum_squares_in_order(x):
+    """kernels/squares.py's order spelled out in Python floats (float64 arithmetic)."""
+    rows = len(x) // LANES
+    lane = [0.0] * LANES
+    for r in range(rows):
+        for k in range(LANES):
+            v = float(x[LANES * r + k])
+            lane[k] += v * v
+    total = ((lane[0] + lane[4]) + (lane[2] + lane[6])) + \
+        ((lane[1] + lane[5]) + (lane[3] + lane[7]))
+    for v in x[rows * LANES:]:
+        total += float(v) * float(v)
+    return total
+
+
+@given(st.integers(0, 200), st.integers(0, 20), st.sampled_from([np.float32, np.float64]),
+       st.integers(0, 2**32 - 1))
+def test_bucket_sum_of_squares_takes_its_documented_order(n, start, dtype, seed):
+    """The vector lanes, the lane tree and the tail of squares.py, exactly (the CUDA kernel
+    repeats this order; test_gpu compares the two)."""
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(start + n) * 10.0 ** rng.integers(-8, 8, start + n)).astype(dtype)
+    assert _sum_squares(x, start, start + n) == _sum_squares_in_order(x[start:])

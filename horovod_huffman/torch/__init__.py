@@ -233,7 +233,7 @@ class HuffmanCompressor(CodecStats):
         out = torch.as_tensor(part, device=ctx.device) if ctx.device.type == "cuda" else \
             torch.from_numpy(part)
         if scale != 1.0:
-            out = out * scale
+            out.mul_(scale)        # the exchange's sum is this step's own array: no copy
         return out.reshape(ctx.shape).to(device=ctx.device, dtype=ctx.dtype)
 
     @property
