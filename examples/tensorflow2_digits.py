@@ -1,13 +1,20 @@
 """Data-parallel training of a small CNN on scikit-learn's digits with TensorFlow and
 Huffman-coded gradients.
 
-    horovodrun --gloo -np 2 python examples/tensorflow2_digits.py --compression rlh --mode keras
+    horovodrun --gloo -np 2 python examples/tensorflow2_digits.py --compression rlh --mode fit
+    TF_USE_LEGACY_KERAS=1 horovodrun --gloo -np 2 python examples/tensorflow2_digits.py \
+        --compression rlh --mode fit       # the same through legacy Keras (tf-keras)
     horovodrun --gloo -np 2 python examples/tensorflow2_digits.py --pufferfish --warmup-epochs 2 \
         --compression rlh                  # Pufferfish's low-rank model, its gradients coded
 
---mode tape:      a tf.function train step with hvd.DistributedGradientTape;
+--mode tape:      a tf.function train step with DistributedGradientTape (Horovod's, taking
+                  Keras 3 variables: horovod_huffman.tensorflow.DistributedGradientTape);
 --mode keras:     a Keras model whose custom train_step uses the tape, trained with model.fit;
---mode optimizer: hvd.DistributedOptimizer around a tf.compat.v1 optimizer.
+--mode optimizer: hvd.DistributedOptimizer around a tf.compat.v1 optimizer;
+--mode fit:       model.compile/model.fit with Horovod's Keras API (a DistributedOptimizer and
+                  the broadcast and metric-average callbacks): horovod_huffman.tensorflow.keras
+                  under Keras 3, horovod.tensorflow.keras under legacy Keras
+                  (TF_USE_LEGACY_KERAS=1, tf-keras installed).
 Rank 0 prints per-epoch loss, test accuracy and compression statistics, then a JSON line
 (``RESULT {...}``) that the tests read.
 """
@@ -24,7 +31,10 @@ import horovod.tensorflow as hvd     # noqa: E402
 
 import horovod_huffman as hh                                 # noqa: E402
 from horovod_huffman.bench.traces import digits_data         # noqa: E402
-from horovod_huffman.tensorflow import Compression, switch_to_low_rank   # noqa: E402
+from horovod_huffman.tensorflow import (Compression, DistributedGradientTape,   # noqa: E402
+                                        switch_to_low_rank, tf_variables)
+
+LEGACY_KERAS = os.environ.get("TF_USE_LEGACY_KERAS", "0").lower() in ("1", "true", "yes")
 
 COMPRESSIONS = ["none", "fp16"] + list(hh.ENCODERS)
 
@@ -37,11 +47,15 @@ def make_compression(name, args):
                              seed=args.seed * 65536 + hvd.rank())
 
 
-def tf_variables(variables):
-    """The tf.Variables behind Keras variables: Keras 3 wraps them, and Horovod's
-    broadcast_variables, DistributedGradientTape (which calls ``.ref()``) and tf.compat.v1
-    optimizers need the tf.Variables themselves."""
-    return [getattr(v, "value", v) for v in variables]
+def keras_horovod():
+    """Horovod's Keras API for the Keras in use: ours for Keras 3, Horovod's own for legacy
+    Keras (with the one line that points it at tf-keras)."""
+    if LEGACY_KERAS:
+        import horovod_huffman.tensorflow.legacy_keras   # noqa: F401  (before Horovod's module)
+        import horovod.tensorflow.keras as hvd_keras
+    else:
+        import horovod_huffman.tensorflow.keras as hvd_keras
+    return hvd_keras
 
 
 def cnn():
@@ -52,7 +66,7 @@ def cnn():
 
 
 def tape_step(model, compression, loss_fn, lr):
-    """A tf.function train step of ``model`` through hvd.DistributedGradientTape, with an
+    """A tf.function train step of ``model`` through DistributedGradientTape, with an
     optimizer of its own (fresh state)."""
     opt = tf.keras.optimizers.SGD(lr, momentum=0.9)
 
@@ -60,8 +74,8 @@ def tape_step(model, compression, loss_fn, lr):
     def step(xb, yb):
         with tf.GradientTape() as tape:
             loss = loss_fn(yb, model(xb, training=True))
-        tape = hvd.DistributedGradientTape(tape, compression=compression)
-        grads = tape.gradient(loss, tf_variables(model.trainable_variables))
+        tape = DistributedGradientTape(tape, compression=compression)
+        grads = tape.gradient(loss, model.trainable_variables)
         opt.apply_gradients(zip(grads, model.trainable_variables))
         return loss
     return step
@@ -74,7 +88,7 @@ def identical(model):
 
 
 class TapeModel(tf.keras.Sequential):
-    """A Keras model whose train_step reduces gradients with hvd.DistributedGradientTape."""
+    """A Keras model whose train_step reduces gradients with DistributedGradientTape."""
 
     def __init__(self, compression, loss_fn, **kwargs):
         super().__init__(cnn(), **kwargs)
@@ -85,8 +99,8 @@ class TapeModel(tf.keras.Sequential):
         x, y = data
         with tf.GradientTape() as tape:
             loss = self.loss_fn(y, self(x, training=True))
-        tape = hvd.DistributedGradientTape(tape, compression=self.compression)
-        grads = tape.gradient(loss, tf_variables(self.trainable_variables))
+        tape = DistributedGradientTape(tape, compression=self.compression)
+        grads = tape.gradient(loss, self.trainable_variables)
         self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
         return {"loss": loss}
 
@@ -94,7 +108,7 @@ class TapeModel(tf.keras.Sequential):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--compression", default="rlh", choices=COMPRESSIONS)
-    p.add_argument("--mode", default="tape", choices=["tape", "keras", "optimizer"])
+    p.add_argument("--mode", default="tape", choices=["tape", "keras", "optimizer", "fit"])
     p.add_argument("--epochs", type=int, default=8)
     p.add_argument("--batch-size", type=int, default=32, help="per rank")
     p.add_argument("--lr", type=float, default=0.02, help="scaled by the number of ranks")
@@ -124,7 +138,17 @@ def main():
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     lr = args.lr * hvd.size()
 
-    if args.mode == "keras":
+    callbacks = []
+    if args.mode == "fit":
+        hvd_keras = keras_horovod()
+        model = tf.keras.Sequential(cnn())
+        model(x[:1])
+        opt = hvd_keras.DistributedOptimizer(tf.keras.optimizers.SGD(lr, momentum=0.9),
+                                             compression=compression)
+        model.compile(optimizer=opt, loss=loss_fn)
+        callbacks = [hvd_keras.callbacks.BroadcastGlobalVariablesCallback(0),
+                     hvd_keras.callbacks.MetricAverageCallback()]
+    elif args.mode == "keras":
         model = TapeModel(compression, loss_fn)
         model.compile(optimizer=tf.keras.optimizers.SGD(lr, momentum=0.9), loss=loss_fn)
         model(x[:1])
@@ -163,9 +187,9 @@ def main():
     t0 = time.perf_counter()
     for epoch in range(args.epochs):
         order = rng.permutation(len(y))
-        if args.mode == "keras":
+        if args.mode in ("keras", "fit"):
             hist = model.fit(x[order], y[order], batch_size=args.batch_size, epochs=1,
-                             shuffle=False, verbose=0)
+                             shuffle=False, verbose=0, callbacks=callbacks)
             train_loss = float(hist.history["loss"][-1])
         else:
             losses = [float(step(x[order[s:s + args.batch_size]], y[order[s:s + args.batch_size]]))

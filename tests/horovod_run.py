@@ -29,18 +29,21 @@ def mpi_missing():
     return None
 
 
-def horovodrun(n_ranks, script, *args, timeout=600, controller="gloo"):
-    """(returncode, combined output) of ``python script args`` on ``n_ranks`` local ranks."""
+def horovodrun(n_ranks, script, *args, timeout=600, controller="gloo", env=None):
+    """(returncode, combined output) of ``python script args`` on ``n_ranks`` local ranks;
+    ``env``: variables added to this process's environment."""
     runner = tool("horovodrun")
     if runner is None:
         pytest.skip("horovodrun not installed (scripts/install_horovod.sh)")
     if controller != "gloo" and mpi_missing():
         pytest.skip(mpi_missing())
-    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
+    extra = dict(env or {})
+    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1", **extra)
     command = [sys.executable, os.path.join(ROOT, script), *map(str, args)]
     if controller == "mpirun":
         launch = [tool("mpirun"), "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
                   "-np", str(n_ranks), "-x", "PYTHONPATH", "-x", "OMP_NUM_THREADS", "-x", "PATH"]
+        launch += [item for name in extra for item in ("-x", name)]
     else:
         launch = [runner, f"--{controller}", "-np", str(n_ranks)]
     proc = subprocess.run(launch + command, env=env, cwd=ROOT, capture_output=True, text=True,

@@ -19,10 +19,10 @@ def test_every_rank_gets_the_exact_reduction_of_all_round_trips(n_ranks, modes):
     assert rc == 0 and "OK" in out, out[-4000:]
 
 
-def run_example(compression, mode, seed, epochs=8, *options):
+def run_example(compression, mode, seed, epochs=8, *options, env=None):
     rc, out = horovodrun(2, "examples/tensorflow2_digits.py", "--compression", compression,
                          "--mode", mode, "--epochs", epochs, "--seed", seed, *options,
-                         timeout=600)
+                         timeout=600, env=env)
     assert rc == 0, out[-4000:]
     return json.loads(next(l for l in out.splitlines() if "RESULT " in l).split("RESULT ", 1)[1])
 
@@ -30,11 +30,20 @@ def run_example(compression, mode, seed, epochs=8, *options):
 SEEDS = (0, 1, 2)
 
 
-@pytest.mark.parametrize("mode", ["tape", "keras", "optimizer"])
-def test_training_matches_uncompressed_accuracy(mode):
+# The Keras routes: Keras 3 (horovod_huffman.tensorflow.keras) and legacy tf-keras (Horovod's
+# own horovod.tensorflow.keras, through horovod_huffman.tensorflow.legacy_keras).
+KERAS = {"keras3": {"TF_USE_LEGACY_KERAS": "0"}, "legacy": {"TF_USE_LEGACY_KERAS": "1"}}
+
+
+@pytest.mark.parametrize("mode,keras", [("tape", "keras3"), ("keras", "keras3"),
+                                        ("optimizer", "keras3"), ("fit", "keras3"),
+                                        ("fit", "legacy")])
+def test_training_matches_uncompressed_accuracy(mode, keras):
     """Mean test accuracy over three seeds within 2 points of uncompressed training: single runs
-    of this small problem differ by up to 3 points from seed to seed either way."""
-    runs = {c: [run_example(c, mode, seed) for seed in SEEDS] for c in ("none", "rlh")}
+    of this small problem differ by up to 3 points from seed to seed either way. ``fit``:
+    model.fit with Horovod's Keras DistributedOptimizer and callbacks on each Keras route."""
+    runs = {c: [run_example(c, mode, seed, env=KERAS[keras]) for seed in SEEDS]
+            for c in ("none", "rlh")}
     assert all(r["identical_parameters"] for rs in runs.values() for r in rs)
     mean = {c: sum(r["test_accuracy"] for r in rs) / len(rs) for c, rs in runs.items()}
     assert mean["rlh"] >= mean["none"] - 0.02, mean
@@ -51,6 +60,22 @@ def test_pufferfish_alone_and_with_rlh_matches_full_rank_accuracy():
                                                ("pufferfish", "none", puffer),
                                                ("pufferfish+rlh", "rlh", puffer))}
     assert_pufferfish_matches_full_rank(runs)
+
+
+@pytest.mark.parametrize("keras,n_ranks,exchange", [("keras3", 2, "auto"), ("legacy", 2, "auto"),
+                                                    ("keras3", 3, "two_phase")])
+def test_keras_fit_reduces_exactly_and_its_callbacks_agree(keras, n_ranks, exchange):
+    """model.fit on each Keras route: one SGD step gives w - lr * (mean of the ranks' decoded
+    gradients) on every rank; the broadcast callback makes ranks that start apart identical;
+    the metric-average callback gives every rank the mean of the ranks' metrics."""
+    rc, out = horovodrun(n_ranks, "tests/workers/tf_fit.py", f"exchange={exchange}",
+                         env=KERAS[keras])
+    assert rc == 0 and "OK" in out, out[-4000:]
+
+
+def test_horovod_keras_optimizer_refuses_keras_3_instead_of_training_unreduced():
+    rc, out = python_run("tests/workers/tf_refusal.py", timeout=300)
+    assert rc == 0 and "OK" in out, out[-4000:]
 
 
 def test_torch_and_tensorflow_adapters_send_the_same_bytes():

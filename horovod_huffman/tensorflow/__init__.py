@@ -33,8 +33,8 @@ from ..device import SIMULATED, cuda_usable
 from ..dlpack import from_dlpack, to_dlpack
 from ..exchange import placeholder_values, reduction_scale
 
-__all__ = ["Compression", "HuffmanCompressor", "LowRankDense", "LowRankConv2D", "factorize",
-           "switch_to_low_rank"]
+__all__ = ["Compression", "HuffmanCompressor", "DistributedGradientTape", "tf_variables",
+           "LowRankDense", "LowRankConv2D", "factorize", "switch_to_low_rank"]
 
 DEFAULT_MIN_NUMEL = UNFUSED_MIN_NUMEL
 
@@ -245,6 +245,15 @@ class Compression:
         return HuffmanCompressor(codec, min_numel=min_numel, process_set=process_set,
                                  exchange=exchange)
 
+
+# Horovod's tape taking Keras 3 variables (tape.py); the tf.Variables behind Keras variables.
+from .tape import DistributedGradientTape  # noqa: E402
+from .variables import tf_variables  # noqa: E402
+
+# Horovod's Keras DistributedOptimizer around a Keras 3 optimizer raises instead of training
+# unreduced (refusals.py); horovod_huffman.tensorflow.keras is the Keras 3 route.
+from .refusals import refuse_keras_3  # noqa: E402
+refuse_keras_3()
 
 # Pufferfish: low-rank, pre-factorized Keras models (pufferfish.py).
 from .pufferfish import LowRankConv2D, LowRankDense, factorize, switch_to_low_rank  # noqa: E402,F401
