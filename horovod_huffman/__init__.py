@@ -3,7 +3,7 @@
 >>> import numpy as np, horovod_huffman as hh
 >>> levels = np.array([0, 0, 1, 0, -2, 0, 0, 0], dtype=np.int8)
 >>> buf = hh.get_encoder("rlh").encode(levels)
->>> (hh.decode(buf) == levels).all()
+>>> bool((hh.decode(buf) == levels).all())
 True
 """
 from .errors import DecodeError

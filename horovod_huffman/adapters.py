@@ -6,7 +6,7 @@ The bfloat16 policy, the same in both adapters: Horovod 0.28's own collectives r
 bfloat16, so a bfloat16 gradient that rides Horovod's allreduce (``sent_uncompressed``, or a
 dense route) is sent as float32 and cast back; one that is encoded is staged as float32.
 """
-from .encoders import ENCODERS, get_encoder
+from .encoders import get_encoder
 from .exchange import Codec
 from .quantizers import QSGD
 
@@ -37,11 +37,22 @@ class ReadyCompressor:
         return owner.build(encoder=self.encoder)
 
 
-def add_ready_compressors(compression_class):
-    """Give a ``Compression`` namespace one ready compressor per encoder name."""
-    for name in ENCODERS:
-        setattr(compression_class, name, ReadyCompressor(name))
-    return compression_class
+class ReadyCompressors:
+    """Base of both adapters' ``Compression`` namespaces: one ready compressor per encoder in
+    ``ENCODERS`` (QSGD s = 8 followed by that encoder), written out so that editors and type
+    checkers see them; tests/test_adapters.py checks the list against ENCODERS. A subclass
+    provides ``build(encoder=...)``."""
+    huffman = ReadyCompressor("huffman")
+    rlh = ReadyCompressor("rlh")
+    sh = ReadyCompressor("sh")
+    shs = ReadyCompressor("shs")
+    elias_gamma = ReadyCompressor("elias_gamma")
+    elias_delta = ReadyCompressor("elias_delta")
+    elias_omega = ReadyCompressor("elias_omega")
+    elias_rle = ReadyCompressor("elias_rle")
+    qsgd_elias = ReadyCompressor("qsgd_elias")
+    raw = ReadyCompressor("raw")
+    auto = ReadyCompressor("auto")
 
 
 class CodecStats:

@@ -11,3 +11,9 @@ from hypothesis import settings  # noqa: E402
 settings.register_profile("ci", max_examples=150, deadline=None, derandomize=True)
 settings.register_profile("dev", max_examples=40, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "horovod: runs jobs under real Horovod (horovodrun, mpirun, "
+                            "network namespaces); `pytest -m \"not horovod\"` runs the rest, "
+                            "in a few minutes")

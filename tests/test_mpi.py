@@ -8,6 +8,9 @@ from horovod_run import horovodrun
 
 pytest.importorskip("horovod.torch", exc_type=ImportError)
 
+# Multi-rank jobs under real Horovod: `pytest -m "not horovod"` leaves them out.
+pytestmark = pytest.mark.horovod
+
 MPI_CONTROLLERS = ["mpi", "mpirun"]
 
 

@@ -8,6 +8,9 @@ from pufferfish_runs import assert_pufferfish_matches_full_rank
 
 pytest.importorskip("horovod.tensorflow", exc_type=ImportError)
 
+# Multi-rank jobs under real Horovod: `pytest -m "not horovod"` leaves them out.
+pytestmark = pytest.mark.horovod
+
 
 @pytest.mark.parametrize("n_ranks,modes", [
     (2, "tape eager"), (2, "optimizer sum"),

@@ -9,6 +9,9 @@ from pufferfish_runs import assert_pufferfish_matches_full_rank
 
 pytest.importorskip("horovod.torch", exc_type=ImportError)
 
+# Multi-rank jobs under real Horovod: `pytest -m "not horovod"` leaves them out.
+pytestmark = pytest.mark.horovod
+
 
 @pytest.mark.parametrize("n_ranks,dtype,exchange,variants", [
     (2, "float32", "allgather", "plain groups bpps2 predivide sum sparse_as_dense"),

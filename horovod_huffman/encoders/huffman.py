@@ -67,7 +67,7 @@ class Huffman(Encoder):
 
     >>> import numpy as np, horovod_huffman as hh
     >>> x = np.array([0, 0, 0, 1, -1, 0, 2], dtype=np.int8)
-    >>> (hh.decode(hh.get_encoder("huffman").encode(x)) == x).all()
+    >>> bool((hh.decode(hh.get_encoder("huffman").encode(x)) == x).all())
     True
     """
     name = "huffman"

@@ -44,7 +44,7 @@ class RLH(Encoder):
 
     >>> import numpy as np, horovod_huffman as hh
     >>> x = np.zeros(1000, dtype=np.int8); x[::100] = 3
-    >>> (hh.decode(hh.get_encoder("rlh").encode(x)) == x).all()
+    >>> bool((hh.decode(hh.get_encoder("rlh").encode(x)) == x).all())
     True
     """
     name = "rlh"

@@ -25,7 +25,7 @@ from numba import cuda
 import horovod.tensorflow as hvd
 from horovod.tensorflow.compression import Compression as _HorovodCompression
 
-from ..adapters import CodecStats, add_ready_compressors, make_codec, sent_uncompressed
+from ..adapters import CodecStats, ReadyCompressors, make_codec, sent_uncompressed
 from ..allreduce import Job, allgather_sum, choose, two_phase_sum
 from ..array_ops import DeviceOps, HostOps
 from ..buckets import UNFUSED_MIN_NUMEL, BucketPlan
@@ -223,8 +223,7 @@ def _gpu_stream():
     return cuda.stream()
 
 
-@add_ready_compressors
-class Compression:
+class Compression(ReadyCompressors):
     """Compressors for ``hvd.DistributedGradientTape``/``hvd.DistributedOptimizer``.
 
     ``Compression.none`` and ``Compression.fp16`` are Horovod's; ``Compression.<encoder>`` for

@@ -1,6 +1,6 @@
 """``DistributedGradientTape`` with Horovod's signature that also takes Keras 3 variables.
 
->>> import horovod_huffman.tensorflow as hh_tf                       # doctest: +SKIP
+>>> import horovod_huffman.tensorflow as hh_tf
 >>> with tf.GradientTape() as tape:
 ...     loss = loss_fn(y, model(x, training=True))                  # doctest: +SKIP
 >>> tape = hh_tf.DistributedGradientTape(tape, compression=hh_tf.Compression.rlh)  # doctest: +SKIP

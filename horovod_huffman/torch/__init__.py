@@ -25,7 +25,7 @@ from numba import cuda
 import horovod.torch as hvd
 from horovod.torch.compression import Compression as _HorovodCompression
 
-from ..adapters import CodecStats, add_ready_compressors, make_codec, sent_uncompressed
+from ..adapters import CodecStats, ReadyCompressors, make_codec, sent_uncompressed
 from ..allreduce import Job, allgather_sum, choose, two_phase_sum
 from ..array_ops import DeviceOps, HostOps
 from ..buckets import DEFAULT_BUCKET_BYTES, DEFAULT_MIN_NUMEL, BucketPlan
@@ -398,8 +398,7 @@ def _exchange(codec, state, bucket, staging, raw_bytes):
     return total
 
 
-@add_ready_compressors
-class Compression:
+class Compression(ReadyCompressors):
     """Compressors for ``hvd.DistributedOptimizer(compression=...)``.
 
     ``Compression.none`` and ``Compression.fp16`` are Horovod's; ``Compression.<encoder>`` for
