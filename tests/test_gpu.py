@@ -19,15 +19,15 @@ pytestmark = [
 
 from numba import cuda  # noqa: E402  (after the skip: importing is fine, using needs a device)
 
-DEVICE_ENCODERS = ["huffman", "sh", "rlh", "shs", "raw"]
+DEVICE_ENCODERS = list(hh.encoders.ON_DEVICE)
 CHUNK = 64 if SIMULATED else 4096      # levels per chunk: several chunks in every test input
 N = 300 if SIMULATED else 100_000
 
 
 def encoder(name, **kw):
-    if name in ("sh", "shs"):
+    if name in hh.encoders.SEEDED:
         kw["seed"] = 0
-    if name in ("huffman", "sh", "rlh", "shs"):
+    if name in hh.encoders.CHUNKED:
         kw.setdefault("chunk_levels", CHUNK)
     return hh.get_encoder(name, **kw)
 

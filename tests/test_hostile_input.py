@@ -18,7 +18,7 @@ NAMES = [n for n in hh.ENCODERS if n != "auto"]
 
 def encoder(name, **kw):
     """A deterministic encoder (sampling encoders get a fixed seed)."""
-    return hh.get_encoder(name, seed=0, **kw) if name in ("sh", "shs") else \
+    return hh.get_encoder(name, seed=0, **kw) if name in hh.encoders.SEEDED else \
         hh.get_encoder(name, **kw)
 
 
@@ -66,7 +66,7 @@ def test_bit_flips_are_caught_by_the_checksum(name):
 @given(data=st.data())
 def test_resealed_mutations_never_crash_or_overallocate(name, data):
     x = data.draw(level_arrays(max_size=500))
-    chunked = name in ("huffman", "sh", "rlh", "shs") and data.draw(st.booleans())
+    chunked = name in hh.encoders.CHUNKED and data.draw(st.booleans())
     kw = {"chunk_levels": data.draw(st.integers(1, 64))} if chunked else {}
     buf = bytearray(encoder(name, **kw).encode(x))
     for _ in range(data.draw(st.integers(1, 8))):

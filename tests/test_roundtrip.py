@@ -7,8 +7,7 @@ import horovod_huffman as hh
 from strategies import level_arrays
 
 NAMES = list(hh.ENCODERS)
-# Encoders whose payload is cut into independently decodable chunks (``chunk_levels``).
-CHUNKED = ["huffman", "sh", "rlh", "shs"]
+CHUNKED = list(hh.encoders.CHUNKED)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -1,4 +1,6 @@
 """Every encoder by name, and ``decode`` for any of their streams."""
+import inspect
+
 import numpy as np
 from numba import cuda
 
@@ -23,6 +25,16 @@ _BY_ID = {cls.encoder_id: cls for cls in _STREAM_ENCODERS}
 
 ENCODERS = tuple(_BY_NAME)
 """Names accepted by ``get_encoder``."""
+
+CHUNKED = tuple(name for name, cls in _BY_NAME.items()
+                if "chunk_levels" in inspect.signature(cls).parameters)
+"""Encoders whose payload is cut into independently decodable chunks (``chunk_levels``)."""
+
+SEEDED = tuple(name for name, cls in _BY_NAME.items() if "seed" in inspect.signature(cls).parameters)
+"""Encoders that sample the levels (``seed`` fixes the sample, and so the stream)."""
+
+ON_DEVICE = tuple(name for name, cls in _BY_NAME.items() if getattr(cls, "on_device", False))
+"""Encoders whose streams decode on the GPU itself (the others decode on the host and copy)."""
 
 
 def get_encoder(name, **kwargs):

@@ -22,13 +22,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
 import horovod_huffman as hh  # noqa: E402
 
 SETS = ("s8", "s127", "ternary")
-# sh and shs build their code from a random sample of the levels: a fixed seed (NumPy's PCG64
-# stream, NumPy pinned in docker/versions.env) makes their streams reproducible.
-ENCODER_ARGS = {"sh": {"seed": 0}, "shs": {"seed": 0}}
 
 
 def encoder(name):
-    return hh.get_encoder(name, **ENCODER_ARGS.get(name, {}))
+    """The encoder ``name``; those that sample the levels (sh, shs, auto's candidates) with a
+    fixed seed (NumPy's PCG64 stream, NumPy pinned in docker/versions.env), so that their
+    streams are reproducible."""
+    return hh.get_encoder(name, seed=0) if name in hh.encoders.SEEDED else hh.get_encoder(name)
 
 
 def make_levels():
