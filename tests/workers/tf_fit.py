@@ -6,7 +6,9 @@ horovod_huffman.tensorflow.legacy_keras). Checks, on every rank:
   on all ranks and equal to w - lr * (the mean of every rank's decoded gradient, expected.py);
 - the broadcast callback: ranks that start from different weights train identical ones
   (Keras 3 route: identical already when the first batch begins);
-- the metric-average callback: every rank's epoch logs equal the mean of the ranks' own.
+- the metric-average callback: every rank's epoch logs equal the mean of the ranks' own;
+- horovod_huffman.tensorflow.DistributedGradientTape on the Keras model's variables: exactly
+  the mean of the ranks' decoded gradients.
 
 Usage: tf_fit.py [exchange=allgather|two_phase|auto]. Prints "OK <route>" on rank 0.
 """
@@ -21,7 +23,8 @@ import horovod.tensorflow as htf   # noqa: E402
 
 import horovod_huffman as hh                                 # noqa: E402
 from horovod_huffman.buckets import BucketPlan                # noqa: E402
-from horovod_huffman.tensorflow import Compression, tf_variables   # noqa: E402
+from horovod_huffman.tensorflow import (Compression, DistributedGradientTape,  # noqa: E402
+                                        tf_variables)
 from expected import expected_sum, staged                     # noqa: E402  (beside this file)
 
 LEGACY = os.environ.get("TF_USE_LEGACY_KERAS") == "1"
@@ -65,35 +68,71 @@ def local_gradients(model, x, y):
     return [g.numpy() for g in grads()]
 
 
-def check_exact_reduction(exchange):
-    rank, n = htf.rank(), htf.size()
-    model = mlp(0)                                       # identical on every rank
-    x, y = data(rank)
-    before = [w.copy() for w in model.get_weights()]
-    comp = Compression.build(quantizer=hh.QSGD(levels=LEVELS, bucket_size=BUCKET),
-                             error_feedback=False, min_numel=MIN_NUMEL, seed=SEED + rank,
+def compression(exchange):
+    return Compression.build(quantizer=hh.QSGD(levels=LEVELS, bucket_size=BUCKET),
+                             error_feedback=False, min_numel=MIN_NUMEL, seed=SEED + htf.rank(),
                              exchange=exchange)
-    model.compile(optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.SGD(LR),
-                                                     compression=comp), loss=LOSS)
-    local = local_gradients(model, x, y)
-    model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0)
-    after = model.get_weights()
+
+
+def expected_means(local, comp, exchange):
+    """The mean over ranks of every rank's decoded gradient (encoded ones: expected.py; the
+    small ones ride Horovod's allreduce), for this rank's ``local`` gradients."""
+    n = htf.size()
     key_of = {shape: key for key, shape in comp.parameter_shapes.items()}
     everyone = htf.allgather_object({g.shape: g for g in local})
     kind = exchange if exchange != "auto" else ("allgather" if n <= 2 else "two_phase")
-    for g, w0, w1 in zip(local, before, after):
+    means = []
+    for g in local:
         if g.size >= MIN_NUMEL:
             key = key_of[g.shape]
             (bucket,) = BucketPlan([(key, g.size, "float32")], g.size, BUCKET).buckets
             buffers = [staged({key: grads[g.shape]}, bucket) for grads in everyone]
             total, _ = expected_sum(buffers, [SEED + r for r in range(n)], bucket, kind, "rlh",
                                     LEVELS, BUCKET)
-            mean = (total[:g.size] * np.float32(1.0 / n)).reshape(g.shape)
+            means.append((total[:g.size] * np.float32(1.0 / n)).reshape(g.shape))
         else:
-            mean = sum(grads[g.shape] for grads in everyone) / np.float32(n)
+            means.append(sum(grads[g.shape] for grads in everyone) / np.float32(n))
+    return means
+
+
+def check_exact_reduction(exchange):
+    model = mlp(0)                                       # identical on every rank
+    x, y = data(htf.rank())
+    before = [w.copy() for w in model.get_weights()]
+    comp = compression(exchange)
+    model.compile(optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.SGD(LR),
+                                                     compression=comp), loss=LOSS)
+    local = local_gradients(model, x, y)
+    model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0)
+    after = model.get_weights()
+    for g, w0, w1, mean in zip(local, before, after, expected_means(local, comp, exchange)):
         expected = w0 - np.float32(LR) * mean
         np.testing.assert_allclose(w1, expected, rtol=1e-6, atol=1e-7, err_msg=str(g.shape))
     assert_identical(after, "after one step")
+
+
+def check_tape(exchange):
+    """horovod_huffman.tensorflow.DistributedGradientTape on the model's own (Keras) variables:
+    the reduced gradients are exactly the mean of the ranks' decoded gradients."""
+    model = mlp(1)
+    x, y = (tf.constant(a) for a in data(htf.rank()))
+    model.compile(loss=LOSS)
+    local = local_gradients(model, x, y)
+    comp = compression(exchange)
+
+    @tf.function
+    def reduced():
+        with tf.GradientTape() as tape:
+            loss = model.compute_loss(x, y, model(x, training=True))
+        tape = DistributedGradientTape(tape, compression=comp)
+        return tape.gradient(loss, model.trainable_variables)
+
+    got = [g.numpy() for g in reduced()]
+    for g, mean, value in zip(local, expected_means(local, comp, exchange), got):
+        if g.size >= MIN_NUMEL:
+            assert np.array_equal(value, mean), (g.shape, np.abs(value - mean).max())
+        else:
+            np.testing.assert_allclose(value, mean, rtol=1e-6, atol=1e-7, err_msg=str(g.shape))
 
 
 def check_callbacks():
@@ -145,6 +184,7 @@ def main():
     exchange = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("exchange=")),
                     "auto")
     check_exact_reduction(exchange)
+    check_tape(exchange)
     check_callbacks()
     if htf.rank() == 0:
         print(f"OK {'legacy tf-keras' if LEGACY else 'keras 3'}", flush=True)
