@@ -171,7 +171,7 @@ class Codec:
     (None: on exactly when the quantizer is biased). With it on, each bucket is sent scaled by
     the least-squares factor <x, Q(x)> / |Q(x)|^2 (``contract``), so the residual never grows:
     plain error feedback diverges with QSGD whenever its error exceeds the gradient
-    (s^2 < bucket size; measured: the digits CNN diverges at epoch 6 with s = 8).
+    (s^2 < bucket size; docs/design.md).
     server_error_feedback: in the two-phase exchange, keep the error of requantizing this rank's
     summed shard and add it to the next step's sum, with the same contraction (None: as
     ``error_feedback``).

@@ -15,7 +15,7 @@
     end-8   8     checksum: XXH3-64 (seed 0) of every preceding byte (absent when COVERED)
 
 All integers are little-endian. ``parse`` checks sizes, then the checksum, then every field
-against the maxima below before anything is allocated.
+against the maxima (kernels/maxima.py) before anything is allocated.
 """
 import struct
 from dataclasses import dataclass
@@ -24,23 +24,20 @@ import numpy as np
 import xxhash
 
 from horovod_huffman.kernels.bits import write_payload
+from horovod_huffman.kernels.maxima import MAX_ELEMENTS, MAX_PARAM_BYTES  # noqa: F401
 
 from .errors import DecodeError
 
 MAGIC = b"HHUF"
-# 2: the checksum became XXH3-64 (version 1 carried a CRC-32: 20x slower, measured 76 against
-# 3.9 us per 490 KB payload on the benchmark machine, ~10% of decoding a 1M-level tensor).
+# 2: the checksum is XXH3-64 (version 1 carried a CRC-32; docs/wire-format.md).
 VERSION = 2
 HEADER = struct.Struct("<4sBBBBQIQ")
 CHECKSUM = struct.Struct("<Q")
 OVERHEAD_BYTES = HEADER.size + CHECKSUM.size
 
-# Largest element count the format admits (runs and gaps stay below 2**41, see kernels/elias.py).
-MAX_ELEMENTS = 1 << 40
 # Default cap on the element count a decode will allocate for, unless the caller passes
 # max_elements: 2**31 levels (2 GiB of int8) covers any single gradient tensor in practice.
 DEFAULT_MAX_ELEMENTS = 1 << 31
-MAX_PARAM_BYTES = 1 << 20     # codebooks are a few KiB; a larger parameter block is forged
 
 LEVEL_DTYPES = {1: np.dtype(np.int8), 2: np.dtype(np.int16), 3: np.dtype(np.int32),
                 4: np.dtype(np.int64)}

@@ -6,11 +6,11 @@ READ ME FIRST
 2. The writer emits 32-bit words into a native ``uint32`` array; the caller turns that into
    big-endian bytes once at the end (``words_to_bytes``). The accumulator keeps fewer than 32
    pending bits between calls, so one ``put_bits`` of up to 32 bits never overflows 64 bits.
-3. The reader never trusts a length: a window reads two words, so callers must keep
+3. The reader never trusts a length: a peek reads two words, so callers must keep
    ``bit_pos <= payload_bits`` and the word array must carry ``READ_PAD_WORDS`` zero words past
    the payload. Every decoder checks ``bit_pos`` against ``payload_bits`` before each peek.
 4. Hot loops use only the scalar helpers (``push_bits``, ``word_below``, ``settle``,
-   ``window64``): passing an array into a jitted helper costs an atomic reference-count pair per
+   ``join64``): passing an array into a jitted helper costs an atomic reference-count pair per
    call in Numba (measured: 12 ns per call, 12x the whole per-symbol budget). Helpers that take
    arrays (``put_bits``, ``put_bits_long``, ``peek64``) are for rare paths: escapes, long codes,
    headers.
@@ -25,8 +25,8 @@ READ ME FIRST
    shift left; the sentinel's place tells how many bits are left, so the chain state is just
    (buffer, ``end``: the stream position after the buffered bits). ``buffer_refill`` loads from
    ``end``, which was fixed at the previous refill: the load is off the chain of lookups, which
-   then waits only for one shift and one or (measured with symbols._four_chunks' batches on
-   QSGD s = 127 levels: 1.26x faster than peeking a window at the bit position every step).
+   then waits only for one shift and one or (docs/design.md has the measurement against
+   peeking at the bit position every step).
 
 Writer state is three locals threaded through calls: ``acc`` (uint64, pending bits right-aligned),
 ``n_pending`` (bits in ``acc``, 0..31) and ``word_pos`` (next uint32 slot).
@@ -73,7 +73,7 @@ def settle(acc, n_pending):
 
 
 @njit(cache=True, inline="always")
-def window64(word, next_word, bit_offset):
+def join64(word, next_word, bit_offset):
     """64 stream bits starting ``bit_offset`` (0..63) bits into ``word``, first bit in the MSB."""
     s = uint64(bit_offset)
     # (x >> 1) >> (63 - s) is x >> (64 - s) without the undefined shift by 64 when s == 0.
@@ -118,7 +118,7 @@ def peek64(words, bit_pos):
     """The 64 bits starting at ``bit_pos`` (>= 0; indices uint64, note 5)."""
     b = uint64(bit_pos)
     j = b >> uint64(6)
-    return window64(words[j], words[j + uint64(1)], b & uint64(63))
+    return join64(words[j], words[j + uint64(1)], b & uint64(63))
 
 
 # Stream bits a refilled buffer holds (the 64th bit is the sentinel): room for five 12-bit lookups.
@@ -138,7 +138,7 @@ def buffer_at(words, bit_pos):
 
 @njit(cache=True, inline="always")
 def buffer_refill(words, buf, end):
-    """Top the buffer up to BUFFER_BITS bits; returns the new (buffer, end). Reads the window at
+    """Top the buffer up to BUFFER_BITS bits; returns the new (buffer, end). Reads the 64 bits at
     ``end``, so ``end`` must lie within the payload plus READ_PAD_WORDS words."""
     spent = uint64(trailing_zeros(buf))        # bits consumed since the last refill
     kept = uint64(BUFFER_BITS) - spent
@@ -152,9 +152,9 @@ def buffer_position(buf, end):
 
 
 @njit(cache=True, inline="always")
-def top_bits(window, n_bits):
-    """The first ``n_bits`` (1..64) of a peeked window as an integer."""
-    return window >> uint64(64 - n_bits)
+def top_bits(peeked, n_bits):
+    """The first ``n_bits`` (1..64) of 64 peeked bits as an integer."""
+    return peeked >> uint64(64 - n_bits)
 
 
 @njit(cache=True, inline="always")
@@ -164,9 +164,9 @@ def bit_length(x):
 
 
 @njit(cache=True, inline="always")
-def count_leading_zeros(window):
-    """Leading zero bits of a uint64 window (64 for 0)."""
-    return int64(leading_zeros(uint64(window)))
+def count_leading_zeros(peeked):
+    """Leading zero bits of 64 peeked bits (64 for 0)."""
+    return int64(leading_zeros(uint64(peeked)))
 
 
 @njit(cache=True, inline="always")

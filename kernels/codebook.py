@@ -11,9 +11,8 @@ from numba import njit, uint64, int64
 from .bits import (put_bits, put_bits_long, flush_bits, settle, peek64, top_bits, bit_length,
                    count_leading_zeros, bytes_to_words, words_to_bytes)
 from .errors import OK, PAYLOAD_OVERRUN, BAD_CODEBOOK
-from .huffman import MAX_CODE_BITS
+from .maxima import CODEBOOK_LENGTH_BITS as LENGTH_BITS, MAX_CODE_BITS
 
-LENGTH_BITS = 4   # code lengths 1..12 fit in 4 bits
 
 
 @njit(cache=True, nogil=True)

@@ -46,7 +46,7 @@ def unzigzag(u):
 
 
 @cuda.jit(device=True, inline=True)
-def window64(words, bit_pos):
+def peek64(words, bit_pos):
     """64 stream bits from ``bit_pos``, first bit in the MSB (words padded as bits.READ_PAD_WORDS)."""
     j = bit_pos >> 6
     s = uint64(bit_pos & 63)

@@ -6,19 +6,20 @@ READ ME FIRST
    the previous one's length), and the chunk table gives every chain's first bit. Blocks of
    DECODE_BLOCK threads first copy the 4096-entry lookup table into shared memory.
 2. The words are bits.bytes_to_words of the payload (native uint64 of big-endian bytes, two zero
-   words of padding), so a 64-bit window at any position up to the payload's end is in bounds;
+   words of padding), so a 64-bit peek at any position up to the payload's end is in bounds;
    every read is preceded by a check of the position against the chunk's declared end.
 3. Each thread writes its chunk's status into ``status``; the host raises the first non-zero.
 Units: positions are int64 bits of the payload; ``chunk`` is levels per chunk.
 """
 from numba import cuda, int64, uint32, uint64
 
-from .cuda_bits import window64, unzigzag, leading_zeros64
-from .elias import MAX_VALUE_BITS
+from .cuda_bits import peek64, unzigzag, leading_zeros64
 from .errors import (OK, PAYLOAD_OVERRUN, INVALID_CODE, RUN_OVERFLOW, VALUE_OVERFLOW,
                      PAYLOAD_UNDERRUN, BAD_ELIAS)
-from .huffman import MAX_CODE_BITS, TABLE_SIZE
-from .tokens import ENTRY_ESCAPE, EXTRA_SHIFT, RUN_SHIFT, LEVEL_SHIFT
+from .maxima import (LENGTH_BITS, LENGTH_MASK, MAX_CODE_BITS, MAX_ELIAS_VALUE_BITS, TABLE_SIZE,
+                     TOKEN_ESCAPE,
+                     TOKEN_EXTRA_MASK, TOKEN_EXTRA_SHIFT, TOKEN_LENGTH_MASK, TOKEN_LEVEL_SHIFT,
+                     TOKEN_RUN_MASK, TOKEN_RUN_SHIFT)
 
 # Chunks (threads) per decode block: few, since each thread runs a long serial chain and the
 # block's first job is loading the shared table.
@@ -56,8 +57,9 @@ def _end_status(status, bit_pos, end_bit):
 @cuda.jit
 def decode_levels(words, starts, chunk_bits, chunk, table, base, window, vbits, lo, hi, out,
                   status):
-    """huffman/sh: ``table`` entries are ``symbol << 4 | length`` (uint32); symbol ``window``
-    is the escape, followed by a zigzag level in ``vbits`` bits. Grid: >= one thread per chunk."""
+    """huffman/sh: ``table`` entries are ``symbol << LENGTH_BITS | length`` (uint32); symbol
+    ``window`` is the escape, followed by a zigzag level in ``vbits`` bits. Grid: >= one thread
+    per chunk."""
     tab = cuda.shared.array(TABLE_SIZE, uint32)
     _load_table(tab, table)
     c = cuda.grid(1)
@@ -69,18 +71,18 @@ def decode_levels(words, starts, chunk_bits, chunk, table, base, window, vbits, 
         if bit_pos > end_bit:
             st = PAYLOAD_OVERRUN
             break
-        e = tab[window64(words, bit_pos) >> _TOP]
-        length = int64(e & 0xF)
+        e = tab[peek64(words, bit_pos) >> _TOP]
+        length = int64(e & LENGTH_MASK)
         if length == 0:
             st = INVALID_CODE
             break
         bit_pos += length
-        s = int64(e >> 4)
+        s = int64(e >> LENGTH_BITS)
         if s == window:
             if bit_pos > end_bit:
                 st = PAYLOAD_OVERRUN
                 break
-            level = unzigzag(window64(words, bit_pos) >> uint64(64 - vbits))
+            level = unzigzag(peek64(words, bit_pos) >> uint64(64 - vbits))
             bit_pos += vbits
             if level < lo or level > hi:
                 st = VALUE_OVERFLOW
@@ -109,8 +111,8 @@ def decode_tokens(words, starts, chunk_bits, chunk, table, base, vbits, esc_has_
         if bit_pos > end_bit:
             st = PAYLOAD_OVERRUN
             break
-        e = tab[window64(words, bit_pos) >> _TOP]
-        length = int64(e & uint64(0xF))
+        e = tab[peek64(words, bit_pos) >> _TOP]
+        length = int64(e & uint64(TOKEN_LENGTH_MASK))
         if length == 0:
             st = INVALID_CODE
             break
@@ -118,8 +120,8 @@ def decode_tokens(words, starts, chunk_bits, chunk, table, base, vbits, esc_has_
         if bit_pos > end_bit:
             st = PAYLOAD_OVERRUN
             break
-        if e & uint64(ENTRY_ESCAPE):
-            level = unzigzag(window64(words, bit_pos) >> uint64(64 - vbits))
+        if e & uint64(TOKEN_ESCAPE):
+            level = unzigzag(peek64(words, bit_pos) >> uint64(64 - vbits))
             bit_pos += vbits
             if level < lo or level > hi:
                 st = VALUE_OVERFLOW
@@ -129,23 +131,23 @@ def decode_tokens(words, starts, chunk_bits, chunk, table, base, vbits, esc_has_
                 if bit_pos > end_bit:
                     st = PAYLOAD_OVERRUN
                     break
-                zeros = leading_zeros64(window64(words, bit_pos))
-                if zeros >= MAX_VALUE_BITS:
+                zeros = leading_zeros64(peek64(words, bit_pos))
+                if zeros >= MAX_ELIAS_VALUE_BITS:
                     st = BAD_ELIAS
                     break
                 bit_pos += zeros
                 if bit_pos > end_bit:
                     st = PAYLOAD_OVERRUN
                     break
-                run = int64(window64(words, bit_pos) >> uint64(63 - zeros))
+                run = int64(peek64(words, bit_pos) >> uint64(63 - zeros))
                 bit_pos += zeros + 1
         else:
-            extra = int64((e >> uint64(EXTRA_SHIFT)) & uint64(0x3F))
-            run = int64((e >> uint64(RUN_SHIFT)) & uint64(0xFFFFFFFF))
+            extra = int64((e >> uint64(TOKEN_EXTRA_SHIFT)) & uint64(TOKEN_EXTRA_MASK))
+            run = int64((e >> uint64(TOKEN_RUN_SHIFT)) & uint64(TOKEN_RUN_MASK))
             if extra > 0:
-                run += int64(window64(words, bit_pos) >> uint64(64 - extra))
+                run += int64(peek64(words, bit_pos) >> uint64(64 - extra))
                 bit_pos += extra
-            level = base + int64(e >> uint64(LEVEL_SHIFT))
+            level = base + int64(e >> uint64(TOKEN_LEVEL_SHIFT))
         if run > stop - i:
             st = RUN_OVERFLOW
             break
@@ -162,7 +164,7 @@ def decode_fixed(words, base, width, hi, out, status):
     for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
         level = base
         if width > 0:
-            level += int64(window64(words, int64(i) * width) >> uint64(64 - width))
+            level += int64(peek64(words, int64(i) * width) >> uint64(64 - width))
         if level > hi:
             status[0] = VALUE_OVERFLOW
         else:

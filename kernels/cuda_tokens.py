@@ -14,13 +14,14 @@ READ ME FIRST
    its last partial one: those two are ORed atomically into a zeroed buffer, the others stored.
 4. Modes: LEVELS, every level is a token (huffman, sh); RUNS, maximal runs of equal levels
    (rlh); ZERO_RUNS, maximal zero runs, every non-zero level its own token (shs). Symbols and
-   escapes are those of symbols.py and runs.py; ``entries`` are their ``code << 4 | length``.
+   escapes are those of symbols.py and runs.py; ``entries`` are their length entries
+   (``code << LENGTH_BITS | length``, maxima.py).
 Units: positions and offsets are int64 bits of the payload; counts are tokens.
 """
 from numba import cuda, int32, int64, uint32, uint64
 
 from .cuda_bits import BLOCK, bit_length32, zigzag, put, flush, block_scan
-from .runs import RUN_BUCKETS
+from .maxima import LENGTH_BITS, LENGTH_MASK, RUN_BUCKETS
 
 LEVELS, RUNS, ZERO_RUNS = 0, 1, 2
 # Shared-memory histogram bins (int32, 16 KiB): every rlh and shs alphabet (<= 4096 symbols
@@ -88,14 +89,14 @@ def _token_bits(mode, level, run, base, window, entries, esc, vbits, bucket_extr
     """Payload bits of one token (mirrors ``_write_token``)."""
     if mode == ZERO_RUNS and level == 0:
         full = run // k
-        bits = full * int64(entries[window + k - 1] & 0xF)
+        bits = full * int64(entries[window + k - 1] & LENGTH_MASK)
         if run > full * k:
-            bits += int64(entries[window + run - full * k - 1] & 0xF)
+            bits += int64(entries[window + run - full * k - 1] & LENGTH_MASK)
         return bits
     e, extra = _coded(mode, level, run, base, window, entries, bucket_extra)
-    if e & 0xF:
-        return int64(e & 0xF) + extra
-    bits = int64(entries[esc] & 0xF) + vbits
+    if e & LENGTH_MASK:
+        return int64(e & LENGTH_MASK) + extra
+    bits = int64(entries[esc] & LENGTH_MASK) + vbits
     if mode == RUNS:
         bits += 2 * bit_length32(run) - 1          # Elias-gamma run length
     return bits
@@ -109,20 +110,24 @@ def _write_token(out, acc, pending, word_pos, shared, mode, level, run, base, wi
         full = run // k
         e = entries[window + k - 1]
         for _ in range(full):
-            acc, pending, word_pos = put(out, acc, pending, word_pos, shared, e >> 4, e & 0xF)
+            acc, pending, word_pos = put(out, acc, pending, word_pos, shared, e >> LENGTH_BITS,
+                                         e & LENGTH_MASK)
         if run > full * k:
             e = entries[window + run - full * k - 1]
-            acc, pending, word_pos = put(out, acc, pending, word_pos, shared, e >> 4, e & 0xF)
+            acc, pending, word_pos = put(out, acc, pending, word_pos, shared, e >> LENGTH_BITS,
+                                         e & LENGTH_MASK)
         return acc, pending, word_pos
     e, extra = _coded(mode, level, run, base, window, entries, bucket_extra)
-    if e & 0xF:
-        acc, pending, word_pos = put(out, acc, pending, word_pos, shared, e >> 4, e & 0xF)
+    if e & LENGTH_MASK:
+        acc, pending, word_pos = put(out, acc, pending, word_pos, shared, e >> LENGTH_BITS,
+                                     e & LENGTH_MASK)
         if extra > 0:
             acc, pending, word_pos = put(out, acc, pending, word_pos, shared,
                                          run & ((1 << extra) - 1), extra)
         return acc, pending, word_pos
     e = entries[esc]                                # escape: code, raw zigzag level (, run)
-    acc, pending, word_pos = put(out, acc, pending, word_pos, shared, e >> 4, e & 0xF)
+    acc, pending, word_pos = put(out, acc, pending, word_pos, shared, e >> LENGTH_BITS,
+                                 e & LENGTH_MASK)
     acc, pending, word_pos = put(out, acc, pending, word_pos, shared, zigzag(level), vbits)
     if mode == RUNS:
         n_bits = bit_length32(run)

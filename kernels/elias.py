@@ -12,20 +12,17 @@ READ ME FIRST
 import numpy as np
 from numba import njit, uint64, int64
 
-from .bits import (push_bits, word_below, window64, WORD_BITS, put_bits_long,
+from .bits import (push_bits, word_below, join64, WORD_BITS, put_bits_long,
                    flush_bits, peek64, top_bits, bit_length, count_leading_zeros, zigzag,
                    unzigzag)
 from .errors import OK, PAYLOAD_OVERRUN, RUN_OVERFLOW, VALUE_OVERFLOW, \
     PAYLOAD_UNDERRUN, BAD_ELIAS
-from .huffman import MAX_CODE_BITS, TABLE_SIZE
+from .maxima import (LENGTH_BITS, LENGTH_MASK, MAX_CODE_BITS, MAX_ELIAS_VALUE_BITS,  # noqa: F401
+                     MAX_RUN, TABLE_SIZE)
 
 GAMMA = 0
 DELTA = 1
 OMEGA = 2
-# Largest value bit length any decoder accepts: 2**40 elements bound runs and gaps.
-MAX_VALUE_BITS = 41
-# elias_rle splits runs at this length so that the codes stay within MAX_VALUE_BITS.
-MAX_RUN = (1 << 32) - 1
 
 
 @njit(cache=True, inline="always")
@@ -128,7 +125,7 @@ def put_code(kind, out32, acc, n_pending, word_pos, value):
 def read_gamma(words, bit_pos, total_bits):
     """(value, new bit_pos, status) of one gamma code."""
     zeros = count_leading_zeros(peek64(words, bit_pos))
-    if zeros >= MAX_VALUE_BITS:
+    if zeros >= MAX_ELIAS_VALUE_BITS:
         return uint64(0), bit_pos, BAD_ELIAS
     bit_pos += zeros
     if bit_pos > total_bits:
@@ -141,7 +138,7 @@ def read_delta(words, bit_pos, total_bits):
     n, bit_pos, status = read_gamma(words, bit_pos, total_bits)
     if status != OK:
         return uint64(0), bit_pos, status
-    if n > MAX_VALUE_BITS:
+    if n > MAX_ELIAS_VALUE_BITS:
         return uint64(0), bit_pos, BAD_ELIAS
     if bit_pos > total_bits:
         return uint64(0), bit_pos, PAYLOAD_OVERRUN
@@ -160,7 +157,7 @@ def read_omega(words, bit_pos, total_bits):
         win = peek64(words, bit_pos)
         if (win >> uint64(63)) == 0:
             return n, bit_pos + 1, OK
-        if n >= MAX_VALUE_BITS:
+        if n >= MAX_ELIAS_VALUE_BITS:
             return uint64(0), bit_pos, BAD_ELIAS
         group = int64(n) + 1
         n = top_bits(win, group)
@@ -178,14 +175,15 @@ def read_slow(kind, words, bit_pos, total_bits):
 
 @njit(cache=True, nogil=True)
 def _build_table(kind):
-    """Entry per 12-bit prefix: value << 4 | length for codes of <= 12 bits, else 0."""
+    """Entry per 12-bit prefix: a length entry (maxima.py), ``value << LENGTH_BITS | length``,
+    for codes of <= 12 bits, else 0."""
     table = np.zeros(TABLE_SIZE, dtype=np.uint64)
     words = np.zeros(4, dtype=np.uint64)
     for prefix in range(TABLE_SIZE):
         words[0] = uint64(prefix) << uint64(64 - MAX_CODE_BITS)
         value, end, status = read_slow(kind, words, 0, MAX_CODE_BITS)
         if status == OK and end <= MAX_CODE_BITS:
-            table[prefix] = (value << uint64(4)) | uint64(end)
+            table[prefix] = (value << uint64(LENGTH_BITS)) | uint64(end)
     return table
 
 
@@ -334,10 +332,10 @@ def decode_stream(words, total_bits, kind, table, layout, lo, hi, out):
         if bit_pos > total_bits:
             return PAYLOAD_OVERRUN
         j = bit_pos >> 6
-        e = table[window64(words[j], words[j + 1], bit_pos & 63) >> uint64(64 - MAX_CODE_BITS)]
+        e = table[join64(words[j], words[j + 1], bit_pos & 63) >> uint64(64 - MAX_CODE_BITS)]
         if e != 0:
-            value = e >> uint64(4)
-            bit_pos += int64(e & uint64(0xF))
+            value = e >> uint64(LENGTH_BITS)
+            bit_pos += int64(e & uint64(LENGTH_MASK))
         else:
             value, bit_pos, status = read_long(kind, words, bit_pos, total_bits)
             if status != OK:
@@ -363,7 +361,7 @@ def decode_stream(words, total_bits, kind, table, layout, lo, hi, out):
             if bit_pos >= total_bits:
                 return PAYLOAD_OVERRUN
             j = bit_pos >> 6
-            negative = (window64(words[j], words[j + 1], bit_pos & 63) >> uint64(63)) == 1
+            negative = (join64(words[j], words[j + 1], bit_pos & 63) >> uint64(63)) == 1
             bit_pos += 1
             second = True
         else:                                 # GAPS: the magnitude

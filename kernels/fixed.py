@@ -5,7 +5,7 @@ and the payload is empty.
 """
 from numba import njit, uint64, int64
 
-from .bits import push_bits, word_below, window64, WORD_BITS, flush_bits, top_bits
+from .bits import push_bits, word_below, join64, WORD_BITS, flush_bits, top_bits
 from .errors import OK, PAYLOAD_OVERRUN, VALUE_OVERFLOW, PAYLOAD_UNDERRUN
 
 
@@ -37,7 +37,7 @@ def decode_fixed(words, total_bits, base, width, hi, out):
     bit_pos = 0
     for i in range(n):
         j = bit_pos >> 6
-        level = base + int64(top_bits(window64(words[j], words[j + 1], bit_pos & 63), width))
+        level = base + int64(top_bits(join64(words[j], words[j + 1], bit_pos & 63), width))
         if level > hi:
             return VALUE_OVERFLOW
         out[i] = level

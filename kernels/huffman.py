@@ -5,7 +5,8 @@ READ ME FIRST
    symbol. When plain Huffman exceeds the cap, package-merge gives the optimal limited lengths.
 2. Everything downstream is derived from the lengths alone (canonical form): codes are assigned
    in order of (length, symbol id), so the wire carries lengths, never a tree.
-3. A decode-table entry is ``symbol << 4 | length``; length 0 marks a bit pattern that no code
+3. A decode-table entry is a length entry (maxima.py), ``symbol << LENGTH_BITS | length``;
+   length 0 marks a bit pattern that no code
    starts with (possible only in an incomplete or forged code) and decoders reject it.
 
 Units: ``counts`` are symbol occurrences, ``lengths`` are bits per symbol (0 = symbol not coded).
@@ -13,14 +14,8 @@ Units: ``counts`` are symbol occurrences, ``lengths`` are bits per symbol (0 = s
 import numpy as np
 from numba import njit, int64, uint32
 
-# 12 bits: a 4096-entry uint32 table (16 KiB) stays in L1 cache, and 12 bits are enough for
-# 4096 coded symbols, more than any quantizer here produces (QSGD s=127 has 255 levels).
-MAX_CODE_BITS = 12
-TABLE_SIZE = 1 << MAX_CODE_BITS
-# At most this many symbols get a code; a full 12-bit code space holds exactly 4096.
-MAX_CODED_SYMBOLS = TABLE_SIZE
-LENGTH_SHIFT = 4          # decode entry: symbol << 4 | length (length <= 12 fits 4 bits)
-LENGTH_MASK = 0xF
+from .maxima import (LENGTH_BITS, LENGTH_MASK, MAX_CODE_BITS, MAX_CODED_SYMBOLS,  # noqa: F401
+                     TABLE_SIZE)
 
 
 @njit(cache=True, nogil=True)
@@ -233,7 +228,7 @@ def kraft_units(lengths, max_bits):
 
 @njit(cache=True, nogil=True)
 def decode_table(lengths, codes):
-    """Single-lookup decode table over MAX_CODE_BITS bits: entry = symbol << 4 | length.
+    """Single-lookup decode table over MAX_CODE_BITS bits: entry = symbol << LENGTH_BITS | length.
 
     Requires lengths in 1..MAX_CODE_BITS and a Kraft sum <= 1 (checked by the caller).
     """
@@ -243,7 +238,7 @@ def decode_table(lengths, codes):
         if length > 0:
             shift = MAX_CODE_BITS - length
             first = int64(codes[s]) << shift
-            entry = uint32((s << LENGTH_SHIFT) | length)
+            entry = uint32((s << LENGTH_BITS) | length)
             for k in range(first, first + (1 << shift)):
                 table[k] = entry
     return table

@@ -28,13 +28,18 @@ from numba.extending import overload
 
 from .bits import buffer_at, buffer_refill, buffer_position, LOOKUPS_PER_BUFFER
 from .errors import OK
-from .huffman import MAX_CODE_BITS
+from .maxima import MAX_CODE_BITS
 from .stores import store8, levels_per_word
 from . import symbols, tokens as token_paths
 
 # Most iterations per batch: bounds how long a finished lane's chunk waits to be handed on.
 BATCH_ITERATIONS = 256
 LANES = 4
+# Rows of the lanes' state (``state[row, lane]``, uint64): the lane's bit buffer and its end
+# (kernels/bits.py), the next element index and the chunk's element stop, the chunk's end bit,
+# and the chunk itself (n_chunks: none yet).
+ROW_BUFFER, ROW_BUFFER_END, ROW_ELEMENT, ROW_STOP, ROW_END_BIT, ROW_CHUNK = range(6)
+STATE_ROWS = 6
 
 
 @njit(cache=True, inline="always")
@@ -98,50 +103,54 @@ def _finish_impl(words, bit_pos, end_bit, code, tables, out, i, stop, tokens):
             symbols.decode_chunk(words, bit_pos, end_bit, code, tables, out, i, stop))
 
 
+@njit(cache=True, inline="always")
+def _finish_lane(words, state, k, code, tables, out, tokens):
+    """``_finish`` for lane ``k``'s chunk, from its state."""
+    return _finish(words, int64(buffer_position(state[ROW_BUFFER, k], state[ROW_BUFFER_END, k])),
+                   int64(state[ROW_END_BIT, k]), code, tables, out,
+                   int64(state[ROW_ELEMENT, k]), int64(state[ROW_STOP, k]), tokens)
+
+
 @njit(cache=True, nogil=True)
 def _settle(words, starts, chunk_bits, chunk, queue, code, tables, out, tokens, state,
             at_end, finished, next_q):
     """Finish the chunks of the lanes ``at_end``, give lanes on finished chunks the next chunk
-    in the queue, or the state of a lane still working. ``state`` rows: buffer, buffer end,
-    element index, element stop, end bit, chunk. Returns (status, next_q, lanes working on
-    distinct chunks): at 1 that lane's chunk has been finished too."""
+    in the queue, or the state of a lane still working (``state``: rows ROW_*). Returns
+    (status, next_q, lanes working on distinct chunks): at 1 that lane's chunk has been
+    finished too."""
     literally(tokens)
     n = out.shape[0]
     for k in range(LANES):
-        c = int64(state[5, k])
+        c = int64(state[ROW_CHUNK, k])
         if at_end[k] and not finished[c]:
-            status = _finish(words, int64(buffer_position(state[0, k], state[1, k])),
-                             int64(state[4, k]), code, tables, out, int64(state[2, k]),
-                             int64(state[3, k]), tokens)
+            status = _finish_lane(words, state, k, code, tables, out, tokens)
             if status != OK:
                 return status, next_q, 0
             finished[c] = True
     for k in range(LANES):
-        if finished[int64(state[5, k])] and next_q < queue.shape[0]:
+        if finished[int64(state[ROW_CHUNK, k])] and next_q < queue.shape[0]:
             c = queue[next_q]
             next_q += 1
-            state[0, k], state[1, k] = buffer_at(words, starts[c])
-            state[2, k], state[3, k] = c * chunk, min(n, (c + 1) * chunk)
-            state[4, k], state[5, k] = starts[c] + chunk_bits[c], c
+            state[ROW_BUFFER, k], state[ROW_BUFFER_END, k] = buffer_at(words, starts[c])
+            state[ROW_ELEMENT, k], state[ROW_STOP, k] = c * chunk, min(n, (c + 1) * chunk)
+            state[ROW_END_BIT, k], state[ROW_CHUNK, k] = starts[c] + chunk_bits[c], c
     working = -1
     distinct = 0
     for k in range(LANES):
-        c = int64(state[5, k])
+        c = int64(state[ROW_CHUNK, k])
         if finished[c]:
             continue
         seen = False
         for j in range(k):
-            seen |= state[5, j] == state[5, k]
+            seen |= state[ROW_CHUNK, j] == state[ROW_CHUNK, k]
         if not seen:
             distinct += 1
             working = k
     if distinct == 1:                             # the last chunk: on the one-chunk path
-        status = _finish(words, int64(buffer_position(state[0, working], state[1, working])),
-                         int64(state[4, working]), code, tables, out,
-                         int64(state[2, working]), int64(state[3, working]), tokens)
+        status = _finish_lane(words, state, working, code, tables, out, tokens)
         return status, next_q, 1
     for k in range(LANES):
-        if finished[int64(state[5, k])] and working >= 0:
+        if finished[int64(state[ROW_CHUNK, k])] and working >= 0:
             for row in range(state.shape[0]):    # shadow a working lane (element by element:
                 state[row, k] = state[row, working]    # a slice copy compiles ~3 s of checks)
     return OK, next_q, distinct
@@ -153,10 +162,11 @@ def decode_lanes(words, starts, chunk_bits, chunk, queue, code, tables, out, tok
     (errors.py). ``tables``: (levels, counts, bits, lane counts, lane bits); the loop uses the
     levels and the lane tables, whose counts are at most 8 bytes of levels."""
     literally(tokens)
-    levels, counts, bits = tables[0], tables[3], tables[4]
+    levels = tables[symbols.TABLE_LEVELS]
+    counts, bits = tables[symbols.TABLE_LANE_COUNTS], tables[symbols.TABLE_LANE_BITS]
     n_chunks = starts.shape[0]
-    state = np.zeros((6, LANES), dtype=np.uint64)
-    state[5, :] = n_chunks                      # no chunk yet: a pseudo-chunk, finished
+    state = np.zeros((STATE_ROWS, LANES), dtype=np.uint64)
+    state[ROW_CHUNK, :] = n_chunks                      # no chunk yet: a pseudo-chunk, finished
     at_end = np.zeros(LANES, dtype=np.bool_)
     finished = np.ones(n_chunks + 1, dtype=np.bool_)
     for c in queue:
@@ -167,11 +177,16 @@ def decode_lanes(words, starts, chunk_bits, chunk, queue, code, tables, out, tok
     out_step = uint64(LOOKUPS_PER_BUFFER * levels_per_word(out))
     bit_step = uint64(LOOKUPS_PER_BUFFER * MAX_CODE_BITS)
     while status == OK and distinct > 1:
-        u0, u1, u2, u3 = state[0, 0], state[0, 1], state[0, 2], state[0, 3]
-        q0, q1, q2, q3 = state[1, 0], state[1, 1], state[1, 2], state[1, 3]
-        i0, i1, i2, i3 = state[2, 0], state[2, 1], state[2, 2], state[2, 3]
-        stop0, stop1, stop2, stop3 = state[3, 0], state[3, 1], state[3, 2], state[3, 3]
-        e0, e1, e2, e3 = state[4, 0], state[4, 1], state[4, 2], state[4, 3]
+        u0, u1, u2, u3 = (state[ROW_BUFFER, 0], state[ROW_BUFFER, 1], state[ROW_BUFFER, 2],
+                          state[ROW_BUFFER, 3])
+        q0, q1, q2, q3 = (state[ROW_BUFFER_END, 0], state[ROW_BUFFER_END, 1],
+                          state[ROW_BUFFER_END, 2], state[ROW_BUFFER_END, 3])
+        i0, i1, i2, i3 = (state[ROW_ELEMENT, 0], state[ROW_ELEMENT, 1], state[ROW_ELEMENT, 2],
+                          state[ROW_ELEMENT, 3])
+        stop0, stop1, stop2, stop3 = (state[ROW_STOP, 0], state[ROW_STOP, 1],
+                                      state[ROW_STOP, 2], state[ROW_STOP, 3])
+        e0, e1, e2, e3 = (state[ROW_END_BIT, 0], state[ROW_END_BIT, 1], state[ROW_END_BIT, 2],
+                          state[ROW_END_BIT, 3])
         while True:
             # tokens at the lanes' tops that the tables leave to ``rare``: the chunks' bounds
             ok0 = ok1 = ok2 = ok3 = True
@@ -226,9 +241,12 @@ def decode_lanes(words, starts, chunk_bits, chunk, queue, code, tables, out, tok
                         fit &= ok
                     if not fit:
                         break
-        state[0, 0], state[0, 1], state[0, 2], state[0, 3] = u0, u1, u2, u3
-        state[1, 0], state[1, 1], state[1, 2], state[1, 3] = q0, q1, q2, q3
-        state[2, 0], state[2, 1], state[2, 2], state[2, 3] = i0, i1, i2, i3
+        state[ROW_BUFFER, 0], state[ROW_BUFFER, 1] = u0, u1
+        state[ROW_BUFFER, 2], state[ROW_BUFFER, 3] = u2, u3
+        state[ROW_BUFFER_END, 0], state[ROW_BUFFER_END, 1] = q0, q1
+        state[ROW_BUFFER_END, 2], state[ROW_BUFFER_END, 3] = q2, q3
+        state[ROW_ELEMENT, 0], state[ROW_ELEMENT, 1] = i0, i1
+        state[ROW_ELEMENT, 2], state[ROW_ELEMENT, 3] = i2, i3
         status, next_q, distinct = _settle(words, starts, chunk_bits, chunk, queue, code,
                                            tables, out, tokens, state, at_end, finished, next_q)
     return status

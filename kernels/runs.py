@@ -21,13 +21,13 @@ from numba import njit, uint64, int64
 from .bits import (settle, WORD_BITS, put_bits, put_bits_long, flush_bits, bit_length)
 from .elias import put_gamma
 from .stores import load8, sampled_eighths, LITTLE_ENDIAN
+from .maxima import (LENGTH_BITS, LENGTH_MASK, MAX_RUN, PLAIN_CODE_SHIFT,  # noqa: F401
+                     PLAIN_LENGTH_MASK, PLAIN_NONE, RUN_BUCKETS, WRITER_CODE_SHIFT,
+                     WRITER_EXTRA_SHIFT, WRITER_FIELD_MASK, WRITER_MAX_BITS)
 from .symbols import put_escape
 
-MAX_RUN = (1 << 32) - 1
 # Placeholder symbol of a run of 4 or more levels (kernels/vector_runs.py), above any alphabet.
-LONG_RUN = 1 << 31
-# Buckets 0..2 are runs 1..3; then two per octave for bit lengths 3..32: 3 + 2 * 30 = 63.
-RUN_BUCKETS = 63
+LONG_RUN_SYMBOL = 1 << 31
 
 
 @njit(cache=True, inline="always")
@@ -44,10 +44,8 @@ def run_bucket(run):
 def bucket_and_extra(run, short_likely):
     """(bucket, extra bits) of a run length (uint64, 1..MAX_RUN). With ``short_likely`` (dense
     levels: most runs are 1) runs 1..3 take a branch, cheapest when it predicts well; otherwise
-    one branch-free formula: the branch mispredicts whenever short and long runs mix
-    (measured: RLH histogram 1.5-2x and writer 1.1-1.4x faster with the formula on QSGD
-    s = 2..16 levels, 1.4x slower on s = 127). Callers pass a constant (inlined), so each
-    compiled loop holds one form."""
+    one branch-free formula: the branch mispredicts whenever short and long runs mix.
+    Callers pass a constant (inlined), so each compiled loop holds one form."""
     one, two, three = uint64(1), uint64(2), uint64(3)
     bits = uint64(bit_length(run))                 # the octave; its next bit is the mantissa
     if short_likely:
@@ -86,14 +84,14 @@ BUCKET_BASE, BUCKET_EXTRA = bucket_tables()
 # run_ends skips 8-byte blocks without a run end in a chunk where at least 7 of 8 sampled
 # blocks have none (measured: TernGrad levels 2-3x faster; where fewer blocks are clean the
 # test costs more than it skips).
-CLEAN_EIGHTHS = 7
+RUN_FREE_EIGHTHS = 7
 
 
 @njit(cache=True, inline="always")
 def _eight_run_ends(levels, i, ends, t):
     """``run_ends``'s step over 1-byte levels i..i+7 (and level i + 8): one XOR of two 8-byte
-    loads marks the run ends, then a store and a count step per level (measured: 1.2x faster
-    than comparing level by level on QSGD s = 8..127 levels). Returns the new count; uint64."""
+    loads marks the run ends, then a store and a count step per level. Returns the new count;
+    uint64."""
     low7 = uint64(0x7F7F7F7F7F7F7F7F)
     d = load8(levels, i) ^ load8(levels, i + uint64(1))
     ended = ((((d & low7) + low7) | d) >> uint64(7))   # byte j: 1 where level i + j ends a run
@@ -108,7 +106,7 @@ def run_ends(levels, chunk, ends, chunk_runs):
     """Write the index of the last element of every run into ``ends``, runs cut at chunk
     boundaries (kernels/chunks.py); ``chunk_runs[c]`` = runs in chunks 0..c. Returns the number
     of runs. Branch-free per element: every index is stored, the count advances at run ends
-    only (an index is kept once the count moves past it). In sparse chunks (CLEAN_EIGHTHS) a
+    only (an index is kept once the count moves past it). In sparse chunks (RUN_FREE_EIGHTHS) a
     block of 8 bytes of levels equal to the 8 bytes one level on holds no run end and is
     skipped whole; 1-byte levels elsewhere go eight at a time (``_eight_run_ends``)."""
     n = levels.shape[0]
@@ -119,7 +117,7 @@ def run_ends(levels, chunk, ends, chunk_runs):
         # Unsigned indices: Numba skips its negative-index wraparound check (3x faster here).
         i = uint64(c * chunk)
         stop = uint64(min(n, (c + 1) * chunk))
-        sparse = sampled_eighths(levels, i, stop, uint64(0), True) >= CLEAN_EIGHTHS
+        sparse = sampled_eighths(levels, i, stop, uint64(0), True) >= RUN_FREE_EIGHTHS
         while sparse and i + block < stop:       # elements i..i+block-1 and their successors
             if load8(levels, i) == load8(levels, i + one):
                 i += block
@@ -161,8 +159,8 @@ def rlh_histogram(levels, ends, n_runs, base, window, counts, symbols, covered):
 @njit(cache=True, inline="always")
 def _count_tokens(levels, ends, n_runs, base, window, counts, symbols, short, covered):
     """``rlh_histogram``'s loop, inlined once per constant ``short`` (``bucket_and_extra``'s
-    mode) and ``covered`` (without the window test: measured 1.2x faster on s = 127 levels).
-    (Inlined constants rather than ``literally``, which types a function twice.)"""
+    mode) and ``covered`` (levels all inside the window: no window test). (Inlined constants
+    rather than ``literally``, which types a function twice.)"""
     w = uint64(window)
     esc = uint64(RUN_BUCKETS) * w
     one, three = uint64(1), uint64(3)
@@ -185,29 +183,27 @@ def _count_tokens(levels, ends, n_runs, base, window, counts, symbols, short, co
         counts[symbol] += 1
 
 
-# count_symbols samples this many tokens for the share of LONG_RUN placeholders.
+# count_symbols samples this many tokens for the share of LONG_RUN_SYMBOL placeholders.
 LONG_SAMPLE = 1024
 
 
 @njit(cache=True, nogil=True)
 def count_symbols(levels, ends, symbols, n_runs, base, window, counts):
     """``rlh_histogram`` for symbols already written (kernels/vector_runs.py), levels covered
-    by the window. Where a sample has fewer than 1 in 8 LONG_RUN placeholders (runs of 4 or
+    by the window. Where a sample has fewer than 1 in 8 LONG_RUN_SYMBOL placeholders (runs of 4 or
     more), count the symbols and give each placeholder its symbol from its run's length (a
     branch, mispredicted where placeholders come irregularly); otherwise ``rlh_histogram``
-    rewrites every symbol from the run ends (measured on QSGD s = 4..8 levels, 20-30% of
-    tokens long: 1.4x faster than the branch; s = 16..127, 1-12% long: the branch 1.0-1.6x
-    faster)."""
+    rewrites every symbol from the run ends."""
     stride = max(1, n_runs // LONG_SAMPLE)
     placeholders = 0
     for k in range(0, n_runs, stride):
-        placeholders += symbols[k] == LONG_RUN
+        placeholders += symbols[k] == LONG_RUN_SYMBOL
     if 8 * placeholders >= -(-n_runs // stride):
         rlh_histogram(levels, ends, n_runs, base, window, counts, symbols, True)
         return
     w = uint64(window)
     one = uint64(1)
-    long_run = uint64(LONG_RUN)
+    long_run = uint64(LONG_RUN_SYMBOL)
     for k in range(uint64(n_runs)):
         symbol = uint64(symbols[k])
         if symbol == long_run:                     # rare in dense levels
@@ -233,8 +229,8 @@ def token_payload_bits(counts, coded, lengths, window, bucket_extra):
 
 @njit(cache=True, nogil=True)
 def writer_entries(coded, entries, window, bucket_extra):
-    """Per token symbol, what the writer's hot loop needs (uint64): code << 16 | extra bits << 8
-    | code and extra bits together; 0 for the escape, symbols without a code, and tokens over
+    """Per token symbol, what the writer's hot loop needs: its writer entry (maxima.py); 0 for
+    the escape, symbols without a code, and tokens over
     32 bits (written by the chunk writer's slow path). Filled from the ``coded`` symbols only
     (a few hundred of rlh's ~12K ids)."""
     out = np.zeros(entries.shape[0], dtype=np.uint64)
@@ -243,10 +239,10 @@ def writer_entries(coded, entries, window, bucket_extra):
         b = s // window
         if b < RUN_BUCKETS:
             extra = int64(bucket_extra[b])
-            length = int64(entries[s] & 0xF)
-            if length + extra <= WORD_BITS:
-                out[s] = (uint64(entries[s] >> 4) << uint64(16)) | uint64(extra << 8) | \
-                    uint64(length + extra)
+            length = int64(entries[s] & LENGTH_MASK)
+            if length + extra <= WRITER_MAX_BITS:
+                out[s] = (uint64(entries[s] >> LENGTH_BITS) << uint64(WRITER_CODE_SHIFT)) | \
+                    uint64(extra << WRITER_EXTRA_SHIFT) | uint64(length + extra)
     return out
 
 
@@ -254,22 +250,25 @@ def writer_entries(coded, entries, window, bucket_extra):
 def _written_token(e, end, start):
     """(bits, length) of a token from its writer entry and run [start, end] (uint64)."""
     one = uint64(1)
-    extra = (e >> uint64(8)) & uint64(0xFF)
-    bits = ((e >> uint64(16)) << extra) | ((end + one - start) & ((one << extra) - one))
-    return bits, e & uint64(0xFF)
+    extra = (e >> uint64(WRITER_EXTRA_SHIFT)) & uint64(WRITER_FIELD_MASK)
+    bits = ((e >> uint64(WRITER_CODE_SHIFT)) << extra) | ((end + one - start) &
+                                                          ((one << extra) - one))
+    return bits, e & uint64(WRITER_FIELD_MASK)
 
 
 @njit(cache=True, nogil=True)
 def plain_entries(coded, tokens):
-    """Writer entries for tokens without extra bits (runs 1..3): code << 8 | length; 0xFF (a
-    length no pair of codes fits with) for every other symbol. Filled from the ``coded``
-    symbols only."""
-    out = np.full(tokens.shape[0], 0xFF, dtype=np.uint64)
+    """Plain entries (maxima.py) from the writer entries ``tokens``: tokens without extra bits
+    (runs 1..3) keep their code and length, every other symbol gets PLAIN_NONE. Filled from
+    the ``coded`` symbols only."""
+    out = np.full(tokens.shape[0], PLAIN_NONE, dtype=np.uint64)
+    extra_field = uint64(WRITER_FIELD_MASK << WRITER_EXTRA_SHIFT)
     for i in range(coded.shape[0]):
         s = coded[i]
         e = tokens[s]
-        if e != uint64(0) and (e & uint64(0xFF00)) == uint64(0):
-            out[s] = ((e >> uint64(16)) << uint64(8)) | (e & uint64(0xFF))
+        if e != uint64(0) and (e & extra_field) == uint64(0):
+            out[s] = ((e >> uint64(WRITER_CODE_SHIFT)) << uint64(PLAIN_CODE_SHIFT)) | \
+                (e & uint64(WRITER_FIELD_MASK))
     return out
 
 
@@ -278,7 +277,7 @@ def _write_token(ends, symbols, k, start, tokens, out32, acc, n_pending, word_po
     """Write token k (run from ``start``) alone; returns (written, acc, n_pending, word_pos);
     not written when its writer entry leaves it to the slow path. All uint64."""
     e = tokens[symbols[k]]
-    if (e & uint64(0xFF)) == 0:
+    if (e & uint64(WRITER_FIELD_MASK)) == 0:
         return False, acc, n_pending, word_pos
     bits, length = _written_token(e, uint64(ends[k]), start)
     acc = (acc << length) | bits
@@ -287,68 +286,76 @@ def _write_token(ends, symbols, k, start, tokens, out32, acc, n_pending, word_po
     return True, acc, n_pending, word_pos + full
 
 
-@njit(cache=True, inline="always")
-def _encode_until_escape(ends, symbols, k, n_runs, start, tokens, plain, out32, acc,
-                         n_pending, word_pos, short):
-    """Hot loop of ``encode_rlh``: write tokens from run ``k`` (first element ``start``) on until
-    one the writer entries (``tokens``) leave to the slow path; returns (k, start, acc,
-    n_pending, word_pos) at that token. Two tokens per flush step (four with ``short``) while
-    they fit the 64-bit accumulator with the pending bits (< 64 together: a step completes at
-    most one word), else one. With ``short`` (a constant: ``short_runs_likely``: dense levels,
-    most runs 1) tokens come from ``plain`` (``plain_entries``): one test per step, no run lengths
-    (a token's start is read back from the run ends only when it has extra bits; measured on
-    s = 127 levels: the writer 1.3-1.6x faster; where runs vary, s = 8..16, that test
-    mispredicts, so those streams keep the general pairs). Compiled once per constant
-    ``short`` (``_dense_until_escape``, ``_sparse_until_escape``): with ``short`` a run-time
-    flag, or this loop inlined into the chunk writer, the plain pairs lost their speed-up."""
+@njit(cache=True, nogil=True)
+def _dense_until_escape(ends, symbols, k, n_runs, start, tokens, plain, out32, acc, n_pending,
+                        word_pos):
+    """Hot loop of ``encode_rlh`` for dense levels (``short_runs_likely``: most runs 1): write
+    tokens from run ``k`` (first element ``start``) on until one the writer entries
+    (``tokens``) leave to the slow path; returns (k, start, acc, n_pending, word_pos) at that
+    token. Four tokens per flush step from ``plain`` (``plain_entries``: one test per step, no
+    run lengths) while they fit the 64-bit accumulator with the pending bits (< 64 together: a
+    step completes at most one word), then two, else one written from its writer entry (its
+    start read back from the run ends)."""
     k, n_runs, start = uint64(k), uint64(n_runs), uint64(start)
     n_pending, word_pos = uint64(n_pending), uint64(word_pos)
     one, last_bit = uint64(1), uint64(63)
-    if short:
-        first, first_start = k, start
-        three = uint64(3)
-        while True:
-            while k + three < n_runs:                  # four tokens per flush step
-                p0, p1 = plain[symbols[k]], plain[symbols[k + one]]
-                p2, p3 = plain[symbols[k + uint64(2)]], plain[symbols[k + three]]
-                length0, length1 = p0 & uint64(0xFF), p1 & uint64(0xFF)
-                length2, length3 = p2 & uint64(0xFF), p3 & uint64(0xFF)
-                pair0, pair1 = length0 + length1, length2 + length3
-                if n_pending + pair0 + pair1 > last_bit:
-                    break
-                # The four codes join first: acc waits on one shift and one or per step.
-                low = (((p2 >> uint64(8)) << length3) | (p3 >> uint64(8)))
-                high = (((p0 >> uint64(8)) << length1) | (p1 >> uint64(8))) << pair1
-                acc = (acc << (pair0 + pair1)) | high | low
-                word, n_pending, full = settle(acc, n_pending + pair0 + pair1)
+    plain_length, code_shift = uint64(PLAIN_LENGTH_MASK), uint64(PLAIN_CODE_SHIFT)
+    first, first_start = k, start
+    three = uint64(3)
+    while True:
+        while k + three < n_runs:                  # four tokens per flush step
+            p0, p1 = plain[symbols[k]], plain[symbols[k + one]]
+            p2, p3 = plain[symbols[k + uint64(2)]], plain[symbols[k + three]]
+            length0, length1 = p0 & plain_length, p1 & plain_length
+            length2, length3 = p2 & plain_length, p3 & plain_length
+            pair0, pair1 = length0 + length1, length2 + length3
+            if n_pending + pair0 + pair1 > last_bit:
+                break
+            # The four codes join first: acc waits on one shift and one or per step.
+            low = (((p2 >> code_shift) << length3) | (p3 >> code_shift))
+            high = (((p0 >> code_shift) << length1) | (p1 >> code_shift)) << pair1
+            acc = (acc << (pair0 + pair1)) | high | low
+            word, n_pending, full = settle(acc, n_pending + pair0 + pair1)
+            out32[word_pos] = word
+            word_pos += full
+            k += uint64(4)
+        if k + one < n_runs:
+            p0, p1 = plain[symbols[k]], plain[symbols[k + one]]
+            length0, length1 = p0 & plain_length, p1 & plain_length
+            if n_pending + length0 + length1 <= last_bit:
+                acc = (((acc << length0) | (p0 >> code_shift)) << length1) | \
+                    (p1 >> code_shift)
+                word, n_pending, full = settle(acc, n_pending + length0 + length1)
                 out32[word_pos] = word
                 word_pos += full
-                k += uint64(4)
-            if k + one < n_runs:
-                p0, p1 = plain[symbols[k]], plain[symbols[k + one]]
-                length0, length1 = p0 & uint64(0xFF), p1 & uint64(0xFF)
-                if n_pending + length0 + length1 <= last_bit:
-                    acc = (((acc << length0) | (p0 >> uint64(8))) << length1) | \
-                        (p1 >> uint64(8))
-                    word, n_pending, full = settle(acc, n_pending + length0 + length1)
-                    out32[word_pos] = word
-                    word_pos += full
-                    k += uint64(2)
-                    continue
-            start = first_start if k == first else uint64(ends[k - one]) + one
-            if k >= n_runs:
-                break
-            written, acc, n_pending, word_pos = _write_token(ends, symbols, k, start, tokens,
-                                                           out32, acc, n_pending, word_pos)
-            if not written:
-                break
-            k += one
-        return int64(k), int64(start), acc, int64(n_pending), int64(word_pos)
+                k += uint64(2)
+                continue
+        start = first_start if k == first else uint64(ends[k - one]) + one
+        if k >= n_runs:
+            break
+        written, acc, n_pending, word_pos = _write_token(ends, symbols, k, start, tokens,
+                                                       out32, acc, n_pending, word_pos)
+        if not written:
+            break
+        k += one
+    return int64(k), int64(start), acc, int64(n_pending), int64(word_pos)
+
+
+@njit(cache=True, nogil=True)
+def _sparse_until_escape(ends, symbols, k, n_runs, start, tokens, plain, out32, acc, n_pending,
+                         word_pos):
+    """Hot loop of ``encode_rlh`` where runs vary: as ``_dense_until_escape``, two tokens per
+    flush step from their writer entries and run lengths, else one. ``plain`` is unused (the
+    same arguments as the dense loop)."""
+    k, n_runs, start = uint64(k), uint64(n_runs), uint64(start)
+    n_pending, word_pos = uint64(n_pending), uint64(word_pos)
+    one, last_bit = uint64(1), uint64(63)
+    total_bits = uint64(WRITER_FIELD_MASK)
     while True:
         while k + one < n_runs:
             e0, e1 = tokens[symbols[k]], tokens[symbols[k + one]]
-            if (e0 & uint64(0xFF)) == 0 or (e1 & uint64(0xFF)) == 0 or \
-                    n_pending + (e0 & uint64(0xFF)) + (e1 & uint64(0xFF)) > last_bit:
+            length0, length1 = e0 & total_bits, e1 & total_bits
+            if length0 == 0 or length1 == 0 or n_pending + length0 + length1 > last_bit:
                 break
             end0, end1 = uint64(ends[k]), uint64(ends[k + one])
             bits0, length0 = _written_token(e0, end0, start)
@@ -369,21 +376,6 @@ def _encode_until_escape(ends, symbols, k, n_runs, start, tokens, plain, out32, 
         k += one
     return int64(k), int64(start), acc, int64(n_pending), int64(word_pos)
 
-
-@njit(cache=True, nogil=True)
-def _dense_until_escape(ends, symbols, k, n_runs, start, tokens, plain, out32, acc, n_pending,
-                        word_pos):
-    """``_encode_until_escape`` for dense levels (short runs)."""
-    return _encode_until_escape(ends, symbols, k, n_runs, start, tokens, plain, out32, acc,
-                                n_pending, word_pos, True)
-
-
-@njit(cache=True, nogil=True)
-def _sparse_until_escape(ends, symbols, k, n_runs, start, tokens, plain, out32, acc, n_pending,
-                         word_pos):
-    """``_encode_until_escape`` where runs vary."""
-    return _encode_until_escape(ends, symbols, k, n_runs, start, tokens, plain, out32, acc,
-                                n_pending, word_pos, False)
 
 
 @njit(cache=True, nogil=True)
@@ -414,10 +406,11 @@ def _encode_rlh_chunk(levels, ends, symbols, k, k_end, start, base, window, entr
         if v >= 0 and v < window:
             b = run_bucket(run)
             e = uint64(entries[b * window + v])
-        if e & uint64(0xF):                       # a code with long extra bits
+        if e & uint64(LENGTH_MASK):               # a code with long extra bits
             extra = bucket_extra[b]
-            acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos, e >> uint64(4),
-                                                int64(e & uint64(0xF)))
+            acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos,
+                                                e >> uint64(LENGTH_BITS),
+                                                int64(e & uint64(LENGTH_MASK)))
             acc, n_pending, word_pos = put_bits_long(out32, acc, n_pending, word_pos,
                                                      run & ((1 << extra) - 1), extra)
         else:                                     # escape: code, raw level, gamma run
@@ -471,7 +464,7 @@ def _shs_until_escape(levels, i, stop, base, window, run_limit, entries, out32, 
     ``stop``); returns (i, acc, n_pending, word_pos)."""
     i, stop, w, k = uint64(i), uint64(stop), uint64(window), uint64(run_limit)
     n_pending, word_pos = uint64(n_pending), uint64(word_pos)
-    one, code_shift, length_mask = uint64(1), uint64(4), uint64(0xF)
+    one, code_shift, length_mask = uint64(1), uint64(LENGTH_BITS), uint64(LENGTH_MASK)
     full_run = uint64(entries[w + k - one])
     while i < stop:
         level = int64(levels[i])

@@ -15,8 +15,7 @@ from .runs import run_bucket, RUN_BUCKETS, MAX_RUN
 
 @njit(cache=True, nogil=True)
 def level_range(levels):
-    """(min, max) of non-empty ``levels`` as int64, in one pass (measured: 2.2-3.5x faster than
-    NumPy's min() and max(), 11 against 37 us for 1M int8 levels); (0, -1) when empty."""
+    """(min, max) of non-empty ``levels`` as int64, in one pass; (0, -1) when empty."""
     if levels.shape[0] == 0:
         return int64(0), int64(-1)
     lo = levels[0]

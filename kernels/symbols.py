@@ -4,7 +4,8 @@ READ ME FIRST
 1. Symbol ``s`` in [0, window) stands for level ``base + s``; symbol ``window`` is the escape,
    followed by the level's zigzag form in ``value_bits`` bits (8, 16 or 32). Levels outside the
    window, or without a code, take the escape, so any level round-trips.
-2. The encoder reads one packed entry per element: ``code << 4 | length`` (length 0 = escape).
+2. The encoder reads one packed entry per element: ``code << LENGTH_BITS | length`` (length 0 =
+   escape).
 3. The decoder reads multi-symbol tables: one 12-bit lookup yields every whole code in those
    12 bits, up to 8 bytes of levels (1-bit codes are common for quantized gradients), written
    by one 8-byte store. Escapes and the last few elements go through the single-symbol table.
@@ -15,14 +16,13 @@ import numpy as np
 from numba import njit, uint64, int64
 from numba.cpython.unsafe.numbers import trailing_zeros
 
-from .bits import (settle, window64, WORD_BITS, put_bits, put_bits_long, flush_bits, peek64,
+from .bits import (settle, join64, WORD_BITS, put_bits, put_bits_long, flush_bits, peek64,
                    top_bits, zigzag, unzigzag, buffer_at, buffer_position)
 from .errors import OK, PAYLOAD_OVERRUN, INVALID_CODE, VALUE_OVERFLOW, PAYLOAD_UNDERRUN
-from .huffman import MAX_CODE_BITS, TABLE_SIZE, LENGTH_SHIFT, LENGTH_MASK
+from .maxima import MAX_CODE_BITS, TABLE_SIZE, LENGTH_BITS, LENGTH_MASK
 from .stores import count_equal64, load8, store8, sampled_eighths, LITTLE_ENDIAN
 
-# A packed encoder entry: code << ENTRY_CODE_SHIFT | length (length <= 12 needs 4 bits).
-ENTRY_CODE_SHIFT = 4
+# A packed encoder entry is a length entry (maxima.py): code << LENGTH_BITS | length.
 
 
 # Histograms count into this many interleaved tables: consecutive equal levels (runs of zeros)
@@ -37,11 +37,11 @@ def _symbol(level, base, window):
 
 
 # The histogram counts ranges of HISTOGRAM_RANGE levels; in one where at least
-# CLEAN_EIGHTHS of 8 sampled 8-byte blocks hold a single level (kernels/stores.py), such blocks
+# ONE_LEVEL_EIGHTHS of 8 sampled 8-byte blocks hold a single level (kernels/stores.py), such blocks
 # count at once (measured: TernGrad levels 2-3x, QSGD s = 1 1.1-1.3x faster; from 5 eighths
 # QSGD s = 2 turns slower).
 HISTOGRAM_RANGE = 1 << 16
-CLEAN_EIGHTHS = 6
+ONE_LEVEL_EIGHTHS = 6
 
 
 # Windows of at most this many levels are counted one level at a time by a compare pass that
@@ -53,8 +53,7 @@ COMPARE_WINDOW = 8
 @njit(cache=True, nogil=True)
 def _count_equal(levels, level):
     """Elements of ``levels`` equal to ``level`` (of the levels' dtype), 64 bytes per step
-    (``count_equal64``: measured 2.3x faster than a compare-and-sum loop, whose 0/1
-    terms widen to 64-bit lanes)."""
+    (``count_equal64``)."""
     n = uint64(levels.shape[0])
     per = uint64(64 // levels.itemsize)
     count = uint64(0)
@@ -88,7 +87,7 @@ def level_histogram(levels, base, window, counts):
     n_lanes = uint64(HISTOGRAM_LANES)
     for start in range(uint64(0), n, uint64(HISTOGRAM_RANGE)):
         i, stop = start, min(n, start + uint64(HISTOGRAM_RANGE))
-        if sampled_eighths(levels, i, stop, uint64(0), True) >= CLEAN_EIGHTHS:
+        if sampled_eighths(levels, i, stop, uint64(0), True) >= ONE_LEVEL_EIGHTHS:
             while i + block < stop:                # levels i..i+block all equal: count block
                 if load8(levels, i) == load8(levels, i + one):
                     v = uint64(int64(levels[i]) - base)
@@ -115,11 +114,11 @@ def level_histogram(levels, base, window, counts):
 
 @njit(cache=True, nogil=True)
 def pack_entries(symbols, codes, lengths, n_symbols):
-    """Encoder entries ``code << 4 | length`` per symbol id (uint32, ``n_symbols``; 0 = not
-    coded) from the coded ``symbols`` with their ``codes`` and ``lengths``."""
+    """Encoder entries ``code << LENGTH_BITS | length`` per symbol id (uint32, ``n_symbols``;
+    0 = not coded) from the coded ``symbols`` with their ``codes`` and ``lengths``."""
     entries = np.zeros(n_symbols, dtype=np.uint32)
     for i in range(symbols.shape[0]):
-        entries[symbols[i]] = (codes[i] << ENTRY_CODE_SHIFT) | lengths[i]
+        entries[symbols[i]] = (codes[i] << LENGTH_BITS) | lengths[i]
     return entries
 
 
@@ -134,7 +133,7 @@ def _codes_until_escape(levels, i, stop, base, window, entries, block_pattern, b
     all zero bits, repeated) are written at once as ``block_bits`` (<= 32) zero bits."""
     i, stop, w = uint64(i), uint64(stop), uint64(window)
     n_pending, word_pos = uint64(n_pending), uint64(word_pos)
-    one, code_shift, length_mask = uint64(1), uint64(ENTRY_CODE_SHIFT), uint64(LENGTH_MASK)
+    one, code_shift, length_mask = uint64(1), uint64(LENGTH_BITS), uint64(LENGTH_MASK)
     two, three = uint64(2), uint64(3)
     block, block_bits = uint64(8 // levels.itemsize), uint64(block_bits)
     while True:
@@ -200,7 +199,7 @@ def _codes_until_escape(levels, i, stop, base, window, entries, block_pattern, b
 def put_escape(out32, acc, n_pending, word_pos, esc, level, value_bits):
     """Write an escaped level (rare path): the escape entry's code, then the level's zigzag form
     in ``value_bits`` bits; returns the new (acc, n_pending, word_pos)."""
-    acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos, esc >> ENTRY_CODE_SHIFT,
+    acc, n_pending, word_pos = put_bits(out32, acc, n_pending, word_pos, esc >> LENGTH_BITS,
                                         esc & LENGTH_MASK)
     return put_bits_long(out32, acc, n_pending, word_pos, zigzag(level), value_bits)
 
@@ -244,7 +243,7 @@ def zero_code_block(levels, base, window, entries):
     block = 8 // levels.itemsize
     for s in range(window):
         length = int64(entries[s] & LENGTH_MASK)
-        if length > 0 and entries[s] >> ENTRY_CODE_SHIFT == 0:
+        if length > 0 and entries[s] >> LENGTH_BITS == 0:
             if length * block > 32:
                 break
             copies = np.full(block, base + s, dtype=levels.dtype)
@@ -273,9 +272,10 @@ def encode_levels(levels, base, window, entries, value_bits, chunk, out32, chunk
 #   counts[p]  uint8: how many (0: the prefix begins with an escape or no code, which the lane
 #              loop of kernels/lanes.py leaves to ``rare_symbol``);
 #   bits[p]    uint8: the bits they take (<= 12).
-# Count and bits sit in byte tables, not in the levels word: on this Zen 5 core shifts issue on
-# three ports and were the lane loop's bottleneck (measured: 1.2x faster than extracting them
-# from the word).
+# Count and bits sit in byte tables, not in the levels word (docs/design.md, "Kernels").
+# The table decoders pass them as one tuple, indexed by these names; the rlh/shs tables
+# (tokens.lookup_tables) add the four-lane loop's own counts and bits (kernels/lanes.py).
+TABLE_LEVELS, TABLE_COUNTS, TABLE_BITS, TABLE_LANE_COUNTS, TABLE_LANE_BITS = range(5)
 
 
 # Byte patterns of the cumulative-bits word ``multi_symbol_tables`` keeps per prefix: byte k
@@ -296,7 +296,7 @@ def _all_zero_prefix(table, window, base, itemsize):
     mask = (uint64(1) << uint64(width)) - uint64(1) if itemsize < 8 else ~uint64(0)
     e = table[0]
     length = int64(e & LENGTH_MASK)
-    s = int64(e >> LENGTH_SHIFT)
+    s = int64(e >> LENGTH_BITS)
     word, count, cum = uint64(0), 0, uint64(NO_CODES)
     if length != 0 and s != window:
         count = min(MAX_CODE_BITS // length, per_word)
@@ -317,8 +317,7 @@ def multi_symbol_tables(table, window, base, itemsize):
     the codes after it are those of the prefix c = (p << L) mod 2**12 that end within its first
     12 - L bits. c has more trailing zeros than p, so prefixes go in order of decreasing trailing
     zeros (the all-zero prefix first, its own successor, by ``_all_zero_prefix``); a bytewise
-    compare of c's cumulative bits with 12 - L says how many of its codes to keep (measured:
-    19 us against 17-48 us for decoding each prefix code by code).
+    compare of c's cumulative bits with 12 - L says how many of its codes to keep.
     """
     per_word = uint64(8 // itemsize)
     width = uint64(8 * itemsize)
@@ -337,7 +336,7 @@ def multi_symbol_tables(table, window, base, itemsize):
             p = (2 * k + 1) << zeros                       # exactly ``zeros`` trailing zeros
             e = uint64(table[p])
             length = e & uint64(LENGTH_MASK)
-            s = int64(e >> uint64(LENGTH_SHIFT))
+            s = int64(e >> uint64(LENGTH_BITS))
             ok = (length != uint64(0)) & (s != window)
             c = (uint64(p) << length) & uint64(TABLE_SIZE - 1)
             # c's codes that end past 12 - L bits: bytes with cum >= 13 - L (high bit set).
@@ -375,7 +374,7 @@ def one_symbol(words, bit_pos, end_bit, code, out, i):
     length = int64(e & LENGTH_MASK)
     if length == 0:
         return INVALID_CODE, bit_pos
-    s = int64(e >> LENGTH_SHIFT)
+    s = int64(e >> LENGTH_BITS)
     after = bit_pos + length
     if s != window:
         if after > end_bit:
@@ -412,13 +411,13 @@ def decode_chunk(words, bit_pos, end_bit, code, tables, out, i, stop):
     """Decode elements [i, stop) of one chunk from ``bit_pos``; the chunk must end exactly at
     ``end_bit``. ``tables``: (levels, counts, bits, ...) of ``multi_symbol_tables``. Returns a
     status code (errors.py)."""
-    levels, counts, bits = tables[0], tables[1], tables[2]
+    levels, counts, bits = tables[TABLE_LEVELS], tables[TABLE_COUNTS], tables[TABLE_BITS]
     per_word = 8 // out.itemsize
     while i < stop:
         if bit_pos > end_bit:
             return PAYLOAD_OVERRUN
         j = bit_pos >> 6
-        win = window64(words[j], words[j + 1], bit_pos & 63)
+        win = join64(words[j], words[j + 1], bit_pos & 63)
         used = 0
         single = False
         for _ in range(LOOKUPS_PER_WINDOW):

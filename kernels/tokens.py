@@ -13,12 +13,12 @@ READ ME FIRST
    one 8-byte word, the levels they make and the bits they take. Slots of the word past the
    last token's start repeat its level, so a long last run is that level written on (a fill).
    Two count/bits tables: the one-chunk path's, whose last token may run past the word
-   (up to LONG_RUN levels in all: a sparse stream's long runs take one lookup each), and the
-   four-lane loop's (kernels/lanes.py), whose tokens all end within the word (one store, no
+   (up to MAX_LOOKUP_LEVELS levels in all: a sparse stream's long runs take one lookup each),
+   and the four-lane loop's (kernels/lanes.py), whose tokens all end within the word (one store, no
    branch). A prefix that starts no such token (escape, invalid code, code and extra bits past
    12, a longer run) has count 0 and goes through the token table.
-3. ``code``, the tuple the decoders pass around: (token table, base, value_bits, esc_has_run,
-   lo, hi), lo/hi the level dtype's range.
+3. ``code``, the tuple the decoders pass around, indexed by the CODE_* names: (token table,
+   base, value_bits, esc_has_run, lo, hi), lo/hi the level dtype's range.
 """
 import numpy as np
 from numba import njit, uint64, int64
@@ -27,20 +27,17 @@ from .bits import peek64, top_bits, unzigzag, buffer_at, buffer_position, LOOKUP
 from .elias import read_gamma
 from .errors import (OK, PAYLOAD_OVERRUN, INVALID_CODE, RUN_OVERFLOW, VALUE_OVERFLOW,
                      PAYLOAD_UNDERRUN)
-from .huffman import MAX_CODE_BITS, TABLE_SIZE
+from .maxima import (MAX_CODE_BITS, MAX_LOOKUP_LEVELS, TABLE_SIZE, TOKEN_ESCAPE,  # noqa: F401
+                     TOKEN_EXTRA_MASK, TOKEN_EXTRA_SHIFT, TOKEN_LENGTH_MASK, TOKEN_LEVEL_SHIFT,
+                     TOKEN_RUN_MASK, TOKEN_RUN_SHIFT)
 from .runs import BUCKET_BASE, BUCKET_EXTRA
 from .stores import store8, levels_per_word, last_level, LITTLE_ENDIAN
 
-LENGTH_MASK = 0xF
-ENTRY_ESCAPE = 1 << 4
-EXTRA_SHIFT = 5
-EXTRA_MASK = 0x3F
-RUN_SHIFT = 11
-RUN_MASK = 0xFFFFFFFF
-LEVEL_SHIFT = 43
+# A token table entry (uint64, ``token_table``): maxima.py's token layout.
 
-# Most levels one lookup makes (counts are bytes).
-LONG_RUN = 255
+# ``code``, the decoders' tuple (note 3), by position.
+CODE_TABLE, CODE_BASE, CODE_VALUE_BITS, CODE_ESC_HAS_RUN, CODE_LO, CODE_HI = range(6)
+
 
 
 @njit(cache=True, nogil=True)
@@ -59,10 +56,11 @@ def _put_token(table, length, code, escape, level_index, run_base, extra):
     """Enter one symbol's token in every prefix its code starts."""
     e = uint64(length)
     if escape:
-        e |= uint64(ENTRY_ESCAPE)
+        e |= uint64(TOKEN_ESCAPE)
     else:
-        e |= (uint64(extra) << uint64(EXTRA_SHIFT)) | (uint64(run_base) << uint64(RUN_SHIFT)) \
-            | (uint64(level_index) << uint64(LEVEL_SHIFT))
+        e |= (uint64(extra) << uint64(TOKEN_EXTRA_SHIFT)) | \
+            (uint64(run_base) << uint64(TOKEN_RUN_SHIFT)) | \
+            (uint64(level_index) << uint64(TOKEN_LEVEL_SHIFT))
     shift = MAX_CODE_BITS - length
     first = int64(code) << shift
     for k in range(first, first + (1 << shift)):
@@ -89,9 +87,9 @@ def rlh_token_table(lengths, codes, window):
 def _token_run(e, window):
     """Run of the token of entry ``e`` whose code opens the 64-bit ``window`` (its code and
     extra bits must lie in the window); uint64."""
-    length = e & uint64(LENGTH_MASK)
-    extra = (e >> uint64(EXTRA_SHIFT)) & uint64(EXTRA_MASK)
-    run = (e >> uint64(RUN_SHIFT)) & uint64(RUN_MASK)
+    length = e & uint64(TOKEN_LENGTH_MASK)
+    extra = (e >> uint64(TOKEN_EXTRA_SHIFT)) & uint64(TOKEN_EXTRA_MASK)
+    run = (e >> uint64(TOKEN_RUN_SHIFT)) & uint64(TOKEN_RUN_MASK)
     if extra > uint64(0):
         run += (window << length) >> (uint64(64) - extra)
     return run
@@ -112,15 +110,15 @@ def lookup_tables(table, base, itemsize):
     word_of = np.empty(TABLE_SIZE, dtype=np.uint64)
     for p in range(TABLE_SIZE):
         e = table[p]
-        length = int64(e & uint64(LENGTH_MASK))
-        used = length + int64((e >> uint64(EXTRA_SHIFT)) & uint64(EXTRA_MASK))
-        if length == 0 or (e & uint64(ENTRY_ESCAPE)) or used > MAX_CODE_BITS:
+        length = int64(e & uint64(TOKEN_LENGTH_MASK))
+        used = length + int64((e >> uint64(TOKEN_EXTRA_SHIFT)) & uint64(TOKEN_EXTRA_MASK))
+        if length == 0 or (e & uint64(TOKEN_ESCAPE)) or used > MAX_CODE_BITS:
             continue
         run = int64(_token_run(e, uint64(p) << top))
-        if run > LONG_RUN:
+        if run > MAX_LOOKUP_LEVELS:
             continue
         take[p], runs[p] = used, run
-        word_of[p] = (uint64(base + int64(e >> uint64(LEVEL_SHIFT))) & mask) * repeat
+        word_of[p] = (uint64(base + int64(e >> uint64(TOKEN_LEVEL_SHIFT))) & mask) * repeat
     levels = np.zeros(TABLE_SIZE, dtype=np.uint64)
     counts = np.zeros(TABLE_SIZE, dtype=np.uint8)
     bits = np.zeros(TABLE_SIZE, dtype=np.uint8)
@@ -132,7 +130,7 @@ def lookup_tables(table, base, itemsize):
         x = p
         while count < per_word:                     # a token may start within the word
             t = take[x]
-            if t == 0 or t > MAX_CODE_BITS - used or count + runs[x] > LONG_RUN:
+            if t == 0 or t > MAX_CODE_BITS - used or count + runs[x] > MAX_LOOKUP_LEVELS:
                 break
             if lane_count < 0 and count + runs[x] > per_word:
                 lane_count, lane_used = count, used   # the lane tables stop before it
@@ -185,25 +183,25 @@ AT_ESCAPE = -1
 def one_token(words, bit_pos, end_bit, code, out, i, stop):
     """Decode the token at ``bit_pos`` into out[i:] through the token table; it must end by
     ``end_bit`` and ``stop``. Returns (status, i, bit_pos) after it (unchanged on error; past
-    the code at AT_ESCAPE). Calls nothing that takes an array: a call in any branch made its
-    callers pay a reference-count pair per token (measured 10x slower on rare tokens)."""
-    table, base = code[0], code[1]
+    the code at AT_ESCAPE). Calls nothing that takes an array (bits.py note 2: each such call
+    costs its callers a reference-count pair per token)."""
+    table, base = code[CODE_TABLE], code[CODE_BASE]
     if bit_pos > end_bit:
         return PAYLOAD_OVERRUN, i, bit_pos
     win = peek64(words, bit_pos)
     e = table[win >> uint64(64 - MAX_CODE_BITS)]
-    length = int64(e & uint64(LENGTH_MASK))
+    length = int64(e & uint64(TOKEN_LENGTH_MASK))
     if length == 0:
         return INVALID_CODE, i, bit_pos
-    if e & uint64(ENTRY_ESCAPE):
+    if e & uint64(TOKEN_ESCAPE):
         return AT_ESCAPE, i, bit_pos + length
-    after = bit_pos + length + int64((e >> uint64(EXTRA_SHIFT)) & uint64(EXTRA_MASK))
+    after = bit_pos + length + int64((e >> uint64(TOKEN_EXTRA_SHIFT)) & uint64(TOKEN_EXTRA_MASK))
     if after > end_bit:
         return PAYLOAD_OVERRUN, i, bit_pos
     run = _token_run(e, win)                  # code + extra <= 12 + 31 bits
     if i > stop or run > uint64(stop - i):
         return RUN_OVERFLOW, i, bit_pos
-    level = base + int64(e >> uint64(LEVEL_SHIFT))
+    level = base + int64(e >> uint64(TOKEN_LEVEL_SHIFT))
     k, end = uint64(i), uint64(i) + run
     while k < end:                            # unsigned: no wraparound test, a memset
         out[k] = level
@@ -231,13 +229,13 @@ def decode_chunk(words, bit_pos, end_bit, code, tables, out, i, stop):
     ``end_bit``. ``tables``: ``lookup_tables``. Returns a status code (errors.py).
 
     Five lookups per bit buffer while the chunk has room for five whole lookups (their counts
-    with fills where LONG_RUN levels fit, else the lane counts), then a token through the token
-    table when the next prefix has count 0 or room ran out."""
+    with fills where MAX_LOOKUP_LEVELS levels fit, else the lane counts), then a token through
+    the token table when the next prefix has count 0 or room ran out."""
     levels, counts, bits, lane_counts, lane_bits = tables
     per_word = uint64(levels_per_word(out))
     top = uint64(64 - MAX_CODE_BITS)
     pos, end, i, stop = uint64(bit_pos), uint64(end_bit), uint64(i), uint64(stop)
-    long_room = uint64(LOOKUPS_PER_BUFFER * LONG_RUN) + per_word
+    long_room = uint64(LOOKUPS_PER_BUFFER * MAX_LOOKUP_LEVELS) + per_word
     lane_room = uint64(LOOKUPS_PER_BUFFER) * per_word
     while i < stop:
         if pos > end:
@@ -273,8 +271,9 @@ def decode_chunk(words, bit_pos, end_bit, code, tables, out, i, stop):
         status, j, after = one_token(words, int64(pos), int64(end), code, out, int64(i),
                                      int64(stop))
         if status == AT_ESCAPE:
-            status, j, after = escaped_token(words, int64(end), after, code[2], code[3],
-                                             code[4], code[5], out, int64(i), int64(stop))
+            status, j, after = escaped_token(words, int64(end), after, code[CODE_VALUE_BITS],
+                                             code[CODE_ESC_HAS_RUN], code[CODE_LO],
+                                             code[CODE_HI], out, int64(i), int64(stop))
         if status != OK:
             return status
         i, pos = uint64(j), uint64(after)

@@ -6,10 +6,10 @@ READ ME FIRST
    compares 64 levels with their neighbours (two 64-byte loads, one compare: the run ends) and
    with the three levels before them (a level equal to the 1, 2 or 3 before it is the 2nd, 3rd,
    4th+ of its run), so every level gets the symbol its run would have if it ended there:
-   (run - 1) * window + level - base for runs 1..3, LONG_RUN for longer ones.
+   (run - 1) * window + level - base for runs 1..3, LONG_RUN_SYMBOL for longer ones.
    ``llvm.masked.compressstore`` keeps the ends' indices and symbols (16 int32 lanes per
-   store). ``runs.count_symbols`` then counts them and gives the LONG_RUN tokens, rare in dense
-   levels, their symbols from the run ends.
+   store). ``runs.count_symbols`` then counts them and gives the LONG_RUN_SYMBOL tokens, rare
+   in dense levels, their symbols from the run ends.
 2. Runs are cut at chunk boundaries (kernels/chunks.py): a step's lanes at chunk positions 0, 1,
    2 do not look back past the chunk start, and a chunk's last level always ends a run. The
    positions a whole step does not fit (a chunk's first levels at the array start, its tail)
@@ -25,11 +25,12 @@ from llvmlite import ir
 from numba import config, njit, types, uint64, int64
 from numba.extending import intrinsic
 
-from .runs import LONG_RUN as _LONG_RUN
+from .runs import LONG_RUN_SYMBOL as _LONG_RUN_SYMBOL
 from .stores import declare_intrinsic, splat
 
 STEP = 64                     # levels per step: one 512-bit vector of int8
-LONG_RUN = uint64(_LONG_RUN)  # symbol of a level that is the 4th+ of its run (runs.count_symbols)
+# The symbol of a level that is the 4th or later of its run (runs.count_symbols resolves it).
+LONG_RUN_SYMBOL = uint64(_LONG_RUN_SYMBOL)
 
 _FEATURES = llvm.get_host_cpu_features()
 AVAILABLE = bool(_FEATURES.get("avx512f") and _FEATURES.get("avx512bw")) and \
@@ -107,7 +108,7 @@ def _step(typingctx, levels, i, base, window, ends, symbols, t):
         first_index = splat(builder, builder.trunc(i, _I32), lanes32)
         minus_base = splat(builder, builder.trunc(builder.neg(base_arg), _I32), lanes32)
         window32 = splat(builder, builder.trunc(window_arg, _I32), lanes32)
-        long_run = ir.Constant(lanes32, [int(LONG_RUN)] * _LANES)
+        long_run = ir.Constant(lanes32, [int(LONG_RUN_SYMBOL)] * _LANES)
         undef64 = ir.Constant(ir.VectorType(_I1, STEP), ir.Undefined)
         undef_bytes = ir.Constant(bytes64, ir.Undefined)
         for q in range(STEP // _LANES):
@@ -141,13 +142,13 @@ def _position(levels, j, start, base, window):
     s1 = j >= start + 1 and levels[j - 1] == x
     s2 = s1 and j >= start + 2 and levels[j - 2] == x
     if s2 and j >= start + 3 and levels[j - 3] == x:
-        return LONG_RUN
+        return LONG_RUN_SYMBOL
     return uint64(int64(x) - base + window * (int64(s1) + int64(s2)))
 
 
 @njit(cache=True, nogil=True)
 def runs_and_symbols(levels, chunk, base, window, ends, symbols, chunk_runs):
-    """Write every run's last index into ``ends`` (int32) and its symbol (or LONG_RUN) into
+    """Write every run's last index into ``ends`` (int32) and its symbol (or LONG_RUN_SYMBOL) into
     ``symbols`` (uint32), runs cut at chunk boundaries; ``chunk_runs[c]`` = runs in chunks
     0..c. Returns the number of runs. int8 levels covered by [base, base + window); needs
     AVAILABLE."""

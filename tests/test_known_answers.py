@@ -9,12 +9,12 @@ import horovod_huffman as hh
 from horovod_huffman import wire
 from horovod_huffman.kernels.bits import READ_PAD_WORDS, bytes_to_words, words_to_bytes
 from horovod_huffman.kernels.huffman import (code_lengths, canonical_codes, decode_table,
-                                             MAX_CODE_BITS, LENGTH_SHIFT, LENGTH_MASK)
+                                             MAX_CODE_BITS, LENGTH_BITS, LENGTH_MASK)
 from horovod_huffman.kernels.stats import level_range
 from horovod_huffman.encoders.codes import Code, chunk_count
 from horovod_huffman.encoders.runlength import token_buffers
-from horovod_huffman.kernels import tokens, vector_runs
-from horovod_huffman.kernels.runs import (RUN_BUCKETS, LONG_RUN, run_ends, rlh_histogram,
+from horovod_huffman.kernels import maxima, tokens, vector_runs
+from horovod_huffman.kernels.runs import (RUN_BUCKETS, LONG_RUN_SYMBOL, run_ends, rlh_histogram,
                                           count_symbols)
 from horovod_huffman.kernels.symbols import level_histogram, multi_symbol_tables
 from horovod_huffman.params import ParamReader, ParamWriter
@@ -194,7 +194,7 @@ def codes_in_prefix(table, window, base, prefix, per_word):
     out, used = [], 0
     while len(out) < per_word:
         e = int(table[(prefix << used) & ((1 << MAX_CODE_BITS) - 1)])
-        length, s = e & LENGTH_MASK, e >> LENGTH_SHIFT
+        length, s = e & LENGTH_MASK, e >> LENGTH_BITS
         if length == 0 or used + length > MAX_CODE_BITS or s == window:
             break
         out.append(base + s)
@@ -230,20 +230,20 @@ def test_multi_symbol_tables_hold_every_whole_code_of_each_prefix(counts, itemsi
 def tokens_in_prefix(table, prefix, per_word, lane):
     """Reference: (levels, bits) of the whole rlh tokens that begin a 12-bit prefix, one at a
     time: a token may start while fewer than ``per_word`` levels are out, and (``lane``) must
-    end within them, else the levels stay within LONG_RUN."""
+    end within them, else the levels stay within MAX_LOOKUP_LEVELS."""
     out, used = [], 0
     while len(out) < per_word:
         e = int(table[(prefix << used) & ((1 << MAX_CODE_BITS) - 1)])
-        length = e & tokens.LENGTH_MASK
-        extra = (e >> tokens.EXTRA_SHIFT) & tokens.EXTRA_MASK
-        if length == 0 or e & tokens.ENTRY_ESCAPE or used + length + extra > MAX_CODE_BITS:
+        length = e & maxima.TOKEN_LENGTH_MASK
+        extra = (e >> maxima.TOKEN_EXTRA_SHIFT) & maxima.TOKEN_EXTRA_MASK
+        if length == 0 or e & maxima.TOKEN_ESCAPE or used + length + extra > MAX_CODE_BITS:
             break
         window = (prefix << used) & ((1 << MAX_CODE_BITS) - 1)
-        run = ((e >> tokens.RUN_SHIFT) & tokens.RUN_MASK) + \
+        run = ((e >> maxima.TOKEN_RUN_SHIFT) & maxima.TOKEN_RUN_MASK) + \
             (((window << length) & ((1 << MAX_CODE_BITS) - 1)) >> (MAX_CODE_BITS - extra))
-        if len(out) + run > (per_word if lane else tokens.LONG_RUN):
+        if len(out) + run > (per_word if lane else maxima.MAX_LOOKUP_LEVELS):
             break
-        out += [e >> tokens.LEVEL_SHIFT] * run
+        out += [e >> maxima.TOKEN_LEVEL_SHIFT] * run
         used += length + extra
     return out, used
 
@@ -305,7 +305,7 @@ def test_vector_run_pass_is_the_scalar_passes(n_runs, long_share, spread, chunk,
         if vector:
             t = vector_runs.runs_and_symbols(levels, chunk, base, window, ends, symbols,
                                              chunk_runs)
-            placeholder = symbols[:t] == LONG_RUN
+            placeholder = symbols[:t] == LONG_RUN_SYMBOL
             assert placeholder.tolist() == (np.diff(ends[:t], prepend=-1) >= 4).tolist()
             scalar_symbols = np.array(results[0][1])
             assert symbols[:t][~placeholder].tolist() == scalar_symbols[~placeholder].tolist()

@@ -30,7 +30,8 @@ CHUNKED = tuple(name for name, cls in _BY_NAME.items()
                 if "chunk_levels" in inspect.signature(cls).parameters)
 """Encoders whose payload is cut into independently decodable chunks (``chunk_levels``)."""
 
-SEEDED = tuple(name for name, cls in _BY_NAME.items() if "seed" in inspect.signature(cls).parameters)
+SEEDED = tuple(name for name, cls in _BY_NAME.items()
+               if "seed" in inspect.signature(cls).parameters)
 """Encoders that sample the levels (``seed`` fixes the sample, and so the stream)."""
 
 ON_DEVICE = tuple(name for name, cls in _BY_NAME.items() if getattr(cls, "on_device", False))

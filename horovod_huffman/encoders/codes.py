@@ -5,16 +5,13 @@ import numpy as np
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, chunk_starts, payload_bits
 from horovod_huffman.kernels.codebook import write_codebook, read_codebook
 from horovod_huffman.kernels.errors import OK
-from horovod_huffman.kernels.huffman import (MAX_CODE_BITS, MAX_CODED_SYMBOLS, code_of_counts,
-                                             code_of_lengths, limited_lengths, canonical_codes,
-                                             canonical_codes_of, kraft_units)
+from horovod_huffman.kernels.huffman import (code_of_counts, code_of_lengths, limited_lengths,
+                                             canonical_codes, canonical_codes_of, kraft_units)
+from horovod_huffman.kernels.maxima import MAX_CODE_BITS, MAX_CODED_SYMBOLS, MAX_SYMBOLS
 from horovod_huffman.kernels.symbols import pack_entries
 
 from ..errors import DecodeError
 from ..wire import MAX_ELEMENTS
-
-# Alphabet size (symbol ids) any Huffman-family stream may declare; bounds decoder tables.
-MAX_SYMBOLS = 1 << 17
 
 
 class Code:

@@ -11,7 +11,8 @@ bits of every chunk, codebook over window + 1 symbols (symbol window = escape).
 import numpy as np
 
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, payload_bits
-from horovod_huffman.kernels.huffman import MAX_CODE_BITS, decode_table
+from horovod_huffman.kernels.huffman import decode_table
+from horovod_huffman.kernels.maxima import HUFFMAN_MAX_WINDOW, MAX_CODE_BITS
 from horovod_huffman.kernels.stats import level_range
 from horovod_huffman.kernels.lanes import decode_levels
 from horovod_huffman.kernels.symbols import level_histogram, encode_levels, multi_symbol_tables
@@ -23,8 +24,6 @@ from .base import Encoder, Sampled, out_words, check_status, check_chunk_levels
 from .codes import (Code, read_lengths, code_cost_bits, chunk_count,
                     write_chunks, read_chunks)
 
-# Levels coded directly span at most this many values; others take the escape.
-MAX_WINDOW = 1 << 16
 MODE_CODED = 0
 MODE_CONSTANT = 1
 
@@ -58,8 +57,8 @@ class LevelPlan:
 
 
 def level_window(lo, hi):
-    """(base, window) covering [lo, hi], capped at MAX_WINDOW levels."""
-    return lo, min(hi - lo + 1, MAX_WINDOW)
+    """(base, window) covering [lo, hi], capped at HUFFMAN_MAX_WINDOW levels."""
+    return lo, min(hi - lo + 1, HUFFMAN_MAX_WINDOW)
 
 
 class Huffman(Encoder):
@@ -111,7 +110,7 @@ class Huffman(Encoder):
             fill(out, level, stream)
             return
         base = reader.sint("base", lo, hi)
-        window = reader.uint("window", 1, min(MAX_WINDOW, hi - base + 1))
+        window = reader.uint("window", 1, min(HUFFMAN_MAX_WINDOW, hi - base + 1))
         chunk, starts, chunk_bits = read_chunks(reader, out.size, payload_bits, cls.name)
         lengths, codes = read_lengths(reader, window + 1, cls.name)
         table = decode_table(lengths, codes)

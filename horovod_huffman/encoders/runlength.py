@@ -14,7 +14,8 @@ lengths. Parameters: base, window, k, codebook over window + k + 1 symbols.
 import numpy as np
 
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, payload_bits
-from horovod_huffman.kernels.huffman import MAX_CODE_BITS, MAX_CODED_SYMBOLS
+from horovod_huffman.kernels.maxima import (MAX_CODE_BITS, MAX_CODED_SYMBOLS, RLH_ESCAPE_RUN_BITS,
+                                            RLH_MAX_WINDOW, SHS_MAX_K)
 from horovod_huffman.kernels.lanes import decode_tokens
 from horovod_huffman.kernels import vector_runs
 from horovod_huffman.kernels.runs import (RUN_BUCKETS, BUCKET_EXTRA, run_ends, rlh_histogram,
@@ -31,12 +32,6 @@ from .base import Encoder, Sampled, out_words, check_status, check_chunk_levels
 from .codes import (MAX_SYMBOLS, Code, weights_from_probabilities,
                     read_lengths, chunk_count, write_chunks, read_chunks)
 
-# rlh: window * RUN_BUCKETS + 1 symbols must stay within MAX_SYMBOLS.
-RLH_MAX_WINDOW = (MAX_SYMBOLS - 1) // RUN_BUCKETS
-# shs: k may not exceed this, leaving room in the 4096 codes for the non-zero levels.
-SHS_MAX_K = 2048
-# An escaped rlh token: code, raw level, and a gamma-coded run of at most 2 * 32 - 1 bits.
-RLH_ESCAPE_RUN_BITS = 63
 
 
 class RLH(Encoder):
@@ -123,8 +118,8 @@ def token_buffers(n):
     """(run ends, token symbols) for ``n`` levels: int32 (int64 from 2**31 levels) and uint32
     arrays of ``n``. Both are walked together at 4 bytes per token; at equal offsets within a
     4 KiB page (as two fresh large allocations are) every load from one waits on the stores to
-    the other (4K aliasing: the RLH histogram measured 2.7x slower), so the symbols start
-    _SYMBOLS_PAGE_OFFSET bytes further into the page."""
+    the other (4K aliasing), so the symbols start _SYMBOLS_PAGE_OFFSET bytes further into the
+    page."""
     if n >= 2**31:
         return np.empty(n, dtype=np.int64), np.empty(n, dtype=np.uint32)
     pad = (_SYMBOLS_PAGE_OFFSET - 4 * n) % 4096 // 4
