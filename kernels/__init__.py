@@ -1,9 +1,18 @@
-"""Framework-free Numba kernels, installed as ``horovod_huffman.kernels``.
+"""Framework-free Numba kernels, installed as ``horovod_huffman.kernels``. Every kernel compiles
+with ``cache=True``.
 
-Modules: bits (MSB-first bit I/O), huffman (code construction), codebook (canonical codebook on
-the wire), symbols (per-element Huffman), runs (run-length tokens), vector_runs (AVX-512 run
-pass for rlh), elias (Elias codes), fixed (fixed-width packing), stats and estimate (sizing for
-``auto``), quantize (QSGD, TernGrad), squares (the QSGD bucket norm's vector sum), maxima
-(every stream and table maximum and the packed layouts sized for them), errors
-(decode status codes). Every kernel compiles with ``cache=True``.
+Limits: maxima (every stream and table maximum, and the packed layouts sized for them), errors
+(decode status codes).
+Bits: bits (MSB-first bit I/O, the reader's 64-bit buffer), stores (multi-level loads and
+stores, byte swaps), varints (LEB128 parameter fields), chunks (chunked payloads).
+Codes: huffman (code lengths and canonical codes, decode tables), codebook (the codebook on the
+wire), elias (Elias codes), fixed (fixed-width packing).
+Encoders: symbols (per-element Huffman: histograms, writer, multi-symbol decode tables), runs
+(rlh/shs tokens: run ends, histograms, writers), vector_runs (AVX-512 run pass for rlh), tokens
+(token tables and the token decoder), lanes (the four-lane driver of both table decoders), stats
+and estimate (sizing for ``auto``).
+Quantizers: quantize (QSGD, TernGrad, dequantization), squares (the QSGD bucket norm's vector
+sum).
+GPU: cuda_bits, cuda_decode, cuda_tokens, cuda_quantize, cuda_feedback (the same formats and
+results on the device).
 """
