@@ -82,3 +82,26 @@ def test_package_pins_come_from_versions_env():
             assert "versions.env" in f.read(), path
     import torch
     assert torch.__version__.split("+")[0] == versions()["TORCH_VERSION"]
+
+
+@pytest.mark.parametrize("workers", [["--service", "localhost", "--wait", "1"],
+                                     ["--hosts", "10.0.0.1,10.0.0.2"]], ids=["resolved", "given"])
+def test_launcher_refuses_to_start_on_fewer_workers_than_expected(workers):
+    """A cluster that came up short must not train on fewer ranks and exit 0: launch.sh fails,
+    naming the workers it found, before it starts any job (here: ``true``)."""
+    found = 1 if "localhost" in workers else 2
+    expect = found + 1
+    rc, out = run(["bash", os.path.join(DOCKER, "scripts", "launch.sh"), *workers,
+                   "--expect", str(expect), "--", "true"])
+    assert rc == 1, out
+    assert f"only {found} of the {expect} expected workers" in out, out
+
+
+def test_host_caches_and_build_outputs_stay_out_of_the_build_context():
+    """The images COPY package folders whose __pycache__ holds this machine's Numba cache (137
+    files once): .dockerignore keeps every cache and build output out of the context."""
+    with open(os.path.join(ROOT, ".dockerignore")) as f:
+        patterns = {line.strip() for line in f if line.strip() and not line.startswith("#")}
+    for needed in (".venv", ".git", "**/__pycache__", "**/*.nbi", "**/*.nbc", "**/*.pyc",
+                   "*.egg-info", "build", "dist"):
+        assert needed in patterns, needed

@@ -2,7 +2,9 @@
 # launch.sh [options] -- COMMAND...: run COMMAND as a Horovod job over SSH on the cluster's hosts.
 #   --hosts H1,H2,...   worker addresses (default: every address the name in --service resolves to)
 #   --service NAME      DNS name of the workers (docker compose: the service name; default worker)
-#   --expect N          wait until N workers resolve and accept SSH (default: 1 or the --hosts count)
+#   --expect N          wait until N workers resolve and accept SSH, and fail if fewer do
+#                       (default: 1 or the --hosts count)
+#   --wait S            seconds to wait for the workers to resolve (default 120)
 #   --slots S           ranks per host (default 1)
 #   --controller C      gloo (horovodrun --gloo), mpi (horovodrun --mpi) or mpirun (Open MPI's own
 #                       launcher) (default gloo)
@@ -13,11 +15,13 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 hosts="" service=worker expect="" slots=1 controller=gloo keys=/cluster/ssh port=2222 iface=eth0
+wait_s=120
 while [ $# -gt 0 ]; do
     case "$1" in
         --hosts) hosts=$2; shift 2 ;;
         --service) service=$2; shift 2 ;;
         --expect) expect=$2; shift 2 ;;
+        --wait) wait_s=$2; shift 2 ;;
         --slots) slots=$2; shift 2 ;;
         --controller) controller=$2; shift 2 ;;
         --keys) keys=$2; shift 2 ;;
@@ -29,13 +33,12 @@ while [ $# -gt 0 ]; do
 done
 [ $# -gt 0 ] || { echo "launch.sh: no command given (launch.sh [options] -- COMMAND...)" >&2; exit 2; }
 
-"$here/ssh-client.sh" "$keys" "$port"
-export PATH="$keys/bin:$PATH"
-
 resolve() { getent ahostsv4 "$service" | awk '{print $1}' | sort -u -t. -k1,1n -k2,2n -k3,3n -k4,4n; }
+waited="given by --hosts"
 if [ -z "$hosts" ]; then
     want=${expect:-1}
-    for _ in $(seq 120); do
+    waited="resolved as $service within ${wait_s} s"
+    for _ in $(seq "$wait_s"); do
         found=$(resolve | wc -l)
         [ "$found" -ge "$want" ] && break
         sleep 1
@@ -44,6 +47,17 @@ if [ -z "$hosts" ]; then
     [ -n "$hosts" ] || { echo "launch.sh: no host resolves as $service" >&2; exit 1; }
 fi
 IFS=, read -r -a host_list <<<"$hosts"
+# Fewer workers than expected is an error, never a smaller job: a job on fewer ranks would
+# train, compress and reduce something else than what was asked for, and exit 0.
+if [ -n "$expect" ] && [ "${#host_list[@]}" -lt "$expect" ]; then
+    echo "launch.sh: only ${#host_list[@]} of the $expect expected workers ($hosts, $waited);" \
+        "start them all (docker compose up --scale worker=$expect) or pass" \
+        "--expect ${#host_list[@]}" >&2
+    exit 1
+fi
+
+"$here/ssh-client.sh" "$keys" "$port"
+export PATH="$keys/bin:$PATH"
 for h in "${host_list[@]}"; do                 # wait for every worker's sshd
     for i in $(seq 60); do
         ssh -o BatchMode=yes "$h" true 2>/dev/null && break
