@@ -96,15 +96,13 @@ def _token_run(e, window):
 
 
 @njit(cache=True, nogil=True)
-def lookup_tables(table, base, itemsize):
-    """(levels, counts, bits, lane counts, lane bits) for levels of ``itemsize`` bytes from a
-    token ``table`` (note 2): uint64 words and uint8 tables of TABLE_SIZE entries."""
-    per_word = 8 // itemsize
+def _first_tokens(table, base, itemsize):
+    """The first token of every 12-bit prefix, for the lookup tables: (bits it takes, 0 where
+    the tables leave it to the token table; its run; its level in every slot of a word)."""
     width = uint64(8 * itemsize)
     mask = (uint64(1) << width) - uint64(1) if itemsize < 8 else ~uint64(0)
     repeat = ~uint64(0) // mask                   # a level times this fills every slot
     top = uint64(64 - MAX_CODE_BITS)
-    # The first token of every prefix: bits it takes (0: none for these tables), run, level.
     take = np.zeros(TABLE_SIZE, dtype=np.int64)
     runs = np.empty(TABLE_SIZE, dtype=np.int64)
     word_of = np.empty(TABLE_SIZE, dtype=np.uint64)
@@ -119,6 +117,17 @@ def lookup_tables(table, base, itemsize):
             continue
         take[p], runs[p] = used, run
         word_of[p] = (uint64(base + int64(e >> uint64(TOKEN_LEVEL_SHIFT))) & mask) * repeat
+    return take, runs, word_of
+
+
+@njit(cache=True, nogil=True)
+def lookup_tables(table, base, itemsize):
+    """(levels, counts, bits, lane counts, lane bits) for levels of ``itemsize`` bytes from a
+    token ``table`` (note 2): uint64 words and uint8 tables of TABLE_SIZE entries. Each prefix
+    chains the first tokens (``_first_tokens``) of the prefixes its codes leave."""
+    per_word = 8 // itemsize
+    width = uint64(8 * itemsize)
+    take, runs, word_of = _first_tokens(table, base, itemsize)
     levels = np.zeros(TABLE_SIZE, dtype=np.uint64)
     counts = np.zeros(TABLE_SIZE, dtype=np.uint8)
     bits = np.zeros(TABLE_SIZE, dtype=np.uint8)
