@@ -309,94 +309,69 @@ def encode_stream(levels, kind, layout, out32):
     return flush_bits(out32, acc, n_pending, word_pos), n_bits
 
 
-@njit(cache=True, inline="always")
-def _read_code(words, bit_pos, total_bits, kind, table):
-    """The value of the code at ``bit_pos`` and the position after it: a table lookup for codes
-    of <= 12 bits, ``read_long`` otherwise. Returns (value, bit_pos, status)."""
-    if bit_pos > total_bits:
-        return uint64(0), bit_pos, PAYLOAD_OVERRUN
-    j = bit_pos >> 6
-    e = table[join64(words[j], words[j + 1], bit_pos & 63) >> uint64(64 - MAX_CODE_BITS)]
-    if e != 0:
-        return e >> uint64(LENGTH_BITS), bit_pos + int64(e & uint64(LENGTH_MASK)), OK
-    return read_long(kind, words, bit_pos, total_bits)
-
-
-@njit(cache=True, nogil=True)
-def _decode_symbols(words, total_bits, kind, table, lo, hi, out):
-    """SYMBOLS: one code of zigzag(level) + 1 per element."""
-    bit_pos = int64(0)      # typed: a literal 0 compiles every callee a second time
-    for i in range(out.shape[0]):
-        value, bit_pos, status = _read_code(words, bit_pos, total_bits, kind, table)
-        if status != OK:
-            return status
-        level, ok = _level_from(value, lo, hi)
-        if not ok:
-            return VALUE_OVERFLOW
-        out[i] = level
-    return _end_status(bit_pos, total_bits)
-
-
-@njit(cache=True, nogil=True)
-def _decode_runs(words, total_bits, kind, table, lo, hi, out):
-    """RUNS: per run, the code of its zigzag(level) + 1, then the code of its length."""
-    n = out.shape[0]
-    i = 0
-    bit_pos = int64(0)
-    while i < n:
-        value, bit_pos, status = _read_code(words, bit_pos, total_bits, kind, table)
-        if status != OK:
-            return status
-        level, ok = _level_from(value, lo, hi)
-        if not ok:
-            return VALUE_OVERFLOW
-        run, bit_pos, status = _read_code(words, bit_pos, total_bits, kind, table)
-        if status != OK:
-            return status
-        if run > uint64(n - i):
-            return RUN_OVERFLOW
-        out[i:i + int64(run)] = level
-        i += int64(run)
-    return _end_status(bit_pos, total_bits)
-
-
-@njit(cache=True, nogil=True)
-def _decode_gaps(words, total_bits, kind, table, lo, hi, out):
-    """GAPS: per non-zero, the code of its gap from the previous one, a sign bit, the code of
-    its magnitude; ``out`` arrives zero-filled."""
-    n = out.shape[0]
-    prev = -1               # index of the previous non-zero
-    bit_pos = int64(0)
-    while bit_pos < total_bits:
-        gap, bit_pos, status = _read_code(words, bit_pos, total_bits, kind, table)
-        if status != OK:
-            return status
-        if gap > uint64(n - 1 - prev):
-            return RUN_OVERFLOW
-        prev += int64(gap)
-        if bit_pos >= total_bits:
-            return PAYLOAD_OVERRUN
-        j = bit_pos >> 6
-        negative = (join64(words[j], words[j + 1], bit_pos & 63) >> uint64(63)) == 1
-        magnitude, bit_pos, status = _read_code(words, bit_pos + 1, total_bits, kind, table)
-        if status != OK:
-            return status
-        if magnitude > uint64(1) << uint64(32):
-            return VALUE_OVERFLOW
-        level = -int64(magnitude) if negative else int64(magnitude)
-        if level < lo or level > hi:
-            return VALUE_OVERFLOW
-        out[prev] = level
-    return _end_status(bit_pos, total_bits)
-
-
 @njit(cache=True, nogil=True)
 def decode_stream(words, total_bits, kind, table, layout, lo, hi, out):
-    """Fill ``out`` from an Elias stream of the given layout (SYMBOLS, RUNS or GAPS, each its own
-    loop); returns a status code. For GAPS, ``out`` must arrive zero-filled: only the non-zeros
-    are written."""
-    if layout == SYMBOLS:
-        return _decode_symbols(words, total_bits, kind, table, lo, hi, out)
-    if layout == RUNS:
-        return _decode_runs(words, total_bits, kind, table, lo, hi, out)
-    return _decode_gaps(words, total_bits, kind, table, lo, hi, out)
+    """Fill ``out`` from an Elias stream of the given layout; returns a status code.
+
+    For GAPS, ``out`` must arrive zero-filled: only the non-zeros are written. Every code is
+    read at one place: a table lookup for codes of <= 12 bits, ``read_long`` otherwise.
+    """
+    n = out.shape[0]
+    i = 0               # SYMBOLS, RUNS: next element to write
+    prev = -1           # GAPS: index of the previous non-zero
+    second = False      # RUNS, GAPS: the next code is the second of a pair
+    level = int64(0)
+    negative = False
+    bit_pos = int64(0)      # typed: a literal 0 compiles every callee a second time
+    while True:
+        if layout == GAPS:
+            if not second and bit_pos >= total_bits:
+                break
+        elif i >= n:
+            break
+        if bit_pos > total_bits:
+            return PAYLOAD_OVERRUN
+        j = bit_pos >> 6
+        e = table[join64(words[j], words[j + 1], bit_pos & 63) >> uint64(64 - MAX_CODE_BITS)]
+        if e != 0:
+            value = e >> uint64(LENGTH_BITS)
+            bit_pos += int64(e & uint64(LENGTH_MASK))
+        else:
+            value, bit_pos, status = read_long(kind, words, bit_pos, total_bits)
+            if status != OK:
+                return status
+        if layout == SYMBOLS or (layout == RUNS and not second):
+            level, ok = _level_from(value, lo, hi)
+            if not ok:
+                return VALUE_OVERFLOW
+            if layout == SYMBOLS:
+                out[i] = level
+                i += 1
+            second = layout == RUNS
+        elif layout == RUNS:
+            if value > uint64(n - i):
+                return RUN_OVERFLOW
+            out[i:i + int64(value)] = level
+            i += int64(value)
+            second = False
+        elif not second:                      # GAPS: the gap, then the sign bit
+            if value > uint64(n - 1 - prev):
+                return RUN_OVERFLOW
+            prev += int64(value)
+            if bit_pos >= total_bits:
+                return PAYLOAD_OVERRUN
+            j = bit_pos >> 6
+            negative = (join64(words[j], words[j + 1], bit_pos & 63) >> uint64(63)) == 1
+            bit_pos += 1
+            second = True
+        else:                                 # GAPS: the magnitude
+            if value > uint64(1) << uint64(32):
+                return VALUE_OVERFLOW
+            level = -int64(value) if negative else int64(value)
+            if level < lo or level > hi:
+                return VALUE_OVERFLOW
+            out[prev] = level
+            second = False
+    if second:
+        return PAYLOAD_OVERRUN
+    return _end_status(bit_pos, total_bits)
