@@ -32,9 +32,7 @@ import horovod.tensorflow as hvd     # noqa: E402
 import horovod_huffman as hh                                 # noqa: E402
 from horovod_huffman.bench.traces import digits_data         # noqa: E402
 from horovod_huffman.tensorflow import (Compression, DistributedGradientTape,   # noqa: E402
-                                        switch_to_low_rank, tf_variables)
-
-LEGACY_KERAS = os.environ.get("TF_USE_LEGACY_KERAS", "0").lower() in ("1", "true", "yes")
+                                        legacy_keras_requested, switch_to_low_rank, tf_variables)
 
 COMPRESSIONS = ["none", "fp16"] + list(hh.ENCODERS)
 
@@ -50,7 +48,7 @@ def make_compression(name, args):
 def keras_horovod():
     """Horovod's Keras API for the Keras in use: ours for Keras 3, Horovod's own for legacy
     Keras (with the one line that points it at tf-keras)."""
-    if LEGACY_KERAS:
+    if legacy_keras_requested():
         import horovod_huffman.tensorflow.legacy_keras   # noqa: F401  (before Horovod's module)
         import horovod.tensorflow.keras as hvd_keras
     else:

@@ -1,6 +1,9 @@
-"""Hypothesis strategies for level tensors of the shapes quantized gradients take, and worse."""
+"""Hypothesis strategies for level tensors of the shapes quantized gradients take, and worse;
+and the deterministic encoders the tests compare streams of."""
 import numpy as np
 from hypothesis import strategies as st
+
+import horovod_huffman as hh
 
 LEVEL_DTYPES = [np.int8, np.int16, np.int32, np.int64]
 
@@ -41,3 +44,12 @@ def level_arrays(draw, max_size=3000):
     else:
         x = rng.choice(np.array([-1, 0, 1]), size=n, p=[0.05, 0.9, 0.05])
     return x.astype(dtype)
+
+
+def deterministic_encoder(name, **kwargs):
+    """The encoder ``name`` (keyword arguments go to it); those that sample the levels
+    (``encoders.SEEDED``: sh, shs, auto's candidates) get seed 0, so their streams are
+    reproducible."""
+    if name in hh.encoders.SEEDED:
+        kwargs.setdefault("seed", 0)
+    return hh.get_encoder(name, **kwargs)

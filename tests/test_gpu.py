@@ -18,6 +18,7 @@ pytestmark = [
 ]
 
 from numba import cuda  # noqa: E402  (after the skip: importing is fine, using needs a device)
+from strategies import deterministic_encoder  # noqa: E402  (beside this file)
 
 DEVICE_ENCODERS = list(hh.encoders.ON_DEVICE)
 CHUNK = 64 if SIMULATED else 4096      # levels per chunk: several chunks in every test input
@@ -25,11 +26,9 @@ N = 300 if SIMULATED else 100_000
 
 
 def encoder(name, **kw):
-    if name in hh.encoders.SEEDED:
-        kw["seed"] = 0
     if name in hh.encoders.CHUNKED:
         kw.setdefault("chunk_levels", CHUNK)
-    return hh.get_encoder(name, **kw)
+    return deterministic_encoder(name, **kw)
 
 
 def patterns():

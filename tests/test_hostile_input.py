@@ -10,16 +10,10 @@ from hypothesis import given, strategies as st, HealthCheck, settings
 
 import horovod_huffman as hh
 from horovod_huffman import wire
-from strategies import level_arrays
+from strategies import deterministic_encoder as encoder, level_arrays
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAMES = [n for n in hh.ENCODERS if n != "auto"]
-
-
-def encoder(name, **kw):
-    """A deterministic encoder (sampling encoders get a fixed seed)."""
-    return hh.get_encoder(name, seed=0, **kw) if name in hh.encoders.SEEDED else \
-        hh.get_encoder(name, **kw)
 
 
 def sample_levels(seed=0, n=2000):

@@ -250,8 +250,8 @@ from .tape import DistributedGradientTape  # noqa: E402
 from .variables import tf_variables  # noqa: E402
 
 # Horovod's Keras DistributedOptimizer around a Keras 3 optimizer raises instead of training
-# unreduced (refusals.py); horovod_huffman.tensorflow.keras is the Keras 3 route.
-from .refusals import refuse_keras_3  # noqa: E402
+# unreduced (keras_routes.py); horovod_huffman.tensorflow.keras is the Keras 3 route.
+from .keras_routes import legacy_keras_requested, refuse_keras_3  # noqa: E402,F401
 refuse_keras_3()
 
 # Pufferfish: low-rank, pre-factorized Keras models (pufferfish.py).

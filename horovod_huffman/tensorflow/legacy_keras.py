@@ -14,21 +14,16 @@ ImportError, instead of doing anything, when the legacy route is not set up (the
 unset, tf-keras missing) or Horovod's Keras module was already imported against Keras 3.
 """
 import importlib
-import os
 import sys
 
-ENVIRONMENT = "TF_USE_LEGACY_KERAS"
-
-
-def _enabled():
-    return os.environ.get(ENVIRONMENT, "0").lower() in ("1", "true", "yes")
+from .keras_routes import legacy_keras_requested
 
 
 def _import_horovod_keras():
     """horovod.tensorflow.keras, imported with ``keras`` resolving to tf-keras."""
-    if not _enabled():
-        raise ImportError(f"horovod_huffman.tensorflow.legacy_keras: set {ENVIRONMENT}=1 before "
-                          "TensorFlow is imported (without it tf.keras is Keras 3: use "
+    if not legacy_keras_requested():
+        raise ImportError("horovod_huffman.tensorflow.legacy_keras: set TF_USE_LEGACY_KERAS=1 "
+                          "before TensorFlow is imported (without it tf.keras is Keras 3: use "
                           "horovod_huffman.tensorflow.keras instead)")
     try:
         import tf_keras

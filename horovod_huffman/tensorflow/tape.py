@@ -18,7 +18,7 @@ import horovod.tensorflow as hvd
 from .variables import tf_variable, tf_variables
 
 
-def DistributedGradientTape(gradtape, device_dense="", device_sparse="",   # noqa: N802 (Horovod's name)
+def DistributedGradientTape(gradtape, device_dense="", device_sparse="",  # noqa: N802
                             compression=hvd.Compression.none, sparse_as_dense=False,
                             op=hvd.Average, gradient_predivide_factor=1.0, num_groups=0,
                             groups=None, process_set=hvd.global_process_set,

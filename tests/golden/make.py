@@ -18,17 +18,18 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
+sys.path.insert(0, os.path.dirname(HERE))        # tests/: the shared test helpers
 
 import horovod_huffman as hh  # noqa: E402
+from strategies import deterministic_encoder  # noqa: E402
 
 SETS = ("s8", "s127", "ternary")
 
 
 def encoder(name):
-    """The encoder ``name``; those that sample the levels (sh, shs, auto's candidates) with a
-    fixed seed (NumPy's PCG64 stream, NumPy pinned in docker/versions.env), so that their
-    streams are reproducible."""
-    return hh.get_encoder(name, seed=0) if name in hh.encoders.SEEDED else hh.get_encoder(name)
+    """The encoder ``name``, seeded where it samples the levels (NumPy's PCG64 stream, NumPy
+    pinned in docker/versions.env)."""
+    return deterministic_encoder(name)
 
 
 def make_levels():

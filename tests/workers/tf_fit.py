@@ -24,10 +24,10 @@ import horovod.tensorflow as htf   # noqa: E402
 import horovod_huffman as hh                                 # noqa: E402
 from horovod_huffman.buckets import BucketPlan                # noqa: E402
 from horovod_huffman.tensorflow import (Compression, DistributedGradientTape,  # noqa: E402
-                                        tf_variables)
+                                        legacy_keras_requested, tf_variables)
 from expected import expected_sum, staged                     # noqa: E402  (beside this file)
 
-LEGACY = os.environ.get("TF_USE_LEGACY_KERAS") == "1"
+LEGACY = legacy_keras_requested()
 if LEGACY:
     import horovod_huffman.tensorflow.legacy_keras  # noqa: E402,F401
     import horovod.tensorflow.keras as hvd           # noqa: E402

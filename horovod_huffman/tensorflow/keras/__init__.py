@@ -24,7 +24,7 @@ from horovod.tensorflow import (Average, Sum, allgather, allgather_object, allre
                                 is_initialized, local_rank, local_size, rank, shutdown, size)
 
 from .. import Compression
-from ..refusals import is_keras_3_optimizer
+from ..keras_routes import is_keras_3_optimizer
 from ..variables import tf_variables
 from . import callbacks                                                    # noqa: F401
 

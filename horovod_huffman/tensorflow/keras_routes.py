@@ -1,5 +1,8 @@
-"""Refusal of the route that would train silently unreduced: Horovod's own Keras
-``DistributedOptimizer`` around a Keras 3 optimizer.
+"""Which Keras route is in use, and the refusal of the one that would train silently
+unreduced: Horovod's own Keras ``DistributedOptimizer`` around a Keras 3 optimizer.
+
+``legacy_keras_requested`` reads ``TF_USE_LEGACY_KERAS`` with TensorFlow's own rule, so it
+agrees with what ``tf.keras`` is.
 
 Horovod 0.28's ``horovod.tensorflow.keras.DistributedOptimizer`` reduces gradients in the legacy
 Keras optimizer methods (``get_gradients``, ``compute_gradients``), which Keras 3's
@@ -9,6 +12,7 @@ that this case raises a TypeError naming the two routes that work. Every other c
 through unchanged.
 """
 import functools
+import os
 import sys
 
 import horovod._keras as _horovod_keras
@@ -20,6 +24,15 @@ MESSAGE = (
     "(import horovod_huffman.tensorflow.keras as hvd), or legacy Keras: set "
     "TF_USE_LEGACY_KERAS=1 with tf-keras installed and import "
     "horovod_huffman.tensorflow.legacy_keras before horovod.tensorflow.keras.")
+
+
+# TensorFlow's values of TF_USE_LEGACY_KERAS that make tf.keras tf-keras (tensorflow/__init__.py).
+LEGACY_KERAS_VALUES = ("true", "True", "1")
+
+
+def legacy_keras_requested():
+    """Whether ``TF_USE_LEGACY_KERAS`` makes ``tf.keras`` legacy Keras (tf-keras)."""
+    return os.environ.get("TF_USE_LEGACY_KERAS") in LEGACY_KERAS_VALUES
 
 
 def is_keras_3_optimizer(optimizer):
