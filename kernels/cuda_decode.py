@@ -121,33 +121,12 @@ def decode_tokens(words, starts, chunk_bits, chunk, table, base, vbits, esc_has_
             st = PAYLOAD_OVERRUN
             break
         if e & uint64(TOKEN_ESCAPE):
-            level = unzigzag(peek64(words, bit_pos) >> uint64(64 - vbits))
-            bit_pos += vbits
-            if level < lo or level > hi:
-                st = VALUE_OVERFLOW
+            st, level, run, bit_pos = _escaped_token(words, bit_pos, end_bit, vbits, esc_has_run,
+                                                     lo, hi)
+            if st != OK:
                 break
-            run = int64(1)
-            if esc_has_run:
-                if bit_pos > end_bit:
-                    st = PAYLOAD_OVERRUN
-                    break
-                zeros = leading_zeros64(peek64(words, bit_pos))
-                if zeros >= MAX_ELIAS_VALUE_BITS:
-                    st = BAD_ELIAS
-                    break
-                bit_pos += zeros
-                if bit_pos > end_bit:
-                    st = PAYLOAD_OVERRUN
-                    break
-                run = int64(peek64(words, bit_pos) >> uint64(63 - zeros))
-                bit_pos += zeros + 1
         else:
-            extra = int64((e >> uint64(TOKEN_EXTRA_SHIFT)) & uint64(TOKEN_EXTRA_MASK))
-            run = int64((e >> uint64(TOKEN_RUN_SHIFT)) & uint64(TOKEN_RUN_MASK))
-            if extra > 0:
-                run += int64(peek64(words, bit_pos) >> uint64(64 - extra))
-                bit_pos += extra
-            level = base + int64(e >> uint64(TOKEN_LEVEL_SHIFT))
+            level, run, bit_pos = _coded_token(words, e, bit_pos, base)
         if run > stop - i:
             st = RUN_OVERFLOW
             break
@@ -155,6 +134,41 @@ def decode_tokens(words, starts, chunk_bits, chunk, table, base, vbits, esc_has_
             out[j] = level
         i += run
     status[c] = _end_status(st, bit_pos, end_bit)
+
+
+@cuda.jit(device=True, inline=True)
+def _coded_token(words, e, bit_pos, base):
+    """(level, run, bit position after the run's extra bits) of a coded token whose table entry
+    is ``e`` and whose code ends at ``bit_pos``."""
+    extra = int64((e >> uint64(TOKEN_EXTRA_SHIFT)) & uint64(TOKEN_EXTRA_MASK))
+    run = int64((e >> uint64(TOKEN_RUN_SHIFT)) & uint64(TOKEN_RUN_MASK))
+    if extra > 0:
+        run += int64(peek64(words, bit_pos) >> uint64(64 - extra))
+        bit_pos += extra
+    return base + int64(e >> uint64(TOKEN_LEVEL_SHIFT)), run, bit_pos
+
+
+@cuda.jit(device=True, inline=True)
+def _escaped_token(words, bit_pos, end_bit, vbits, esc_has_run, lo, hi):
+    """(status, level, run, bit position after it) of an escaped token whose escape code ends
+    at ``bit_pos``: a zigzag level in ``vbits`` bits, checked against [lo, hi], then with
+    ``esc_has_run`` an Elias-gamma run (else run 1)."""
+    level = unzigzag(peek64(words, bit_pos) >> uint64(64 - vbits))
+    bit_pos += vbits
+    if level < lo or level > hi:
+        return VALUE_OVERFLOW, level, int64(0), bit_pos
+    if not esc_has_run:
+        return OK, level, int64(1), bit_pos
+    if bit_pos > end_bit:
+        return PAYLOAD_OVERRUN, level, int64(0), bit_pos
+    zeros = leading_zeros64(peek64(words, bit_pos))
+    if zeros >= MAX_ELIAS_VALUE_BITS:
+        return BAD_ELIAS, level, int64(0), bit_pos
+    bit_pos += zeros
+    if bit_pos > end_bit:
+        return PAYLOAD_OVERRUN, level, int64(0), bit_pos
+    run = int64(peek64(words, bit_pos) >> uint64(63 - zeros))
+    return OK, level, run, bit_pos + zeros + 1
 
 
 @cuda.jit

@@ -22,13 +22,24 @@ from .maxima import (LENGTH_BITS, LENGTH_MASK, MAX_CODE_BITS, MAX_CODED_SYMBOLS,
 def _huffman_lengths_sorted(w):
     """Optimal code lengths for weights sorted ascending (two-queue Huffman, O(n)).
 
-    Returns lengths in the same order (in-place method of Moffat and Katajainen, 1995).
+    Returns lengths in the same order (in-place method of Moffat and Katajainen, 1995): three
+    passes over one array, which holds weights, then parent pointers, then depths.
     """
     n = w.shape[0]
     a = w.astype(np.int64).copy()
     if n == 1:
         return np.ones(1, dtype=np.int64)
-    # Pass 1, left to right: pair the two smallest items, leaving parent pointers behind.
+    _pair_smallest(a)
+    _internal_depths(a)
+    _leaf_depths(a)
+    return a
+
+
+@njit(cache=True, nogil=True)
+def _pair_smallest(a):
+    """Pass 1, left to right: repeatedly pair the two smallest items (leaves from the right of
+    ``a``, internal nodes from the left), leaving each paired node's parent index behind."""
+    n = a.shape[0]
     a[0] += a[1]
     root = 0
     leaf = 2
@@ -47,11 +58,23 @@ def _huffman_lengths_sorted(w):
         else:
             a[nxt] += a[leaf]
             leaf += 1
-    # Pass 2, right to left: depths of internal nodes.
+
+
+@njit(cache=True, nogil=True)
+def _internal_depths(a):
+    """Pass 2, right to left: the parent indices in ``a[:n - 1]`` become internal-node depths
+    (the root, at n - 2, has depth 0)."""
+    n = a.shape[0]
     a[n - 2] = 0
     for nxt in range(n - 3, -1, -1):
         a[nxt] = a[a[nxt]] + 1
-    # Pass 3, right to left: leaf depths, shallowest to the heaviest leaves.
+
+
+@njit(cache=True, nogil=True)
+def _leaf_depths(a):
+    """Pass 3, right to left: from the internal depths, every leaf's depth (its code length),
+    the shallowest to the heaviest leaves, written over ``a``."""
+    n = a.shape[0]
     avail = 1
     used = 0
     depth = 0
@@ -68,25 +91,29 @@ def _huffman_lengths_sorted(w):
         avail = 2 * used
         depth += 1
         used = 0
-    return a
 
 
 @njit(cache=True, nogil=True)
 def _package_merge_sorted(w, max_bits):
     """Optimal code lengths of at most ``max_bits`` for weights sorted ascending (package-merge)."""
+    item_leaf = _package_levels(w, max_bits)
+    return _lengths_from_packages(item_leaf, w.shape[0])
+
+
+@njit(cache=True, nogil=True)
+def _package_levels(w, max_bits):
+    """Package-merge's lists, one row per level (row 0: the leaves; row l: level l - 1's items
+    paired into packages, merged by weight with the leaves): each item is a leaf's index, or -1
+    for a package. A level holds at most 2n - 1 items; unused entries are undefined."""
     n = w.shape[0]
-    cap = 2 * n
-    # Per level: merged list of items; each item is a leaf (its index) or a package (-1).
-    item_w = np.empty((max_bits, cap), dtype=np.int64)
-    item_leaf = np.empty((max_bits, cap), dtype=np.int64)
-    size = np.zeros(max_bits, dtype=np.int64)
+    item_w = np.empty((max_bits, 2 * n), dtype=np.int64)
+    item_leaf = np.empty((max_bits, 2 * n), dtype=np.int64)
+    size = n
     for i in range(n):
         item_w[0, i] = w[i]
         item_leaf[0, i] = i
-    size[0] = n
     for lvl in range(1, max_bits):
-        prev = size[lvl - 1]
-        n_pack = prev // 2
+        n_pack = size // 2
         i = 0   # leaves
         p = 0   # packages
         k = 0
@@ -103,10 +130,18 @@ def _package_merge_sorted(w, max_bits):
                 item_leaf[lvl, k] = -1
                 p += 1
             k += 1
-        size[lvl] = k
+        size = k
+    return item_leaf
+
+
+@njit(cache=True, nogil=True)
+def _lengths_from_packages(item_leaf, n):
+    """Code lengths of the ``n`` leaves: the first 2n - 2 items of the top level are taken, and
+    every package taken at a level takes its two items of the level below; a leaf's length is
+    the number of times it is taken."""
     lengths = np.zeros(n, dtype=np.int64)
     take = 2 * n - 2
-    for lvl in range(max_bits - 1, -1, -1):
+    for lvl in range(item_leaf.shape[0] - 1, -1, -1):
         n_packages = 0
         for k in range(take):
             leaf = item_leaf[lvl, k]

@@ -156,6 +156,39 @@ def _settle(words, starts, chunk_bits, chunk, queue, code, tables, out, tokens, 
     return OK, next_q, distinct
 
 
+@njit(cache=True, inline="always")
+def _row(state, row):
+    """The four lanes' values of one state row (ROW_*)."""
+    return state[row, 0], state[row, 1], state[row, 2], state[row, 3]
+
+
+@njit(cache=True, inline="always")
+def _set_row(state, row, v0, v1, v2, v3):
+    """Store the four lanes' values of one state row (ROW_*)."""
+    state[row, 0], state[row, 1], state[row, 2], state[row, 3] = v0, v1, v2, v3
+
+
+@njit(cache=True, inline="always")
+def _clear_rare(words, code, out, counts, buf, end, i, i_limit, bit_limit, tokens):
+    """Before a batch: every rare token (count 0) at the top of one lane's buffer through
+    ``_rare``, until a lookup is next; returns (ok, buf, end, i), ok False at a token ``_rare``
+    cannot take (the lane then ends its batch). All uint64 but ok."""
+    ok = True
+    while ok and counts[buf >> uint64(64 - MAX_CODE_BITS)] == 0:
+        ok, buf, end, i = _rare(words, code, out, buf, end, i, i_limit, bit_limit, tokens)
+    return ok, buf, end, i
+
+
+@njit(cache=True, inline="always")
+def _rare_at_top(words, code, out, counts, buf, end, i, i_limit, bit_limit, tokens):
+    """Within a batch: the rare token at the top of one lane's buffer, if there is one, through
+    ``_rare`` within the limits that keep the batch's remaining iterations safe; returns (ok,
+    buf, end, i), ok False when it does not fit (the batch ends)."""
+    if counts[buf >> uint64(64 - MAX_CODE_BITS)] != 0:
+        return True, buf, end, i
+    return _rare(words, code, out, buf, end, i, i_limit, bit_limit, tokens)
+
+
 @njit(cache=True, nogil=True)
 def decode_lanes(words, starts, chunk_bits, chunk, queue, code, tables, out, tokens):
     """Decode the chunks listed in ``queue`` (two or more) into ``out``; returns a status code
@@ -177,27 +210,21 @@ def decode_lanes(words, starts, chunk_bits, chunk, queue, code, tables, out, tok
     out_step = uint64(LOOKUPS_PER_BUFFER * levels_per_word(out))
     bit_step = uint64(LOOKUPS_PER_BUFFER * MAX_CODE_BITS)
     while status == OK and distinct > 1:
-        u0, u1, u2, u3 = (state[ROW_BUFFER, 0], state[ROW_BUFFER, 1], state[ROW_BUFFER, 2],
-                          state[ROW_BUFFER, 3])
-        q0, q1, q2, q3 = (state[ROW_BUFFER_END, 0], state[ROW_BUFFER_END, 1],
-                          state[ROW_BUFFER_END, 2], state[ROW_BUFFER_END, 3])
-        i0, i1, i2, i3 = (state[ROW_ELEMENT, 0], state[ROW_ELEMENT, 1], state[ROW_ELEMENT, 2],
-                          state[ROW_ELEMENT, 3])
-        stop0, stop1, stop2, stop3 = (state[ROW_STOP, 0], state[ROW_STOP, 1],
-                                      state[ROW_STOP, 2], state[ROW_STOP, 3])
-        e0, e1, e2, e3 = (state[ROW_END_BIT, 0], state[ROW_END_BIT, 1], state[ROW_END_BIT, 2],
-                          state[ROW_END_BIT, 3])
+        u0, u1, u2, u3 = _row(state, ROW_BUFFER)
+        q0, q1, q2, q3 = _row(state, ROW_BUFFER_END)
+        i0, i1, i2, i3 = _row(state, ROW_ELEMENT)
+        stop0, stop1, stop2, stop3 = _row(state, ROW_STOP)
+        e0, e1, e2, e3 = _row(state, ROW_END_BIT)
         while True:
             # tokens at the lanes' tops that the tables leave to ``rare``: the chunks' bounds
-            ok0 = ok1 = ok2 = ok3 = True
-            while ok0 and counts[u0 >> top] == 0:
-                ok0, u0, q0, i0 = _rare(words, code, out, u0, q0, i0, stop0, e0, tokens)
-            while ok1 and counts[u1 >> top] == 0:
-                ok1, u1, q1, i1 = _rare(words, code, out, u1, q1, i1, stop1, e1, tokens)
-            while ok2 and counts[u2 >> top] == 0:
-                ok2, u2, q2, i2 = _rare(words, code, out, u2, q2, i2, stop2, e2, tokens)
-            while ok3 and counts[u3 >> top] == 0:
-                ok3, u3, q3, i3 = _rare(words, code, out, u3, q3, i3, stop3, e3, tokens)
+            ok0, u0, q0, i0 = _clear_rare(words, code, out, counts, u0, q0, i0, stop0, e0,
+                                          tokens)
+            ok1, u1, q1, i1 = _clear_rare(words, code, out, counts, u1, q1, i1, stop1, e1,
+                                          tokens)
+            ok2, u2, q2, i2 = _clear_rare(words, code, out, counts, u2, q2, i2, stop2, e2,
+                                          tokens)
+            ok3, u3, q3, i3 = _clear_rare(words, code, out, counts, u3, q3, i3, stop3, e3,
+                                          tokens)
             n0 = safe_iterations(i0, stop0, buffer_position(u0, q0), e0, out_step, bit_step)
             n1 = safe_iterations(i1, stop1, buffer_position(u1, q1), e1, out_step, bit_step)
             n2 = safe_iterations(i2, stop2, buffer_position(u2, q2), e2, out_step, bit_step)
@@ -222,31 +249,19 @@ def decode_lanes(words, starts, chunk_bits, chunk, queue, code, tables, out, tok
                     # bounds that keep the batch's remaining iterations safe
                     left = n - uint64(it) - uint64(1)
                     room, span = left * out_step, left * bit_step
-                    fit = True
-                    if counts[u0 >> top] == 0:
-                        ok, u0, q0, i0 = _rare(words, code, out, u0, q0, i0, stop0 - room,
-                                               e0 - span, tokens)
-                        fit &= ok
-                    if counts[u1 >> top] == 0:
-                        ok, u1, q1, i1 = _rare(words, code, out, u1, q1, i1, stop1 - room,
-                                               e1 - span, tokens)
-                        fit &= ok
-                    if counts[u2 >> top] == 0:
-                        ok, u2, q2, i2 = _rare(words, code, out, u2, q2, i2, stop2 - room,
-                                               e2 - span, tokens)
-                        fit &= ok
-                    if counts[u3 >> top] == 0:
-                        ok, u3, q3, i3 = _rare(words, code, out, u3, q3, i3, stop3 - room,
-                                               e3 - span, tokens)
-                        fit &= ok
-                    if not fit:
+                    ok0, u0, q0, i0 = _rare_at_top(words, code, out, counts, u0, q0, i0,
+                                                   stop0 - room, e0 - span, tokens)
+                    ok1, u1, q1, i1 = _rare_at_top(words, code, out, counts, u1, q1, i1,
+                                                   stop1 - room, e1 - span, tokens)
+                    ok2, u2, q2, i2 = _rare_at_top(words, code, out, counts, u2, q2, i2,
+                                                   stop2 - room, e2 - span, tokens)
+                    ok3, u3, q3, i3 = _rare_at_top(words, code, out, counts, u3, q3, i3,
+                                                   stop3 - room, e3 - span, tokens)
+                    if not (ok0 and ok1 and ok2 and ok3):
                         break
-        state[ROW_BUFFER, 0], state[ROW_BUFFER, 1] = u0, u1
-        state[ROW_BUFFER, 2], state[ROW_BUFFER, 3] = u2, u3
-        state[ROW_BUFFER_END, 0], state[ROW_BUFFER_END, 1] = q0, q1
-        state[ROW_BUFFER_END, 2], state[ROW_BUFFER_END, 3] = q2, q3
-        state[ROW_ELEMENT, 0], state[ROW_ELEMENT, 1] = i0, i1
-        state[ROW_ELEMENT, 2], state[ROW_ELEMENT, 3] = i2, i3
+        _set_row(state, ROW_BUFFER, u0, u1, u2, u3)
+        _set_row(state, ROW_BUFFER_END, q0, q1, q2, q3)
+        _set_row(state, ROW_ELEMENT, i0, i1, i2, i3)
         status, next_q, distinct = _settle(words, starts, chunk_bits, chunk, queue, code,
                                            tables, out, tokens, state, at_end, finished, next_q)
     return status

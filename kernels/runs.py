@@ -298,36 +298,18 @@ def _dense_until_escape(ends, symbols, k, n_runs, start, tokens, plain, out32, a
     start read back from the run ends)."""
     k, n_runs, start = uint64(k), uint64(n_runs), uint64(start)
     n_pending, word_pos = uint64(n_pending), uint64(word_pos)
-    one, last_bit = uint64(1), uint64(63)
-    plain_length, code_shift = uint64(PLAIN_LENGTH_MASK), uint64(PLAIN_CODE_SHIFT)
+    one, three = uint64(1), uint64(3)
     first, first_start = k, start
-    three = uint64(3)
     while True:
-        while k + three < n_runs:                  # four tokens per flush step
-            p0, p1 = plain[symbols[k]], plain[symbols[k + one]]
-            p2, p3 = plain[symbols[k + uint64(2)]], plain[symbols[k + three]]
-            length0, length1 = p0 & plain_length, p1 & plain_length
-            length2, length3 = p2 & plain_length, p3 & plain_length
-            pair0, pair1 = length0 + length1, length2 + length3
-            if n_pending + pair0 + pair1 > last_bit:
-                break
-            # The four codes join first: acc waits on one shift and one or per step.
-            low = (((p2 >> code_shift) << length3) | (p3 >> code_shift))
-            high = (((p0 >> code_shift) << length1) | (p1 >> code_shift)) << pair1
-            acc = (acc << (pair0 + pair1)) | high | low
-            word, n_pending, full = settle(acc, n_pending + pair0 + pair1)
-            out32[word_pos] = word
-            word_pos += full
-            k += uint64(4)
+        written = True
+        while written and k + three < n_runs:
+            written, acc, n_pending, word_pos = _four_plain(symbols, k, plain, out32, acc,
+                                                            n_pending, word_pos)
+            k += uint64(4) if written else uint64(0)
         if k + one < n_runs:
-            p0, p1 = plain[symbols[k]], plain[symbols[k + one]]
-            length0, length1 = p0 & plain_length, p1 & plain_length
-            if n_pending + length0 + length1 <= last_bit:
-                acc = (((acc << length0) | (p0 >> code_shift)) << length1) | \
-                    (p1 >> code_shift)
-                word, n_pending, full = settle(acc, n_pending + length0 + length1)
-                out32[word_pos] = word
-                word_pos += full
+            written, acc, n_pending, word_pos = _two_plain(symbols, k, plain, out32, acc,
+                                                           n_pending, word_pos)
+            if written:
                 k += uint64(2)
                 continue
         start = first_start if k == first else uint64(ends[k - one]) + one
@@ -339,6 +321,42 @@ def _dense_until_escape(ends, symbols, k, n_runs, start, tokens, plain, out32, a
             break
         k += one
     return int64(k), int64(start), acc, int64(n_pending), int64(word_pos)
+
+
+@njit(cache=True, inline="always")
+def _four_plain(symbols, k, plain, out32, acc, n_pending, word_pos):
+    """Tokens k..k+3 in one flush step from their plain entries, if they fit the accumulator
+    with the pending bits (< 64 together); returns (written, acc, n_pending, word_pos). All
+    uint64. The four codes join first: acc waits on one shift and one or per step."""
+    plain_length, code_shift = uint64(PLAIN_LENGTH_MASK), uint64(PLAIN_CODE_SHIFT)
+    p0, p1 = plain[symbols[k]], plain[symbols[k + uint64(1)]]
+    p2, p3 = plain[symbols[k + uint64(2)]], plain[symbols[k + uint64(3)]]
+    length0, length1 = p0 & plain_length, p1 & plain_length
+    length2, length3 = p2 & plain_length, p3 & plain_length
+    pair0, pair1 = length0 + length1, length2 + length3
+    if n_pending + pair0 + pair1 > uint64(63):
+        return False, acc, n_pending, word_pos
+    low = (((p2 >> code_shift) << length3) | (p3 >> code_shift))
+    high = (((p0 >> code_shift) << length1) | (p1 >> code_shift)) << pair1
+    acc = (acc << (pair0 + pair1)) | high | low
+    word, n_pending, full = settle(acc, n_pending + pair0 + pair1)
+    out32[word_pos] = word
+    return True, acc, n_pending, word_pos + full
+
+
+@njit(cache=True, inline="always")
+def _two_plain(symbols, k, plain, out32, acc, n_pending, word_pos):
+    """Tokens k and k+1 in one flush step from their plain entries, if they fit; returns
+    (written, acc, n_pending, word_pos). All uint64."""
+    plain_length, code_shift = uint64(PLAIN_LENGTH_MASK), uint64(PLAIN_CODE_SHIFT)
+    p0, p1 = plain[symbols[k]], plain[symbols[k + uint64(1)]]
+    length0, length1 = p0 & plain_length, p1 & plain_length
+    if n_pending + length0 + length1 > uint64(63):
+        return False, acc, n_pending, word_pos
+    acc = (((acc << length0) | (p0 >> code_shift)) << length1) | (p1 >> code_shift)
+    word, n_pending, full = settle(acc, n_pending + length0 + length1)
+    out32[word_pos] = word
+    return True, acc, n_pending, word_pos + full
 
 
 @njit(cache=True, nogil=True)

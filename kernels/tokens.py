@@ -242,7 +242,6 @@ def decode_chunk(words, bit_pos, end_bit, code, tables, out, i, stop):
     the token table when the next prefix has count 0 or room ran out."""
     levels, counts, bits, lane_counts, lane_bits = tables
     per_word = uint64(levels_per_word(out))
-    top = uint64(64 - MAX_CODE_BITS)
     pos, end, i, stop = uint64(bit_pos), uint64(end_bit), uint64(i), uint64(stop)
     long_room = uint64(LOOKUPS_PER_BUFFER * MAX_LOOKUP_LEVELS) + per_word
     lane_room = uint64(LOOKUPS_PER_BUFFER) * per_word
@@ -250,44 +249,69 @@ def decode_chunk(words, bit_pos, end_bit, code, tables, out, i, stop):
         if pos > end:
             return PAYLOAD_OVERRUN
         if i + long_room <= stop:
-            buf, at = buffer_at(words, pos)
-            for _ in range(LOOKUPS_PER_BUFFER):
-                x = buf >> top
-                c = uint64(counts[x])
-                w = levels[x]
-                store8(out, i, w)
-                if c > per_word:                    # a fill: the last level, written on
-                    fill = last_level(w, out)
-                    for k in range(i + per_word, i + c):
-                        out[k] = fill
-                buf <<= uint64(bits[x])
-                i += c
-            pos = buffer_position(buf, at)
-            if counts[buf >> top] != 0:
+            pos, i, more = _long_lookups(words, pos, levels, counts, bits, out, i, per_word)
+            if more:
                 continue
         elif i + lane_room <= stop:
-            buf, at = buffer_at(words, pos)
-            for _ in range(LOOKUPS_PER_BUFFER):
-                x = buf >> top
-                store8(out, i, levels[x])
-                buf <<= uint64(lane_bits[x])
-                i += uint64(lane_counts[x])
-            pos = buffer_position(buf, at)
-            if lane_counts[buf >> top] != 0:
+            pos, i, more = _lane_lookups(words, pos, levels, lane_counts, lane_bits, out, i)
+            if more:
                 continue
         if i >= stop:
             break
-        status, j, after = one_token(words, int64(pos), int64(end), code, out, int64(i),
-                                     int64(stop))
-        if status == AT_ESCAPE:
-            status, j, after = escaped_token(words, int64(end), after, code[CODE_VALUE_BITS],
-                                             code[CODE_ESC_HAS_RUN], code[CODE_LO],
-                                             code[CODE_HI], out, int64(i), int64(stop))
+        status, i, pos = _next_token(words, pos, end, code, out, i, stop)
         if status != OK:
             return status
-        i, pos = uint64(j), uint64(after)
     if pos > end:
         return PAYLOAD_OVERRUN
     if pos < end:
         return PAYLOAD_UNDERRUN
     return OK
+
+
+@njit(cache=True, inline="always")
+def _long_lookups(words, pos, levels, counts, bits, out, i, per_word):
+    """Five lookups through the one-chunk counts from bit ``pos`` into ``out[i:]``, which must
+    have room for five lookups of MAX_LOOKUP_LEVELS levels and a word. Returns (pos, i) after
+    them and whether the next prefix is a lookup too (count > 0). All uint64."""
+    buf, at = buffer_at(words, pos)
+    for _ in range(LOOKUPS_PER_BUFFER):
+        x = buf >> uint64(64 - MAX_CODE_BITS)
+        c = uint64(counts[x])
+        w = levels[x]
+        store8(out, i, w)
+        if c > per_word:                    # a fill: the last level, written on
+            fill = last_level(w, out)
+            for k in range(i + per_word, i + c):
+                out[k] = fill
+        buf <<= uint64(bits[x])
+        i += c
+    return buffer_position(buf, at), i, counts[buf >> uint64(64 - MAX_CODE_BITS)] != 0
+
+
+@njit(cache=True, inline="always")
+def _lane_lookups(words, pos, levels, lane_counts, lane_bits, out, i):
+    """Five lookups through the four-lane counts (every token within its word: one store
+    each) from bit ``pos`` into ``out[i:]``, which must have room for five words. Returns
+    (pos, i) after them and whether the next prefix is a lookup too. All uint64."""
+    buf, at = buffer_at(words, pos)
+    for _ in range(LOOKUPS_PER_BUFFER):
+        x = buf >> uint64(64 - MAX_CODE_BITS)
+        store8(out, i, levels[x])
+        buf <<= uint64(lane_bits[x])
+        i += uint64(lane_counts[x])
+    return buffer_position(buf, at), i, lane_counts[buf >> uint64(64 - MAX_CODE_BITS)] != 0
+
+
+@njit(cache=True, inline="always")
+def _next_token(words, pos, end, code, out, i, stop):
+    """The token at bit ``pos`` through the token table, an escape included, into
+    ``out[i:stop]``: (status, i, pos) after it (uint64; unchanged unless OK)."""
+    status, j, after = one_token(words, int64(pos), int64(end), code, out, int64(i),
+                                 int64(stop))
+    if status == AT_ESCAPE:
+        status, j, after = escaped_token(words, int64(end), after, code[CODE_VALUE_BITS],
+                                         code[CODE_ESC_HAS_RUN], code[CODE_LO],
+                                         code[CODE_HI], out, int64(i), int64(stop))
+    if status != OK:
+        return status, i, pos
+    return status, uint64(j), uint64(after)

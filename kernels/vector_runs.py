@@ -73,66 +73,78 @@ def _step(typingctx, levels, i, base, window, ends, symbols, t):
 
     def codegen(context, builder, signature, args):
         lv_arg, i, base_arg, window_arg, ends_arg, sym_arg, t = args
-        data = context.make_array(signature.args[0])(context, builder, lv_arg).data
-        ends_ptr = builder.bitcast(
-            context.make_array(signature.args[4])(context, builder, ends_arg).data,
-            _I32.as_pointer())
-        sym_ptr = builder.bitcast(
-            context.make_array(signature.args[5])(context, builder, sym_arg).data,
-            _I32.as_pointer())
-        bytes64 = ir.VectorType(_I8, STEP)
-
-        def load(offset):
-            at = builder.gep(data, [builder.add(i, ir.Constant(_I64, offset))])
-            return builder.load(builder.bitcast(at, bytes64.as_pointer()), align=1)
-
-        x = load(0)
-        ended = builder.icmp_unsigned("!=", x, load(1))
-        same = None
-        same_k = []                   # level equal to the k = 1, 2, 3 before it, and those between
-        for k in (1, 2, 3):
-            eq = builder.icmp_unsigned("==", x, load(-k))
-            same = eq if same is None else builder.and_(same, eq)
-            same_k.append(same)
+        data, ends_ptr, sym_ptr = (
+            builder.bitcast(context.make_array(signature.args[k])(context, builder, args[k]).data,
+                            pointee.as_pointer())
+            for k, pointee in ((0, _I8), (4, _I32), (5, _I32)))
+        x, ended, same_k = _run_masks(builder, data, i)
         lanes32 = ir.VectorType(_I32, _LANES)
-        mask16 = ir.VectorType(_I1, _LANES)
-        compress = declare_intrinsic(builder.module, "llvm.x86.avx512.mask.compress.v16i32",
-                                     lanes32, [lanes32, lanes32, mask16])
-        undef32 = ir.Constant(lanes32, ir.Undefined)
-
-        def store(vector, pointer, mask):
-            packed = builder.call(compress, [vector, undef32, mask])
-            builder.store(packed, builder.bitcast(builder.gep(pointer, [t]),
-                                                  lanes32.as_pointer()), align=4)
-        popcount = declare_intrinsic(builder.module, "llvm.ctpop.i16", _I16, [_I16])
         first_index = splat(builder, builder.trunc(i, _I32), lanes32)
         minus_base = splat(builder, builder.trunc(builder.neg(base_arg), _I32), lanes32)
         window32 = splat(builder, builder.trunc(window_arg, _I32), lanes32)
-        long_run = ir.Constant(lanes32, [int(LONG_RUN_SYMBOL)] * _LANES)
-        undef64 = ir.Constant(ir.VectorType(_I1, STEP), ir.Undefined)
-        undef_bytes = ir.Constant(bytes64, ir.Undefined)
         for q in range(STEP // _LANES):
-            pick = ir.Constant(ir.VectorType(_I32, _LANES), list(range(q * _LANES,
-                                                                       (q + 1) * _LANES)))
-
-            def part(vector, undef=undef64):
-                return builder.shuffle_vector(vector, undef, pick)
-
-            end_q = part(ended)
-            level = builder.sext(builder.shuffle_vector(x, undef_bytes, pick), lanes32)
-            symbol = builder.add(level, minus_base)
-            for k in (0, 1):                      # + window per level back in the run
-                symbol = builder.select(part(same_k[k]), builder.add(symbol, window32), symbol)
-            symbol = builder.select(part(same_k[2]), long_run, symbol)
+            end_q = _quarter(builder, ended, q)
+            symbol = _quarter_symbols(builder, x, same_k, q, minus_base, window32)
             index = builder.add(first_index, ir.Constant(lanes32, list(range(q * _LANES,
                                                                              (q + 1) * _LANES))))
-            store(index, ends_ptr, end_q)
-            store(symbol, sym_ptr, end_q)
+            _compress_store(builder, index, ends_ptr, t, end_q)
+            _compress_store(builder, symbol, sym_ptr, t, end_q)
+            popcount = declare_intrinsic(builder.module, "llvm.ctpop.i16", _I16, [_I16])
             t = builder.add(t, builder.zext(builder.call(popcount, [builder.bitcast(end_q, _I16)]),
                                             _I64))
         return t
 
     return sig, codegen
+
+
+def _run_masks(builder, data, i):
+    """IR for one step's comparisons: (x, the 64 levels at i; ended, a 64 x i1 mask of the
+    levels that differ from the next; same_k, the masks of the levels equal to the 1, the 1 and
+    2, and the 1, 2 and 3 levels before them)."""
+    bytes64 = ir.VectorType(_I8, STEP)
+
+    def load(offset):
+        at = builder.gep(data, [builder.add(i, ir.Constant(_I64, offset))])
+        return builder.load(builder.bitcast(at, bytes64.as_pointer()), align=1)
+
+    x = load(0)
+    ended = builder.icmp_unsigned("!=", x, load(1))
+    same, same_k = None, []
+    for k in (1, 2, 3):
+        eq = builder.icmp_unsigned("==", x, load(-k))
+        same = eq if same is None else builder.and_(same, eq)
+        same_k.append(same)
+    return x, ended, same_k
+
+
+def _quarter(builder, vector, q):
+    """IR for lanes 16q .. 16q + 15 of a 64-lane vector."""
+    pick = ir.Constant(ir.VectorType(_I32, _LANES), list(range(q * _LANES, (q + 1) * _LANES)))
+    return builder.shuffle_vector(vector, ir.Constant(vector.type, ir.Undefined), pick)
+
+
+def _quarter_symbols(builder, x, same_k, q, minus_base, window32):
+    """IR for the symbols (int32) of levels 16q .. 16q + 15 of the step, each as its run's end:
+    level - base, plus window per level back in the run (runs 1..3), or LONG_RUN_SYMBOL from the
+    4th level of a run on."""
+    symbol = builder.add(builder.sext(_quarter(builder, x, q), ir.VectorType(_I32, _LANES)),
+                         minus_base)
+    for k in (0, 1):
+        symbol = builder.select(_quarter(builder, same_k[k], q),
+                                builder.add(symbol, window32), symbol)
+    long_run = ir.Constant(ir.VectorType(_I32, _LANES), [int(LONG_RUN_SYMBOL)] * _LANES)
+    return builder.select(_quarter(builder, same_k[2], q), long_run, symbol)
+
+
+def _compress_store(builder, vector, pointer, t, mask):
+    """IR storing the lanes of ``vector`` (16 x int32) selected by ``mask`` packed at
+    pointer[t:] (all 16 lanes are written; those past the count are don't-cares)."""
+    lanes32 = ir.VectorType(_I32, _LANES)
+    compress = declare_intrinsic(builder.module, "llvm.x86.avx512.mask.compress.v16i32",
+                                 lanes32, [lanes32, lanes32, ir.VectorType(_I1, _LANES)])
+    packed = builder.call(compress, [vector, ir.Constant(lanes32, ir.Undefined), mask])
+    builder.store(packed, builder.bitcast(builder.gep(pointer, [t]), lanes32.as_pointer()),
+                  align=4)
 
 
 @njit(cache=True, inline="always")
