@@ -52,6 +52,7 @@ class ReadyCompressors:
     elias_rle = ReadyCompressor("elias_rle")
     qsgd_elias = ReadyCompressor("qsgd_elias")
     raw = ReadyCompressor("raw")
+    ans = ReadyCompressor("ans")
     auto = ReadyCompressor("auto")
 
 

@@ -9,7 +9,8 @@ Codes: huffman (code lengths and canonical codes, decode tables), codebook (the 
 wire), elias (Elias codes), fixed (fixed-width packing).
 Encoders: symbols (per-element Huffman: histograms, writer, multi-symbol decode tables), runs
 (rlh/shs tokens: run ends, histograms, writers), vector_runs (AVX-512 run pass for rlh), tokens
-(token tables and the token decoder), lanes (the four-lane driver of both table decoders), stats
+(token tables and the token decoder), lanes (the four-lane driver of both table decoders), ans
+(rANS: normalized frequencies, coder tables, the chunk coder), stats
 and estimate (sizing for ``auto``).
 Quantizers: quantize (QSGD, TernGrad, dequantization), squares (the QSGD bucket norm's vector
 sum).

@@ -9,6 +9,8 @@ VALUE_OVERFLOW = -4       # a decoded level does not fit the declared level dtyp
 PAYLOAD_UNDERRUN = -5     # the elements were decoded but payload bits are left over
 BAD_ELIAS = -6            # an Elias code longer than any valid value
 BAD_CODEBOOK = -7         # codebook symbol id, gap or length out of range
+BAD_STATE = -8            # an ANS state out of its range, or not back at its start at the end
+ESCAPE_MISMATCH = -9      # ANS escapes decoded differ from the escaped values declared
 
 MESSAGES = {
     PAYLOAD_OVERRUN: "payload truncated: decoding needs more bits than the header declares",
@@ -18,4 +20,6 @@ MESSAGES = {
     PAYLOAD_UNDERRUN: "payload corrupt: bits left over after the declared element count",
     BAD_ELIAS: "payload corrupt: Elias code exceeds the largest valid value",
     BAD_CODEBOOK: "codebook corrupt: symbol id or code length out of range",
+    BAD_STATE: "payload corrupt: an ANS state is out of range or does not end where it began",
+    ESCAPE_MISMATCH: "payload corrupt: escaped levels decoded differ from the escapes declared",
 }

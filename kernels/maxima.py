@@ -45,6 +45,12 @@ RLH_ESCAPE_RUN_BITS = 63
 # parameter block (codebooks are a few KiB; a larger block is forged).
 MAX_ELEMENTS = 1 << 40
 MAX_PARAM_BYTES = 1 << 20
+# ANS (kernels/ans.py): symbol probabilities are multiples of 2**-ANS_PROB_BITS, so a decode
+# table has 2**ANS_PROB_BITS entries (32 KiB of uint64: L1-resident) and at most that many
+# symbols can occur; the window of levels coded directly spans at most ANS_MAX_WINDOW values.
+ANS_PROB_BITS = 12
+ANS_PROB_SCALE = 1 << ANS_PROB_BITS
+ANS_MAX_WINDOW = ANS_PROB_SCALE - 1
 
 # ---- Packed layouts -------------------------------------------------------------------------
 
@@ -82,6 +88,21 @@ TOKEN_RUN_SHIFT = 11
 TOKEN_RUN_MASK = 0xFFFFFFFF
 TOKEN_LEVEL_SHIFT = 43
 
+# An ANS decode entry (ans.decode_table, uint64), one per slot of the probability scale: the
+# slot's symbol's frequency, the slot's offset within the symbol's slots, the escape flag, and
+# the symbol's level (int32 as its two's complement) on top:
+#     level << ANS_LEVEL_SHIFT | ANS_ESCAPE | offset << ANS_OFFSET_SHIFT | frequency
+ANS_FREQ_MASK = 0x1FFF
+ANS_OFFSET_SHIFT = 13
+ANS_OFFSET_MASK = 0xFFF
+ANS_ESCAPE = 1 << 25
+ANS_LEVEL_SHIFT = 32
+# An ANS encode entry (ans.encode_tables, uint64): what coding a symbol adds to a state x
+# (x + bias + q * complement, q = x // frequency; ``rcp`` gives q):
+#     bias << ANS_BIAS_SHIFT | complement << ANS_COMPLEMENT_SHIFT | frequency
+ANS_COMPLEMENT_SHIFT = 16
+ANS_BIAS_SHIFT = 32
+
 
 def _fits(maximum, mask):
     return 0 <= maximum <= mask
@@ -107,3 +128,12 @@ assert RLH_ESCAPE_RUN_BITS >= 2 * MAX_RUN.bit_length() - 1, "gamma of a run of M
 assert _fits(MAX_LOOKUP_LEVELS, 0xFF), "lookup counts are bytes"
 assert MAX_VARINT_BYTES * 7 >= 64
 assert MAX_ELIAS_VALUE_BITS >= MAX_ELEMENTS.bit_length() and MAX_ELIAS_VALUE_BITS <= 64
+assert _fits(ANS_PROB_SCALE, ANS_FREQ_MASK), "a frequency of the whole scale must fit"
+assert _fits(ANS_PROB_SCALE - 1, ANS_OFFSET_MASK), "a slot offset must fit"
+assert ANS_OFFSET_SHIFT == ANS_FREQ_MASK.bit_length() and \
+    ANS_ESCAPE >= 1 << (ANS_OFFSET_SHIFT + ANS_OFFSET_MASK.bit_length())
+assert ANS_LEVEL_SHIFT > ANS_ESCAPE.bit_length() - 1 and ANS_LEVEL_SHIFT + 32 <= 64
+assert ANS_COMPLEMENT_SHIFT >= ANS_FREQ_MASK.bit_length() and \
+    ANS_BIAS_SHIFT >= ANS_COMPLEMENT_SHIFT + ANS_FREQ_MASK.bit_length()
+assert 2 * ANS_PROB_SCALE < 1 << 32, "a bias (< 2 * scale) must fit its field"
+assert ANS_MAX_WINDOW + 1 <= ANS_PROB_SCALE, "every symbol, the escape included, needs a slot"

@@ -10,6 +10,7 @@ from .. import wire
 from ..device import stream_or_default
 from ..errors import DecodeError
 from ..params import ParamReader
+from .ans import Ans
 from .auto import Auto
 from . import gpu
 from .base import Encoder
@@ -19,7 +20,7 @@ from .raw import Raw
 from .runlength import RLH, SHS
 
 _STREAM_ENCODERS = (Huffman, RLH, SampleHuffman, SHS, EliasGamma, EliasDelta, EliasOmega,
-                    EliasRLE, QSGDElias, Raw)
+                    EliasRLE, QSGDElias, Raw, Ans)
 _BY_NAME = {cls.name: cls for cls in _STREAM_ENCODERS + (Auto,)}
 _BY_ID = {cls.encoder_id: cls for cls in _STREAM_ENCODERS}
 

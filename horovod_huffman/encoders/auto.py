@@ -7,18 +7,20 @@ within the escape cost otherwise. Then only the winner encodes (reusing its plan
 import numpy as np
 
 from horovod_huffman.kernels.estimate import elias_level_bits
+from horovod_huffman.kernels.maxima import ANS_MAX_WINDOW
 from horovod_huffman.kernels.runs import RUN_BUCKETS
 from horovod_huffman.kernels.stats import level_range, run_statistics
 
 from .. import wire
 from ..device import is_device_array, as_device_array, stream_or_default, copy_to_host
 from ..params import value_bits
+from .ans import Ans, AnsPlan
 from .base import Encoder, check_levels
 from .elias import EliasGamma, EliasDelta, EliasOmega, EliasRLE, QSGDElias
 from .huffman import Huffman, SampleHuffman, LevelPlan, emit, plan_bits
 from .raw import Raw, fixed_width
 from .runlength import RLH, SHS, RLH_MAX_WINDOW, emit_shs, rlh_payload_bits
-from .codes import Code
+from .codes import Code, chunk_count
 
 # Parameter bytes besides the codebook: mode, base, window, k, count varints.
 PARAM_OVERHEAD_BYTES = 12
@@ -41,6 +43,7 @@ class Auto(Encoder):
         self.huffman, self.rlh, self.raw = Huffman(), RLH(), Raw()
         self.elias = [EliasGamma(), EliasDelta(), EliasOmega()]
         self.elias_rle, self.qsgd_elias = EliasRLE(), QSGDElias()
+        self.ans = Ans()
         self.last_choice = None
 
     def _config(self):
@@ -95,6 +98,14 @@ class Auto(Encoder):
         put("elias_rle", rle_bits)
         put("qsgd_elias", qsgd_bits)
         put("raw", levels.size * fixed_width(lo, hi), 4)
+        # ans: the information of the levels under their normalized frequencies (exact up to
+        # the final states), when no level escapes the window.
+        if n_esc == 0 and window <= ANS_MAX_WINDOW:
+            a_plan = AnsPlan.from_counts(base, window, level_counts)
+            n_chunks = chunk_count(levels.size, self.ans.chunk_levels)
+            put("ans", a_plan.payload_bits(level_counts, n_chunks),
+                PARAM_OVERHEAD_BYTES + 2 * int(np.count_nonzero(a_plan.freqs)) + 3 * n_chunks,
+                a_plan)
         return sizes
 
     def choose(self, levels):
@@ -106,7 +117,7 @@ class Auto(Encoder):
 
     def _by_name(self, name):
         for enc in [self.huffman, self.rlh, self.sh, self.shs, self.elias_rle,
-                    self.qsgd_elias, self.raw, *self.elias]:
+                    self.qsgd_elias, self.raw, self.ans, *self.elias]:
             if enc.name == name:
                 return enc
         raise KeyError(name)
@@ -125,4 +136,6 @@ class Auto(Encoder):
             return enc._result(levels.dtype, levels.size, *enc._encode(levels))
         if enc is self.shs:
             return enc._result(levels.dtype, levels.size, *emit_shs(levels, plan))
+        if enc is self.ans:
+            return enc._result(levels.dtype, levels.size, *enc.emit(levels, plan))
         return enc._result(levels.dtype, levels.size, *emit(levels, plan))

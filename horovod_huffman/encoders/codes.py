@@ -108,14 +108,21 @@ def write_chunks(writer, chunk, chunk_bits):
 def read_chunks(reader, n, total_bits, name):
     """(chunk size, chunk start offsets, chunk bit counts) of a stream of ``n`` levels, checked
     against the payload's ``total_bits``."""
-    chunk = reader.uint("chunk size", 1, MAX_ELEMENTS)
-    n_chunks = chunk_count(n, chunk)
-    if n_chunks > reader.remaining():
-        raise DecodeError(f"{name}: {n_chunks} chunks declared, the parameters cannot hold them")
-    bits = reader.uints("chunk bits", n_chunks, 0, total_bits)
-    starts = chunk_starts(bits)
-    declared = payload_bits(bits, starts)
+    chunk, starts, bits, declared = read_chunk_bits(reader, n, total_bits, name)
     if declared != total_bits:
         raise DecodeError(f"{name}: chunk lengths add up to {declared} bits, the header "
                           f"declares {total_bits}")
     return chunk, starts, bits
+
+
+def read_chunk_bits(reader, n, max_bits, name):
+    """(chunk size, chunk start offsets, chunk bit counts, bits the chunks take in all) of a
+    stream of ``n`` levels whose chunks take at most ``max_bits``; the caller checks the
+    total."""
+    chunk = reader.uint("chunk size", 1, MAX_ELEMENTS)
+    n_chunks = chunk_count(n, chunk)
+    if n_chunks > reader.remaining():
+        raise DecodeError(f"{name}: {n_chunks} chunks declared, the parameters cannot hold them")
+    bits = reader.uints("chunk bits", n_chunks, 0, max_bits)
+    starts = chunk_starts(bits)
+    return chunk, starts, bits, payload_bits(bits, starts)

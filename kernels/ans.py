@@ -1,0 +1,394 @@
+"""rANS coding of levels (encoder ``ans``): normalized frequencies, the coder's tables, and the
+chunk encoder and decoder.
+
+READ ME FIRST
+1. A symbol s of probability f_s / M (M = 2**ANS_PROB_BITS, f_s >= 1 a whole number of slots,
+   the f_s summing to M) moves the coder's state x to C(s, x) = (x // f_s) * M + x % f_s + c_s
+   (c_s: the slots below s's). That adds log2(M / f_s) bits to x, fractions of a bit included:
+   this is where ANS beats Huffman, whose codes are whole bits. Decoding reads s from the low
+   ANS_PROB_BITS bits of x (``decode_table``) and undoes C.
+2. The state stays in [STATE_LOW, 2**31): before coding s the encoder writes x's low 16 bits
+   (one unit) and shifts them out if C would leave that range (x >= f_s * 2**19); after
+   decoding, a state below STATE_LOW takes one unit in. 16-bit units with a 15-bit lower
+   bound: one unit always restores the range, so renormalizing is one branch, never a loop.
+   31 (not 32!) bits: the encoder's division x // f_s is a multiplication by a 32-bit
+   reciprocal (``encode_tables``, Alverson's method as in Giesen's ryg_rans), exact for every
+   x below 2**31.
+3. The encoder runs backwards: the last symbol is coded first and the decoder reads units
+   forwards. Four states interleave (element i of a chunk on state i % 4), so the decoder's four
+   dependency chains overlap in the core; the encoder starts every state at STATE_LOW and a
+   chunk's stream opens with the four final states (32 bits each), then the units. A decoder
+   must end every chunk with all four states back at STATE_LOW and every unit read: any other
+   end means a corrupted or forged chunk.
+4. Chunks (kernels/chunks.py) are independent streams, each starting on a 32-bit word; a unit
+   at 16-bit position u of the payload is the high or low half of its big-endian word.
+5. Levels outside the window [base, base + window) take the escape symbol (``window``); their
+   values travel outside the coded stream (horovod_huffman/encoders/ans.py) and the decoder
+   takes them in order from ``escapes``.
+Units: frequencies in slots of 1/M; positions in 16-bit units unless named ``bits``.
+"""
+import numpy as np
+from numba import njit, int64, uint64
+
+from .bits import flush_bits, peek64, put_bits
+from .errors import (OK, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, BAD_STATE, ESCAPE_MISMATCH,
+                     VALUE_OVERFLOW)
+from .maxima import (ANS_BIAS_SHIFT, ANS_COMPLEMENT_SHIFT, ANS_ESCAPE, ANS_FREQ_MASK,
+                     ANS_LEVEL_SHIFT, ANS_OFFSET_MASK, ANS_OFFSET_SHIFT, ANS_PROB_BITS,
+                     ANS_PROB_SCALE)
+
+# The states' range [STATE_LOW, 2**STATE_BITS) (note 2) and the unit that renormalizes.
+STATE_LOW = 1 << 15
+STATE_BITS = 31
+UNIT_BITS = 16
+# Interleaved states per chunk (note 3), and the units that open a chunk: their final values.
+STATES = 4
+HEADER_UNITS = STATES * 2
+# A state at or above frequency << RENORM_SHIFT would leave the range once coded (note 2).
+RENORM_SHIFT = STATE_BITS - ANS_PROB_BITS
+
+assert STATE_LOW % ANS_PROB_SCALE == 0 and STATE_LOW << UNIT_BITS == 1 << STATE_BITS
+assert (STATE_LOW >> ANS_PROB_BITS) << UNIT_BITS == 1 << RENORM_SHIFT
+
+
+# ---- Frequencies ----------------------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def normalize(counts):
+    """Frequencies (int64 slots summing to ANS_PROB_SCALE) for symbol ``counts`` (int64): every
+    symbol that occurs gets at least one slot. Starts from the proportional share rounded to
+    nearest (at least 1), then moves one slot at a time where it costs the fewest bits over the
+    counts: to the symbol whose count times log2 gain per added slot is largest, or from the
+    one whose loss is smallest. Needs at least one and at most ANS_PROB_SCALE symbols that
+    occur."""
+    n = counts.shape[0]
+    total = 0
+    for s in range(n):
+        total += counts[s]
+    freqs = np.zeros(n, dtype=np.int64)
+    used = 0
+    for s in range(n):
+        if counts[s] > 0:
+            freqs[s] = max(1, (2 * counts[s] * ANS_PROB_SCALE + total) // (2 * total))
+            used += freqs[s]
+    if used < ANS_PROB_SCALE:
+        gain = np.full(n, -1.0)
+        for s in range(n):
+            if counts[s] > 0:
+                gain[s] = counts[s] * np.log2((freqs[s] + 1) / freqs[s])
+        for _ in range(ANS_PROB_SCALE - used):
+            best = np.argmax(gain)
+            freqs[best] += 1
+            gain[best] = counts[best] * np.log2((freqs[best] + 1) / freqs[best])
+    elif used > ANS_PROB_SCALE:
+        loss = np.full(n, np.inf)
+        for s in range(n):
+            if freqs[s] > 1:
+                loss[s] = counts[s] * np.log2(freqs[s] / (freqs[s] - 1))
+        for _ in range(used - ANS_PROB_SCALE):
+            best = np.argmin(loss)
+            freqs[best] -= 1
+            loss[best] = counts[best] * np.log2(freqs[best] / (freqs[best] - 1)) \
+                if freqs[best] > 1 else np.inf
+    return freqs
+
+
+@njit(cache=True, nogil=True)
+def cumulative(freqs):
+    """The slots below each symbol (int64): c_s of note 1."""
+    cum = np.empty(freqs.shape[0], dtype=np.int64)
+    at = 0
+    for s in range(freqs.shape[0]):
+        cum[s] = at
+        at += freqs[s]
+    return cum
+
+
+# ---- Tables ---------------------------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def encode_tables(freqs):
+    """(entries, reciprocals) per symbol (uint64; zero for symbols of frequency 0). An entry is
+    maxima.py's ANS encode layout; a reciprocal ``rcp | shift << 32`` gives x // f as
+    ((x * rcp) >> 32) >> shift for every x < 2**31. Frequency 1 takes rcp = 2**32 - 1, shift 0
+    (q = x - 1) and a bias one scale larger, which gives the same C."""
+    n = freqs.shape[0]
+    cum = cumulative(freqs)
+    entries = np.zeros(n, dtype=np.uint64)
+    rcps = np.zeros(n, dtype=np.uint64)
+    for s in range(n):
+        f = freqs[s]
+        if f == 0:
+            continue
+        bias = cum[s]
+        if f == 1:
+            rcp, shift = (1 << 32) - 1, 0
+            bias += ANS_PROB_SCALE - 1
+        else:
+            shift = 0
+            while f > (1 << shift):
+                shift += 1
+            rcp = ((1 << (shift + 31)) + f - 1) // f
+            shift -= 1
+        entries[s] = (uint64(bias) << uint64(ANS_BIAS_SHIFT)) | \
+            (uint64(ANS_PROB_SCALE - f) << uint64(ANS_COMPLEMENT_SHIFT)) | uint64(f)
+        rcps[s] = uint64(rcp) | (uint64(shift) << uint64(32))
+    return entries, rcps
+
+
+@njit(cache=True, nogil=True)
+def decode_table(freqs, base, escape):
+    """The decode table (maxima.py's ANS decode layout, ANS_PROB_SCALE uint64 entries) of
+    ``freqs`` (summing to the scale, checked by the caller): slot j belongs to the symbol s with
+    c_s <= j < c_s + f_s; symbol s is level base + s, or for s == ``escape`` an escape."""
+    table = np.empty(ANS_PROB_SCALE, dtype=np.uint64)
+    slot = 0
+    for s in range(freqs.shape[0]):
+        f = freqs[s]
+        level = uint64(np.uint32(np.int32(base + s))) << uint64(ANS_LEVEL_SHIFT)
+        flag = uint64(ANS_ESCAPE) if s == escape else uint64(0)
+        for k in range(f):
+            table[slot] = level | flag | (uint64(k) << uint64(ANS_OFFSET_SHIFT)) | uint64(f)
+            slot += 1
+    return table
+
+
+# ---- Encoding -------------------------------------------------------------------------------
+
+@njit(cache=True, inline="always")
+def _put(x, s, entries, rcps, units, u):
+    """Code symbol s on state x (uint64), writing a unit below ``u`` when the state must
+    renormalize first; returns (x, u)."""
+    e = entries[s]
+    f = e & uint64(ANS_FREQ_MASK)
+    renorm = x >= f << uint64(RENORM_SHIFT)
+    units[u - uint64(1)] = x & uint64(0xFFFF)           # kept only when renormalizing
+    u -= uint64(1) if renorm else uint64(0)
+    x = x >> uint64(UNIT_BITS) if renorm else x
+    r = rcps[s]
+    q = ((x * (r & uint64(0xFFFFFFFF))) >> uint64(32)) >> (r >> uint64(32))
+    return x + (e >> uint64(ANS_BIAS_SHIFT)) + q * \
+        ((e >> uint64(ANS_COMPLEMENT_SHIFT)) & uint64(ANS_FREQ_MASK)), u
+
+
+@njit(cache=True, inline="always")
+def _symbol(level, base, window):
+    """The symbol of a level: its index in the window, else the escape (``window``)."""
+    v = uint64(int64(level) - base)
+    return v if v < window else window
+
+
+@njit(cache=True, nogil=True)
+def encode_chunk(levels, start, stop, base, window, entries, rcps, units):
+    """Code levels[start:stop] backwards into ``units`` (uint16, at least stop - start +
+    HEADER_UNITS + 1 long); returns the first unit of the chunk's stream, which runs to the
+    end of ``units``: the four final states (high unit first), then the renormalization units
+    in the order the decoder reads them."""
+    base, window = int64(base), uint64(window)
+    u = uint64(units.shape[0])
+    x0 = x1 = x2 = x3 = uint64(STATE_LOW)
+    i = int64(stop)
+    while (i - start) % STATES != 0:                    # the tail: a last group not whole
+        i -= 1
+        s = _symbol(levels[i], base, window)
+        k = (i - start) % STATES
+        if k == 0:
+            x0, u = _put(x0, s, entries, rcps, units, u)
+        elif k == 1:
+            x1, u = _put(x1, s, entries, rcps, units, u)
+        else:
+            x2, u = _put(x2, s, entries, rcps, units, u)
+    while i > start:
+        i -= STATES
+        x3, u = _put(x3, _symbol(levels[i + 3], base, window), entries, rcps, units, u)
+        x2, u = _put(x2, _symbol(levels[i + 2], base, window), entries, rcps, units, u)
+        x1, u = _put(x1, _symbol(levels[i + 1], base, window), entries, rcps, units, u)
+        x0, u = _put(x0, _symbol(levels[i], base, window), entries, rcps, units, u)
+    for x in (x3, x2, x1, x0):
+        units[u - uint64(1)] = x & uint64(0xFFFF)
+        units[u - uint64(2)] = x >> uint64(UNIT_BITS)
+        u -= uint64(2)
+    return int64(u)
+
+
+@njit(cache=True, nogil=True)
+def encode_chunks(levels, base, window, entries, rcps, chunk, out32, chunk_bits):
+    """Code every chunk of ``levels`` into ``out32`` (uint32 words, chunks on word bounds);
+    fills ``chunk_bits`` (bits of each chunk's stream, odd units padded) and returns the words
+    written."""
+    n = levels.shape[0]
+    units = np.empty(min(n, chunk) + HEADER_UNITS + 1, dtype=np.uint16)
+    w = 0
+    for c in range(chunk_bits.shape[0]):
+        start = c * chunk
+        stop = min(n, start + chunk)
+        first = encode_chunk(levels, start, stop, base, window, entries, rcps, units)
+        count = units.shape[0] - first
+        chunk_bits[c] = count * UNIT_BITS
+        for k in range(0, count - 1, 2):
+            out32[w] = (np.uint32(units[first + k]) << np.uint32(16)) | \
+                np.uint32(units[first + k + 1])
+            w += 1
+        if count % 2:
+            out32[w] = np.uint32(units[first + count - 1]) << np.uint32(16)
+            w += 1
+    return w
+
+
+# ---- Decoding -------------------------------------------------------------------------------
+
+@njit(cache=True, inline="always")
+def _unit(words, u):
+    """The 16-bit unit at position u of a payload of big-endian 64-bit words."""
+    return (words[u >> uint64(2)] >> (uint64(48) - ((u & uint64(3)) << uint64(4)))) & \
+        uint64(0xFFFF)
+
+
+@njit(cache=True, inline="always")
+def _get(x, table):
+    """(state before its renormalization, table entry) after decoding one symbol from x."""
+    e = table[x & uint64(ANS_PROB_SCALE - 1)]
+    x = (e & uint64(ANS_FREQ_MASK)) * (x >> uint64(ANS_PROB_BITS)) + \
+        ((e >> uint64(ANS_OFFSET_SHIFT)) & uint64(ANS_OFFSET_MASK))
+    return x, e
+
+
+@njit(cache=True, inline="always")
+def _renorm(x, words, u):
+    """A state below STATE_LOW takes the unit at u: returns (x, u)."""
+    low = x < uint64(STATE_LOW)
+    x = (x << uint64(UNIT_BITS)) | _unit(words, u) if low else x
+    return x, u + (uint64(1) if low else uint64(0))
+
+
+@njit(cache=True, inline="always")
+def _level(e, escapes, k):
+    """The level of a decode entry, or for an escape escapes[k]; returns (level, k after)."""
+    if e & uint64(ANS_ESCAPE):
+        return escapes[k], k + uint64(1)
+    return int64(np.int32(np.uint32(e >> uint64(ANS_LEVEL_SHIFT)))), k
+
+
+@njit(cache=True, nogil=True)
+def decode_chunk(words, first_bit, n_bits, table, out, start, stop, escapes, k, k_stop):
+    """Decode levels out[start:stop] from the chunk stream of ``n_bits`` bits at ``first_bit``;
+    its escapes take escapes[k:k_stop] in order, all of them. Returns a status (errors.py).
+    Groups of four symbols that cannot read past the chunk even if every state renormalizes run
+    without bound tests; the rest test each unit."""
+    if first_bit % UNIT_BITS or n_bits % UNIT_BITS or n_bits < HEADER_UNITS * UNIT_BITS:
+        return PAYLOAD_UNDERRUN
+    u = uint64(first_bit // UNIT_BITS)
+    end = u + uint64(n_bits // UNIT_BITS)
+    x0 = (_unit(words, u) << uint64(16)) | _unit(words, u + uint64(1))
+    x1 = (_unit(words, u + uint64(2)) << uint64(16)) | _unit(words, u + uint64(3))
+    x2 = (_unit(words, u + uint64(4)) << uint64(16)) | _unit(words, u + uint64(5))
+    x3 = (_unit(words, u + uint64(6)) << uint64(16)) | _unit(words, u + uint64(7))
+    u += uint64(HEADER_UNITS)
+    for x in (x0, x1, x2, x3):
+        if x < uint64(STATE_LOW) or x >= uint64(1 << STATE_BITS):
+            return BAD_STATE
+    k, k_stop = uint64(k), uint64(k_stop)
+    i, stop = uint64(start), uint64(stop)
+    groups = (stop - i) // uint64(STATES)
+    safe = min(groups, (end - u) // uint64(STATES))
+    if k_stop - k == uint64(0):
+        for _ in range(safe):
+            x0, e0 = _get(x0, table)
+            x1, e1 = _get(x1, table)
+            x2, e2 = _get(x2, table)
+            x3, e3 = _get(x3, table)
+            if (e0 | e1 | e2 | e3) & uint64(ANS_ESCAPE):    # an escape with none declared
+                return ESCAPE_MISMATCH
+            out[i] = np.int32(np.uint32(e0 >> uint64(ANS_LEVEL_SHIFT)))
+            out[i + uint64(1)] = np.int32(np.uint32(e1 >> uint64(ANS_LEVEL_SHIFT)))
+            out[i + uint64(2)] = np.int32(np.uint32(e2 >> uint64(ANS_LEVEL_SHIFT)))
+            out[i + uint64(3)] = np.int32(np.uint32(e3 >> uint64(ANS_LEVEL_SHIFT)))
+            x0, u = _renorm(x0, words, u)
+            x1, u = _renorm(x1, words, u)
+            x2, u = _renorm(x2, words, u)
+            x3, u = _renorm(x3, words, u)
+            i += uint64(STATES)
+    lane = uint64(0)
+    states = np.array([x0, x1, x2, x3], dtype=np.uint64)
+    while i < stop:
+        lane = (i - uint64(start)) & uint64(STATES - 1)
+        x, e = _get(states[lane], table)
+        if e & uint64(ANS_ESCAPE) and k >= k_stop:
+            return ESCAPE_MISMATCH
+        out[i], k = _level(e, escapes, k)
+        if x < uint64(STATE_LOW):
+            if u >= end:
+                return PAYLOAD_OVERRUN
+            x = (x << uint64(UNIT_BITS)) | _unit(words, u)
+            u += uint64(1)
+        states[lane] = x
+        i += uint64(1)
+    if k != k_stop:
+        return ESCAPE_MISMATCH
+    if u > end:
+        return PAYLOAD_OVERRUN
+    if u < end:
+        return PAYLOAD_UNDERRUN
+    for x in states:
+        if x != uint64(STATE_LOW):
+            return BAD_STATE
+    return OK
+
+
+@njit(cache=True, nogil=True)
+def decode_chunks(words, starts, chunk_bits, chunk, table, out, escapes, escape_starts):
+    """Decode every chunk into ``out``; chunk c's escapes are escapes[escape_starts[c]:
+    escape_starts[c + 1]]. Returns the first non-OK status, else OK."""
+    n = out.shape[0]
+    for c in range(starts.shape[0]):
+        start = c * chunk
+        status = decode_chunk(words, starts[c], chunk_bits[c], table, out, start,
+                              min(n, start + chunk), escapes, escape_starts[c],
+                              escape_starts[c + 1])
+        if status != OK:
+            return status
+    return OK
+
+
+# ---- Escapes (note 5) -----------------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def escaped_levels(levels, base, window, chunk, counts):
+    """The levels outside [base, base + window), in order (int64), counting them per chunk
+    into ``counts``."""
+    n = levels.shape[0]
+    out = np.empty(n, dtype=np.int64)
+    k = 0
+    for i in range(n):
+        v = int64(levels[i]) - base
+        if v < 0 or v >= window:
+            out[k] = levels[i]
+            counts[i // chunk] += 1
+            k += 1
+    return out[:k]
+
+
+@njit(cache=True, nogil=True)
+def write_escapes(values, vbits, out32, word_pos):
+    """Append ``values`` (int64) as zigzag ``vbits``-bit fields from word ``word_pos``; returns
+    the words used in all."""
+    acc, n_pending, w = uint64(0), 0, word_pos
+    for k in range(values.shape[0]):
+        v = values[k]
+        z = (uint64(v) << uint64(1)) ^ uint64(v >> 63)
+        acc, n_pending, w = put_bits(out32, acc, n_pending, w, z, vbits)
+    return flush_bits(out32, acc, n_pending, w)
+
+
+@njit(cache=True, nogil=True)
+def read_escapes(words, first_bit, count, vbits, lo, hi, out):
+    """Read ``count`` zigzag ``vbits``-bit levels from ``first_bit`` into ``out`` (int64); the
+    caller has checked they lie within the payload. VALUE_OVERFLOW for a level outside
+    [lo, hi]."""
+    for k in range(count):
+        z = peek64(words, first_bit + k * vbits) >> uint64(64 - vbits)
+        v = int64(z >> uint64(1)) ^ -int64(z & uint64(1))
+        if v < lo or v > hi:
+            return VALUE_OVERFLOW
+        out[k] = v
+    return OK

@@ -1,0 +1,96 @@
+"""The rANS coder (kernels/ans.py, encoder ``ans``): its arithmetic, its frequencies, its size
+against the entropy, and its end-of-chunk checks."""
+import numpy as np
+import pytest
+
+import horovod_huffman as hh
+from horovod_huffman import wire
+from horovod_huffman.kernels.ans import STATE_BITS, cumulative, encode_tables, normalize
+from horovod_huffman.kernels.maxima import (ANS_BIAS_SHIFT, ANS_COMPLEMENT_SHIFT, ANS_FREQ_MASK,
+                                            ANS_PROB_SCALE)
+
+
+def test_coding_step_is_exact_below_2_to_31():
+    """The encoder's C(s, x) = (x // f) * M + x % f + c_s takes x // f as a multiply and two
+    shifts, with a bias: exact for every frequency 1..M and every state the coder can hold
+    (the range's edges, the edges of multiples of f, random states)."""
+    freqs = np.arange(1, ANS_PROB_SCALE + 1, dtype=np.int64)
+    entries, rcps = encode_tables(freqs)
+    cum = cumulative(freqs).tolist()
+    rng = np.random.default_rng(0)
+    top = (1 << STATE_BITS) - 1
+    for s, f in enumerate(freqs.tolist()):
+        e, r = int(entries[s]), int(rcps[s])
+        bias, complement = e >> ANS_BIAS_SHIFT, (e >> ANS_COMPLEMENT_SHIFT) & ANS_FREQ_MASK
+        xs = {1, top, top - 1, f, f - 1, f + 1, top // f * f, top // f * f - 1}
+        xs.update(int(x) for x in rng.integers(1, top, 16))
+        for x in xs - {0}:
+            q = ((x * (r & 0xFFFFFFFF)) >> 32) >> (r >> 32)
+            assert x + bias + q * complement == (x // f) * ANS_PROB_SCALE + x % f + cum[s], \
+                (f, x)
+
+
+@pytest.mark.parametrize("counts", [[5, 0, 1], [1] * 4096, [10**9, 1, 1, 0, 3],
+                                    [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] * 300, [7]])
+def test_frequencies_fill_the_scale_and_keep_every_symbol(counts):
+    counts = np.array(counts, dtype=np.int64)
+    freqs = normalize(counts)
+    assert freqs.sum() == ANS_PROB_SCALE
+    assert ((freqs > 0) == (counts > 0)).all()
+
+
+def entropy_bits(levels):
+    _, c = np.unique(levels, return_counts=True)
+    p = c / c.sum()
+    return float(-(c * np.log2(p)).sum())
+
+
+@pytest.mark.parametrize("s", [2, 8, 127])
+def test_stream_within_one_percent_of_the_entropy(s):
+    """Fractions of a bit: on 300,000 QSGD levels the whole stream (header and frequency
+    table included) is within 1% of the levels' zeroth-order entropy, where Huffman needs at
+    least a bit per level."""
+    g = np.random.default_rng(s).standard_normal(300_000).astype(np.float32)
+    levels = hh.QSGD(levels=s).quantize(g, seed=0).levels.ravel()
+    buf = hh.get_encoder("ans").encode(levels)
+    assert 8 * len(buf) <= 1.01 * entropy_bits(levels)
+    assert np.array_equal(hh.decode(buf), levels)
+
+
+def test_wide_levels_escape_and_come_back():
+    """Levels spread over more than the window take the escape; their values follow the
+    chunks and return in order, chunk by chunk."""
+    rng = np.random.default_rng(1)
+    levels = np.where(rng.random(200_000) < 0.01, rng.integers(-10**6, 10**6, 200_000),
+                      rng.integers(-3, 4, 200_000)).astype(np.int32)
+    encoder = hh.get_encoder("ans", chunk_levels=4096)
+    assert np.array_equal(hh.decode(encoder.encode(levels)), levels)
+
+
+def reseal(body):
+    body = bytes(body[:-wire.CHECKSUM.size])
+    return body + wire.CHECKSUM.pack(wire.checksum(body))
+
+
+def test_a_chunk_must_end_where_its_states_began():
+    """A changed final state still decodes to levels, but the states do not come back to their
+    start: the decoder says so instead of returning wrong levels."""
+    levels = np.random.default_rng(2).integers(-8, 9, 5000).astype(np.int8)
+    buf = bytearray(hh.get_encoder("ans").encode(levels))
+    frame = hh.encoders.check(bytes(buf))
+    first_payload_byte = len(buf) - wire.CHECKSUM.size - len(frame.payload)
+    buf[first_payload_byte + 2] ^= 0x01                 # state 0, low unit
+    with pytest.raises(hh.DecodeError, match="ANS state"):
+        hh.decode(reseal(buf))
+
+
+def test_auto_takes_ans_where_it_is_smallest():
+    """TernGrad-like levels (10% non-zero, no runs to speak of): ans codes them below a bit per
+    level, under every Huffman coder, and ``auto`` picks it."""
+    rng = np.random.default_rng(3)
+    levels = np.where(rng.random(100_000) < 0.1, np.where(rng.random(100_000) < 0.5, -1, 1),
+                      0).astype(np.int8)
+    auto = hh.get_encoder("auto")
+    buf = auto.encode(levels)
+    assert auto.last_choice == "ans"
+    assert len(buf) < min(len(hh.get_encoder(n).encode(levels)) for n in ("huffman", "rlh"))
