@@ -273,8 +273,10 @@ def _level(e, escapes, k):
 def decode_chunk(words, first_bit, n_bits, table, out, start, stop, escapes, k, k_stop):
     """Decode levels out[start:stop] from the chunk stream of ``n_bits`` bits at ``first_bit``;
     its escapes take escapes[k:k_stop] in order, all of them. Returns a status (errors.py).
-    Groups of four symbols that cannot read past the chunk even if every state renormalizes run
-    without bound tests; the rest test each unit."""
+    Batches of groups of four symbols that cannot read past the chunk even if every state
+    renormalizes at every symbol run without bound tests, each batch as long as the units left
+    allow (a state reads a unit only every 16 / (its symbols' bits) symbols, so batches stay
+    long until the chunk's last units); the rest tests each unit."""
     if first_bit % UNIT_BITS or n_bits % UNIT_BITS or n_bits < HEADER_UNITS * UNIT_BITS:
         return PAYLOAD_UNDERRUN
     u = uint64(first_bit // UNIT_BITS)
@@ -289,9 +291,10 @@ def decode_chunk(words, first_bit, n_bits, table, out, start, stop, escapes, k, 
             return BAD_STATE
     k, k_stop = uint64(k), uint64(k_stop)
     i, stop = uint64(start), uint64(stop)
-    groups = (stop - i) // uint64(STATES)
-    safe = min(groups, (end - u) // uint64(STATES))
-    if k_stop - k == uint64(0):
+    while k == k_stop:              # batches of groups that cannot read past the chunk
+        safe = min((stop - i) // uint64(STATES), (end - u) // uint64(STATES))
+        if safe == uint64(0):
+            break
         for _ in range(safe):
             x0, e0 = _get(x0, table)
             x1, e1 = _get(x1, table)

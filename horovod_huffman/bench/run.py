@@ -193,19 +193,24 @@ def tables(results, compile_s, args):
     add("")
     add("### Targets")
     add("")
-    add("| tensor | huffman enc/dec M/s | rlh enc/dec M/s | zstd -1 enc/dec M/s | "
-        "auto / best | auto choose cost / encode-all | rlh < elias_rle, qsgd_elias |")
-    add("|---|---|---|---|---|---|---|")
+    add("| tensor | huffman enc/dec M/s | rlh enc/dec M/s | ans enc/dec M/s | "
+        "zstd -1 enc/dec M/s | ans / H0 | auto / best | auto / min(H0, zstd -19) | "
+        "auto choose cost / encode-all | rlh < elias_rle, qsgd_elias |")
+    add("|---|---|---|---|---|---|---|---|---|---|")
     for (t, q), row in results.items():
         candidates = [n for n in ENCODERS if n != "auto"]
         best = min(row[n]["bytes"] for n in candidates)
         encode_all = sum(row[n]["enc_s"] for n in candidates)
         rlh_ok = row["rlh"]["bytes"] < min(row["elias_rle"]["bytes"], row["qsgd_elias"]["bytes"])
+        floor = min(row["H0"], bits(row, "zstd-19"))
         add(f"| {t} {q} | {speed(row, 'huffman', 'enc_s'):.0f} / {speed(row, 'huffman', 'dec_s'):.0f} | "
             f"{speed(row, 'rlh', 'enc_s'):.0f} / {speed(row, 'rlh', 'dec_s'):.0f} | "
+            f"{speed(row, 'ans', 'enc_s'):.0f} / {speed(row, 'ans', 'dec_s'):.0f} | "
             f"{speed(row, 'zstd-1', 'enc_s'):.0f} / {speed(row, 'zstd-1', 'dec_s'):.0f} | "
-            f"{row['auto']['bytes'] / best:.4f} | {row['auto_choose_s'] / encode_all:.3f} | "
-            f"{'yes' if rlh_ok else 'NO'} |")
+            f"{bits(row, 'ans') / row['H0'] if row['H0'] else float('inf'):.4f} | "
+            f"{row['auto']['bytes'] / best:.4f} | "
+            f"{bits(row, 'auto') / floor if floor else float('inf'):.4f} | "
+            f"{row['auto_choose_s'] / encode_all:.3f} | {'yes' if rlh_ok else 'NO'} |")
     return lines
 
 
