@@ -273,25 +273,41 @@ def _level(e, escapes, k):
 def decode_chunk(words, first_bit, n_bits, table, out, start, stop, escapes, k, k_stop):
     """Decode levels out[start:stop] from the chunk stream of ``n_bits`` bits at ``first_bit``;
     its escapes take escapes[k:k_stop] in order, all of them. Returns a status (errors.py).
-    Batches of groups of four symbols that cannot read past the chunk even if every state
-    renormalizes at every symbol run without bound tests, each batch as long as the units left
-    allow (a state reads a unit only every 16 / (its symbols' bits) symbols, so batches stay
-    long until the chunk's last units); the rest tests each unit."""
+    Without escapes, whole groups of four go through the unchecked batches first; the rest
+    is decoded symbol by symbol with every check."""
     if first_bit % UNIT_BITS or n_bits % UNIT_BITS or n_bits < HEADER_UNITS * UNIT_BITS:
         return PAYLOAD_UNDERRUN
     u = uint64(first_bit // UNIT_BITS)
     end = u + uint64(n_bits // UNIT_BITS)
-    x0 = (_unit(words, u) << uint64(16)) | _unit(words, u + uint64(1))
-    x1 = (_unit(words, u + uint64(2)) << uint64(16)) | _unit(words, u + uint64(3))
-    x2 = (_unit(words, u + uint64(4)) << uint64(16)) | _unit(words, u + uint64(5))
-    x3 = (_unit(words, u + uint64(6)) << uint64(16)) | _unit(words, u + uint64(7))
-    u += uint64(HEADER_UNITS)
-    for x in (x0, x1, x2, x3):
+    states = np.empty(STATES, dtype=np.uint64)
+    for lane in range(STATES):
+        x = (_unit(words, u) << uint64(UNIT_BITS)) | _unit(words, u + uint64(1))
         if x < uint64(STATE_LOW) or x >= uint64(1 << STATE_BITS):
             return BAD_STATE
-    k, k_stop = uint64(k), uint64(k_stop)
-    i, stop = uint64(start), uint64(stop)
-    while k == k_stop:              # batches of groups that cannot read past the chunk
+        states[lane] = x
+        u += uint64(2)
+    i = uint64(start)
+    if k == k_stop:
+        status, i, u = _unchecked_groups(words, table, out, states, i, uint64(stop), u, end)
+        if status != OK:
+            return status
+    status, u, k = _checked_symbols(words, table, out, states, i, uint64(start), uint64(stop), u,
+                                    end, escapes, uint64(k), uint64(k_stop))
+    if status != OK:
+        return status
+    return _end_status(states, u, end)
+
+
+@njit(cache=True, nogil=True)
+def _unchecked_groups(words, table, out, states, i, stop, u, end):
+    """Decode groups of four symbols from element i (a multiple of four from the chunk's
+    start) in batches that cannot read past ``end`` even if every state renormalizes at every
+    symbol, each batch as long as the units left allow (a state reads a unit only every
+    16 / (its symbols' bits) symbols, so batches stay long until the chunk's last units).
+    Updates ``states``; returns (status, i, u) after them: ESCAPE_MISMATCH at an escape,
+    which a chunk without declared escapes must not hold."""
+    x0, x1, x2, x3 = states[0], states[1], states[2], states[3]
+    while True:
         safe = min((stop - i) // uint64(STATES), (end - u) // uint64(STATES))
         if safe == uint64(0):
             break
@@ -300,8 +316,8 @@ def decode_chunk(words, first_bit, n_bits, table, out, start, stop, escapes, k, 
             x1, e1 = _get(x1, table)
             x2, e2 = _get(x2, table)
             x3, e3 = _get(x3, table)
-            if (e0 | e1 | e2 | e3) & uint64(ANS_ESCAPE):    # an escape with none declared
-                return ESCAPE_MISMATCH
+            if (e0 | e1 | e2 | e3) & uint64(ANS_ESCAPE):
+                return ESCAPE_MISMATCH, i, u
             out[i] = np.int32(np.uint32(e0 >> uint64(ANS_LEVEL_SHIFT)))
             out[i + uint64(1)] = np.int32(np.uint32(e1 >> uint64(ANS_LEVEL_SHIFT)))
             out[i + uint64(2)] = np.int32(np.uint32(e2 >> uint64(ANS_LEVEL_SHIFT)))
@@ -311,23 +327,35 @@ def decode_chunk(words, first_bit, n_bits, table, out, start, stop, escapes, k, 
             x2, u = _renorm(x2, words, u)
             x3, u = _renorm(x3, words, u)
             i += uint64(STATES)
-    lane = uint64(0)
-    states = np.array([x0, x1, x2, x3], dtype=np.uint64)
+    states[0], states[1], states[2], states[3] = x0, x1, x2, x3
+    return OK, i, u
+
+
+@njit(cache=True, nogil=True)
+def _checked_symbols(words, table, out, states, i, start, stop, u, end, escapes, k, k_stop):
+    """Decode elements [i, stop) one at a time (element j on state (j - start) % 4), each
+    unit read tested against ``end`` and each escape against the declared ones
+    (escapes[k:k_stop]). Updates ``states``; returns (status, u, k) after them."""
     while i < stop:
-        lane = (i - uint64(start)) & uint64(STATES - 1)
+        lane = (i - start) & uint64(STATES - 1)
         x, e = _get(states[lane], table)
         if e & uint64(ANS_ESCAPE) and k >= k_stop:
-            return ESCAPE_MISMATCH
+            return ESCAPE_MISMATCH, u, k
         out[i], k = _level(e, escapes, k)
         if x < uint64(STATE_LOW):
             if u >= end:
-                return PAYLOAD_OVERRUN
+                return PAYLOAD_OVERRUN, u, k
             x = (x << uint64(UNIT_BITS)) | _unit(words, u)
             u += uint64(1)
         states[lane] = x
         i += uint64(1)
-    if k != k_stop:
-        return ESCAPE_MISMATCH
+    return (OK if k == k_stop else ESCAPE_MISMATCH), u, k
+
+
+@njit(cache=True, nogil=True)
+def _end_status(states, u, end):
+    """A chunk decoded must have read exactly its units and brought every state back to
+    STATE_LOW, where the encoder started it (note 3)."""
     if u > end:
         return PAYLOAD_OVERRUN
     if u < end:
