@@ -21,9 +21,12 @@ from horovod_huffman.kernels.maxima import ANS_MAX_WINDOW, ANS_PROB_BITS, ANS_PR
 from horovod_huffman.kernels.stats import level_range
 from horovod_huffman.kernels.symbols import level_histogram
 
+from ..device import copy_to_host
 from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
+from . import gpu
 from .base import Encoder, out_words, check_status, check_chunk_levels
+from .huffman import fill
 from .codes import chunk_count, read_chunk_bits, write_chunks
 
 MODE_CODED = 0
@@ -65,6 +68,7 @@ class Ans(Encoder):
     """
     name = "ans"
     encoder_id = 10
+    on_device = True
 
     def __init__(self, chunk_levels=CHUNK_LEVELS):
         """``chunk_levels``: levels per independently decodable chunk (kernels/chunks.py)."""
@@ -79,8 +83,29 @@ class Ans(Encoder):
         level_histogram(levels, base, window, counts)
         return AnsPlan.from_counts(base, window, counts)
 
+    def plan_device(self, levels, stream):
+        """``plan`` for device levels: range and histogram on the GPU."""
+        lo, hi = gpu.level_range(levels, stream)
+        base, window = lo, min(hi - lo + 1, ANS_MAX_WINDOW)
+        counts = gpu.token_counts(gpu.Tokens(levels, gpu.LEVELS, stream, self.chunk_levels),
+                                  base, window, window + 1)
+        return AnsPlan.from_counts(base, window, counts)
+
     def _encode(self, levels):
         return self.emit(levels, self.plan(levels))
+
+    def _encode_device(self, levels, stream):
+        plan = self.plan_device(levels, stream)
+        base, window, freqs = plan
+        if freqs[window] or np.count_nonzero(freqs) == 1:
+            # escapes (or a constant): the host writes them, the very same bytes
+            return self.emit(copy_to_host(levels, stream), plan)
+        entries, rcps = encode_tables(freqs)
+        out32, n_words, chunk_bits = gpu.ans_payload(levels, base, entries, rcps,
+                                                     self.chunk_levels, stream)
+        n_chunks = chunk_bits.size
+        return (self._params(base, window, freqs, chunk_bits, np.zeros(n_chunks, np.int64)),
+                out32, n_words, payload_bits(chunk_bits))
 
     def emit(self, levels, plan):
         """Encode ``levels`` with ``plan``: (params, words, n_words, n_bits)."""
@@ -130,7 +155,7 @@ class Ans(Encoder):
             reader.done()
             if payload_bits_ != 0:
                 raise DecodeError(f"{cls.name}: constant stream with a non-empty payload")
-            out.fill(level)
+            fill(out, level, stream)
             return
         base = reader.sint("base", lo, hi)
         window = reader.uint("window", 1, min(ANS_MAX_WINDOW, hi - base + 1))
@@ -151,11 +176,17 @@ class Ans(Encoder):
                               f"{escape_bit + vbits * n_escapes} bits, the header declares "
                               f"{payload_bits_}")
         escapes = np.empty(n_escapes, dtype=np.int64)
-        check_status(read_escapes(words, escape_bit, n_escapes, vbits, lo, hi, escapes),
-                     cls.name)
-        status = decode_chunks(words, starts, chunk_bits, chunk,
-                               decode_table(freqs, base, window), out, escapes, escape_starts)
-        check_status(status, cls.name)
+        if n_escapes:
+            host_words = words if stream is None else copy_to_host(words, stream)
+            check_status(read_escapes(host_words, escape_bit, n_escapes, vbits, lo, hi,
+                                      escapes), cls.name)
+        table = decode_table(freqs, base, window)
+        if stream is not None:
+            gpu.decode_ans(words, starts, chunk_bits, chunk, table, escapes, escape_starts, out,
+                           cls.name, stream)
+            return
+        check_status(decode_chunks(words, starts, chunk_bits, chunk, table, out, escapes,
+                                   escape_starts), cls.name)
 
 
 def _read_frequencies(reader, n_symbols, name):

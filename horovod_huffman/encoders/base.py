@@ -78,7 +78,7 @@ class Encoder:
         """Encode ``levels`` (1-D signed integer array) into a uint8 array (docs/wire-format.md).
 
         ``levels`` may be a GPU array (``__cuda_array_interface__``: a Numba device array, a torch
-        CUDA tensor): the encoders huffman, sh, rlh, shs and raw then encode on the device, on
+        CUDA tensor): the encoders huffman, sh, rlh, shs, raw and ans then encode on the device, on
         ``stream`` (default: the default stream), and return the same bytes as for a host copy.
         """
         return wire.frame(self.encoded(levels, stream))

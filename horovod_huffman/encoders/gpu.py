@@ -8,7 +8,8 @@ whole device.
 import numpy as np
 from numba import cuda
 
-from horovod_huffman.kernels import cuda_decode, cuda_tokens
+from horovod_huffman.kernels import cuda_ans, cuda_decode, cuda_tokens
+from horovod_huffman.kernels.ans import HEADER_UNITS
 from horovod_huffman.kernels.bits import bytes_to_words
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, chunk_starts
 from horovod_huffman.kernels.cuda_bits import BLOCK
@@ -155,4 +156,36 @@ def decode_fixed(words, base, width, hi, out, name, stream):
     status = cuda.to_device(np.zeros(1, dtype=np.int64), stream=stream)
     cuda_decode.decode_fixed[grid_for(out.size, STRIDE_BLOCK), STRIDE_BLOCK, stream](
         words, base, width, hi, out, status)
+    _check(status, name, stream)
+
+
+def ans_payload(levels, base, entries, rcps, chunk, stream):
+    """``ans`` payload of device levels that all lie in the window: (host uint32 words, words
+    used, host chunk bits), laid out exactly as the CPU encoder lays them out."""
+    n_chunks = chunk_count(levels.size, chunk)
+    stride = min(levels.size, chunk) + HEADER_UNITS + 1
+    scratch = cuda.device_array(n_chunks * stride, dtype=np.uint32, stream=stream)
+    counts = cuda.device_array(n_chunks, dtype=np.int64, stream=stream)
+    blocks = -(-n_chunks // cuda_ans.ANS_BLOCK)
+    cuda_ans.encode_chunks[blocks, cuda_ans.ANS_BLOCK, stream](
+        levels, base, cuda.to_device(entries, stream=stream), cuda.to_device(rcps, stream=stream),
+        chunk, stride, scratch, counts)
+    chunk_bits = copy_to_host(counts, stream) * 16
+    starts = chunk_starts(chunk_bits)
+    n_words = int((starts[-1] + chunk_bits[-1] + 31) // 32)
+    out = cuda.device_array(n_words + 1, dtype=np.uint32, stream=stream)
+    cuda_ans.pack_chunks[blocks, cuda_ans.ANS_BLOCK, stream](
+        scratch, stride, counts, cuda.to_device(starts // 32, stream=stream), out)
+    return copy_to_host(out, stream), n_words, chunk_bits
+
+
+def decode_ans(words, starts, chunk_bits, chunk, table, escapes, escape_starts, out, name,
+               stream):
+    """``ans`` payload -> ``out`` (device); raises DecodeError like the CPU decoder."""
+    status = cuda.device_array(len(starts), dtype=np.int64, stream=stream)
+    blocks = -(-len(starts) // cuda_ans.ANS_BLOCK)
+    cuda_ans.decode_chunks[blocks, cuda_ans.ANS_BLOCK, stream](
+        words, cuda.to_device(starts, stream=stream), cuda.to_device(chunk_bits, stream=stream),
+        chunk, cuda.to_device(table, stream=stream), cuda.to_device(escapes, stream=stream),
+        cuda.to_device(escape_starts, stream=stream), out, status)
     _check(status, name, stream)

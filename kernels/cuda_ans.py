@@ -1,0 +1,149 @@
+"""CUDA rANS kernels (encoder ``ans``): the chunk coder of kernels/ans.py on the device, one
+thread per chunk, writing and reading the very same bytes.
+
+READ ME FIRST
+1. Encoding runs in two passes: ``encode_chunks`` codes every chunk backwards into its own slot
+   of a scratch array (``stride`` units per chunk, the stream ending at the slot's end) and
+   records its unit count; the host turns the counts into word offsets (kernels/chunks.py);
+   ``pack_chunks`` copies every chunk's units to its offset as big-endian pairs, as
+   ``ans.encode_chunks`` lays them out.
+2. Escaped levels are left to the host (the encoder copies such tensors over first); the
+   device coder maps every level to its window index, which the caller guarantees exists.
+3. Decoding checks what the CPU decoder checks: the states' range, every unit read against the
+   chunk's end, escapes against those declared for the chunk, and the states back at
+   STATE_LOW with every unit read; each thread writes its chunk's status.
+"""
+from numba import cuda, int64, uint32, uint64
+
+from .ans import HEADER_UNITS, STATE_BITS, STATE_LOW, STATES, UNIT_BITS, RENORM_SHIFT
+from .errors import OK, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, BAD_STATE, ESCAPE_MISMATCH
+from .maxima import (ANS_BIAS_SHIFT, ANS_COMPLEMENT_SHIFT, ANS_ESCAPE, ANS_FREQ_MASK,
+                     ANS_LEVEL_SHIFT, ANS_OFFSET_MASK, ANS_OFFSET_SHIFT, ANS_PROB_BITS,
+                     ANS_PROB_SCALE)
+
+# Chunks (threads) per block: each thread runs one long serial chain.
+ANS_BLOCK = 32
+
+
+@cuda.jit(device=True, inline=True)
+def _put(x, s, entries, rcps, scratch, u):
+    """Code symbol s on state x, writing a unit below ``u`` first when x must renormalize;
+    returns (x, u)."""
+    e = entries[s]
+    if x >= (e & uint64(ANS_FREQ_MASK)) << uint64(RENORM_SHIFT):
+        u -= 1
+        scratch[u] = uint32(x & uint64(0xFFFF))
+        x >>= uint64(UNIT_BITS)
+    r = rcps[s]
+    q = ((x * (r & uint64(0xFFFFFFFF))) >> uint64(32)) >> (r >> uint64(32))
+    return x + (e >> uint64(ANS_BIAS_SHIFT)) + q * \
+        ((e >> uint64(ANS_COMPLEMENT_SHIFT)) & uint64(ANS_FREQ_MASK)), u
+
+
+@cuda.jit
+def encode_chunks(levels, base, entries, rcps, chunk, stride, scratch, counts):
+    """Thread c codes chunk c backwards into scratch[c * stride:(c + 1) * stride] (its stream
+    ends at the slot's end: the four final states, high unit first, then the units in reading
+    order) and stores its unit count in counts[c]."""
+    c = cuda.grid(1)
+    if c >= counts.shape[0]:
+        return
+    start = int64(c) * chunk
+    stop = min(int64(levels.shape[0]), start + chunk)
+    slot_end = int64(c + 1) * stride
+    u = slot_end
+    states = cuda.local.array(STATES, uint64)
+    for k in range(STATES):
+        states[k] = uint64(STATE_LOW)
+    for i in range(stop - 1, start - 1, -1):
+        lane = (i - start) % STATES
+        states[lane], u = _put(states[lane], uint64(int64(levels[i]) - base), entries, rcps,
+                               scratch, u)
+    for k in range(STATES - 1, -1, -1):
+        scratch[u - 1] = uint32(states[k] & uint64(0xFFFF))
+        scratch[u - 2] = uint32(states[k] >> uint64(UNIT_BITS))
+        u -= 2
+    counts[c] = slot_end - u
+
+
+@cuda.jit
+def pack_chunks(scratch, stride, counts, word_starts, out32):
+    """Thread c writes chunk c's units (the last ``counts[c]`` of its slot) as big-endian
+    pairs into out32 from word ``word_starts[c]``, an odd last unit in a high half."""
+    c = cuda.grid(1)
+    if c >= counts.shape[0]:
+        return
+    first = int64(c + 1) * stride - counts[c]
+    w = word_starts[c]
+    for k in range(0, counts[c], 2):
+        low = scratch[first + k + 1] if k + 1 < counts[c] else uint32(0)
+        out32[w + k // 2] = (scratch[first + k] << uint32(16)) | low
+
+
+@cuda.jit(device=True, inline=True)
+def _unit(words, u):
+    """The 16-bit unit at position u of a payload of big-endian 64-bit words."""
+    return (words[u >> 2] >> uint64(48 - ((u & 3) << 4))) & uint64(0xFFFF)
+
+
+@cuda.jit
+def decode_chunks(words, starts, chunk_bits, chunk, table, escapes, escape_starts, out,
+                  status):
+    """Thread c decodes chunk c into out (element i on state (i - chunk start) % 4), its
+    escapes taking escapes[escape_starts[c]:escape_starts[c + 1]]; status[c] gets its
+    status."""
+    c = cuda.grid(1)
+    if c >= starts.shape[0]:
+        return
+    status[c] = _decode_chunk(words, starts[c], chunk_bits[c], table, out, int64(c) * chunk,
+                              min(int64(out.shape[0]), int64(c + 1) * chunk), escapes,
+                              escape_starts[c], escape_starts[c + 1])
+
+
+@cuda.jit(device=True)
+def _decode_chunk(words, first_bit, n_bits, table, out, start, stop, escapes, k, k_stop):
+    if first_bit % UNIT_BITS or n_bits % UNIT_BITS or n_bits < HEADER_UNITS * UNIT_BITS:
+        return PAYLOAD_UNDERRUN
+    u = first_bit // UNIT_BITS
+    end = u + n_bits // UNIT_BITS
+    states = cuda.local.array(STATES, uint64)
+    for lane in range(STATES):
+        x = (_unit(words, u) << uint64(UNIT_BITS)) | _unit(words, u + 1)
+        if x < uint64(STATE_LOW) or x >= uint64(1 << STATE_BITS):
+            return BAD_STATE
+        states[lane] = x
+        u += 2
+    for i in range(start, stop):
+        lane = (i - start) % STATES
+        x = states[lane]
+        e = table[x & uint64(ANS_PROB_SCALE - 1)]
+        x = (e & uint64(ANS_FREQ_MASK)) * (x >> uint64(ANS_PROB_BITS)) + \
+            ((e >> uint64(ANS_OFFSET_SHIFT)) & uint64(ANS_OFFSET_MASK))
+        if e & uint64(ANS_ESCAPE):
+            if k >= k_stop:
+                return ESCAPE_MISMATCH
+            out[i] = escapes[k]
+            k += 1
+        else:
+            out[i] = int64(int32_of(e >> uint64(ANS_LEVEL_SHIFT)))
+        if x < uint64(STATE_LOW):
+            if u >= end:
+                return PAYLOAD_OVERRUN
+            x = (x << uint64(UNIT_BITS)) | _unit(words, u)
+            u += 1
+        states[lane] = x
+    if k != k_stop:
+        return ESCAPE_MISMATCH
+    if u < end:
+        return PAYLOAD_UNDERRUN
+    for lane in range(STATES):
+        if states[lane] != uint64(STATE_LOW):
+            return BAD_STATE
+    return OK
+
+
+@cuda.jit(device=True, inline=True)
+def int32_of(v):
+    """The int32 whose two's complement is the low 32 bits of v."""
+    v = int64(v & uint64(0xFFFFFFFF))
+    return v - (int64(1) << 32) if v >= (int64(1) << 31) else v
