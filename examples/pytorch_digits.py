@@ -62,7 +62,7 @@ def main():
                    help="error feedback on (default: only for biased quantizers; QSGD is unbiased)")
     p.add_argument("--exchange", choices=["auto", "allgather", "two_phase"], default="auto",
                    help="compressed allreduce: one-phase allgather, or two-phase reduce-scatter + "
-                        "allgather (auto: allgather on 2 ranks, two-phase from 3)")
+                        "allgather (auto: allgather up to 3 ranks, two-phase from 4)")
     p.add_argument("--pufferfish", action="store_true",
                    help="after --warmup-epochs of full-rank training, factorize the model "
                         "(Pufferfish) and train the low-rank model")

@@ -223,8 +223,9 @@ def test_routing_probes_every_route_then_every_rank_takes_the_same():
     assert routers[0].plan("b", 7) == "encoded" and routers[0].plan("b", 100) == "encoded"
 
 
-def test_auto_takes_allgather_up_to_two_ranks_and_two_phase_beyond():
-    assert [choose("auto", n) for n in (1, 2, 3, 8)] == ["allgather", "allgather", "two_phase",
-                                                          "two_phase"]
+def test_auto_takes_allgather_up_to_three_ranks_and_two_phase_beyond():
+    assert [choose("auto", n) for n in (1, 2, 3, 4, 8)] == ["allgather", "allgather",
+                                                             "allgather", "two_phase",
+                                                             "two_phase"]
     with pytest.raises(ValueError, match="exchange must be"):
         choose("ring", 2)
