@@ -16,6 +16,7 @@ import tensorflow as tf            # noqa: E402
 import horovod.tensorflow as hvd   # noqa: E402
 
 import horovod_huffman as hh                           # noqa: E402
+from horovod_huffman.allreduce import choose            # noqa: E402
 from horovod_huffman.buckets import BucketPlan          # noqa: E402
 from expected import expected_sum, staged               # noqa: E402  (beside this file)
 from horovod_huffman.tensorflow import Compression     # noqa: E402
@@ -83,10 +84,8 @@ def run_case(encoder, mode, exchange):
             key = key_of[g.shape]
             (bucket,) = BucketPlan([(key, g.size, "float32")], g.size, BUCKET).buckets
             buffers = [staged({key: grads[g.shape]}, bucket) for grads in everyone]
-            total, _ = expected_sum(buffers, [SEED + r for r in range(n)], bucket, exchange
-                                    if exchange != "auto" else ("allgather" if n <= 2 else
-                                                                "two_phase"),
-                                    encoder, LEVELS, BUCKET)
+            total, _ = expected_sum(buffers, [SEED + r for r in range(n)], bucket,
+                                    choose(exchange, n), encoder, LEVELS, BUCKET)
             expected = (total[:g.size] * np.float32(1.0 if mode == "sum" else 1.0 / n))
             expected = expected.reshape(g.shape)
             assert np.array_equal(got, expected), (encoder, mode, g.shape,

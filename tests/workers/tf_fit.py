@@ -22,6 +22,7 @@ import tensorflow as tf            # noqa: E402
 import horovod.tensorflow as htf   # noqa: E402
 
 import horovod_huffman as hh                                 # noqa: E402
+from horovod_huffman.allreduce import choose                  # noqa: E402
 from horovod_huffman.buckets import BucketPlan                # noqa: E402
 from horovod_huffman.tensorflow import (Compression, DistributedGradientTape,  # noqa: E402
                                         legacy_keras_requested, tf_variables)
@@ -80,7 +81,7 @@ def expected_means(local, comp, exchange):
     n = htf.size()
     key_of = {shape: key for key, shape in comp.parameter_shapes.items()}
     everyone = htf.allgather_object({g.shape: g for g in local})
-    kind = exchange if exchange != "auto" else ("allgather" if n <= 2 else "two_phase")
+    kind = choose(exchange, n)
     means = []
     for g in local:
         if g.size >= MIN_NUMEL:
