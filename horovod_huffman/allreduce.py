@@ -34,7 +34,6 @@ Exchanges, per rank and step, for n coordinates at b bits each over N ranks:
 """
 from dataclasses import dataclass
 
-import numpy as np
 
 from .buckets import shard_bounds
 from .errors import DecodeError

@@ -80,6 +80,14 @@ class ParamReader:
             raise DecodeError(f"parameter {name}={value} out of range [{lo}, {hi}]")
         return value
 
+    def raw(self, name, n_bytes):
+        """The next ``n_bytes`` bytes as they are."""
+        if n_bytes > self.remaining():
+            raise DecodeError(f"parameters truncated while reading {name}")
+        data = self._data[self._pos:self._pos + n_bytes]
+        self._pos += n_bytes
+        return data
+
     def remaining(self):
         """Bytes not read yet."""
         return len(self._data) - self._pos

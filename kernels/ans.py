@@ -25,6 +25,11 @@ READ ME FIRST
 5. Levels outside the window [base, base + window) take the escape symbol (``window``); their
    values travel outside the coded stream (horovod_huffman/encoders/ans.py) and the decoder
    takes them in order from ``escapes``.
+6. Contexts: the elements are cut into blocks of 2**block_bits levels, each block has a class,
+   and each class its own frequencies and tables (rows of the 2-D tables); element i is coded
+   with the table of classes[i >> block_bits]. Blocks hold a multiple of four levels and
+   chunks a whole number of blocks, so the four states' group never spans two blocks. Without
+   contexts there is one class and one block per 2**63 levels.
 Units: frequencies in slots of 1/M; positions in 16-bit units unless named ``bits``.
 """
 import numpy as np
@@ -156,16 +161,16 @@ def decode_table(freqs, base, escape):
 # ---- Encoding -------------------------------------------------------------------------------
 
 @njit(cache=True, inline="always")
-def _put(x, s, entries, rcps, units, u):
-    """Code symbol s on state x (uint64), writing a unit below ``u`` when the state must
-    renormalize first; returns (x, u)."""
-    e = entries[s]
+def _put(x, s, entries, rcps, t, units, u):
+    """Code symbol s of class t's table on state x (uint64), writing a unit below ``u`` when
+    the state must renormalize first; returns (x, u)."""
+    e = entries[t, s]
     f = e & uint64(ANS_FREQ_MASK)
     renorm = x >= f << uint64(RENORM_SHIFT)
     units[u - uint64(1)] = x & uint64(0xFFFF)           # kept only when renormalizing
     u -= uint64(1) if renorm else uint64(0)
     x = x >> uint64(UNIT_BITS) if renorm else x
-    r = rcps[s]
+    r = rcps[t, s]
     q = ((x * (r & uint64(0xFFFFFFFF))) >> uint64(32)) >> (r >> uint64(32))
     return x + (e >> uint64(ANS_BIAS_SHIFT)) + q * \
         ((e >> uint64(ANS_COMPLEMENT_SHIFT)) & uint64(ANS_FREQ_MASK)), u
@@ -179,31 +184,35 @@ def _symbol(level, base, window):
 
 
 @njit(cache=True, nogil=True)
-def encode_chunk(levels, start, stop, base, window, entries, rcps, units):
+def encode_chunk(levels, start, stop, base, window, entries, rcps, classes, block_bits, units):
     """Code levels[start:stop] backwards into ``units`` (uint16, at least stop - start +
-    HEADER_UNITS + 1 long); returns the first unit of the chunk's stream, which runs to the
+    HEADER_UNITS + 1 long), element i with the table of class classes[i >> block_bits] (rows of
+    ``entries`` and ``rcps``); returns the first unit of the chunk's stream, which runs to the
     end of ``units``: the four final states (high unit first), then the renormalization units
-    in the order the decoder reads them."""
+    in the order the decoder reads them. A group of four never spans two blocks (note 6)."""
     base, window = int64(base), uint64(window)
+    shift = uint64(block_bits)
     u = uint64(units.shape[0])
     x0 = x1 = x2 = x3 = uint64(STATE_LOW)
     i = int64(stop)
     while (i - start) % STATES != 0:                    # the tail: a last group not whole
         i -= 1
         s = _symbol(levels[i], base, window)
+        t = classes[uint64(i) >> shift]
         k = (i - start) % STATES
         if k == 0:
-            x0, u = _put(x0, s, entries, rcps, units, u)
+            x0, u = _put(x0, s, entries, rcps, t, units, u)
         elif k == 1:
-            x1, u = _put(x1, s, entries, rcps, units, u)
+            x1, u = _put(x1, s, entries, rcps, t, units, u)
         else:
-            x2, u = _put(x2, s, entries, rcps, units, u)
+            x2, u = _put(x2, s, entries, rcps, t, units, u)
     while i > start:
         i -= STATES
-        x3, u = _put(x3, _symbol(levels[i + 3], base, window), entries, rcps, units, u)
-        x2, u = _put(x2, _symbol(levels[i + 2], base, window), entries, rcps, units, u)
-        x1, u = _put(x1, _symbol(levels[i + 1], base, window), entries, rcps, units, u)
-        x0, u = _put(x0, _symbol(levels[i], base, window), entries, rcps, units, u)
+        t = classes[uint64(i) >> shift]
+        x3, u = _put(x3, _symbol(levels[i + 3], base, window), entries, rcps, t, units, u)
+        x2, u = _put(x2, _symbol(levels[i + 2], base, window), entries, rcps, t, units, u)
+        x1, u = _put(x1, _symbol(levels[i + 1], base, window), entries, rcps, t, units, u)
+        x0, u = _put(x0, _symbol(levels[i], base, window), entries, rcps, t, units, u)
     for x in (x3, x2, x1, x0):
         units[u - uint64(1)] = x & uint64(0xFFFF)
         units[u - uint64(2)] = x >> uint64(UNIT_BITS)
@@ -212,7 +221,8 @@ def encode_chunk(levels, start, stop, base, window, entries, rcps, units):
 
 
 @njit(cache=True, nogil=True)
-def encode_chunks(levels, base, window, entries, rcps, chunk, out32, chunk_bits):
+def encode_chunks(levels, base, window, entries, rcps, classes, block_bits, chunk, out32,
+                  chunk_bits):
     """Code every chunk of ``levels`` into ``out32`` (uint32 words, chunks on word bounds);
     fills ``chunk_bits`` (bits of each chunk's stream, odd units padded) and returns the words
     written."""
@@ -222,7 +232,8 @@ def encode_chunks(levels, base, window, entries, rcps, chunk, out32, chunk_bits)
     for c in range(chunk_bits.shape[0]):
         start = c * chunk
         stop = min(n, start + chunk)
-        first = encode_chunk(levels, start, stop, base, window, entries, rcps, units)
+        first = encode_chunk(levels, start, stop, base, window, entries, rcps, classes,
+                             block_bits, units)
         count = units.shape[0] - first
         chunk_bits[c] = count * UNIT_BITS
         for k in range(0, count - 1, 2):
@@ -245,9 +256,10 @@ def _unit(words, u):
 
 
 @njit(cache=True, inline="always")
-def _get(x, table):
-    """(state before its renormalization, table entry) after decoding one symbol from x."""
-    e = table[x & uint64(ANS_PROB_SCALE - 1)]
+def _get(x, tables, t):
+    """(state before its renormalization, table entry) after decoding one symbol from x with
+    class t's table."""
+    e = tables[t, x & uint64(ANS_PROB_SCALE - 1)]
     x = (e & uint64(ANS_FREQ_MASK)) * (x >> uint64(ANS_PROB_BITS)) + \
         ((e >> uint64(ANS_OFFSET_SHIFT)) & uint64(ANS_OFFSET_MASK))
     return x, e
@@ -270,9 +282,11 @@ def _level(e, escapes, k):
 
 
 @njit(cache=True, nogil=True)
-def decode_chunk(words, first_bit, n_bits, table, out, start, stop, escapes, k, k_stop):
+def decode_chunk(words, first_bit, n_bits, coder, out, start, stop, escapes, k, k_stop):
     """Decode levels out[start:stop] from the chunk stream of ``n_bits`` bits at ``first_bit``;
-    its escapes take escapes[k:k_stop] in order, all of them. Returns a status (errors.py).
+    its escapes take escapes[k:k_stop] in order, all of them. ``coder``: (tables, classes,
+    block_bits), element i decoded with the table of class classes[i >> block_bits]. Returns a
+    status (errors.py).
     Without escapes, whole groups of four go through the unchecked batches first; the rest
     is decoded symbol by symbol with every check."""
     if first_bit % UNIT_BITS or n_bits % UNIT_BITS or n_bits < HEADER_UNITS * UNIT_BITS:
@@ -288,10 +302,10 @@ def decode_chunk(words, first_bit, n_bits, table, out, start, stop, escapes, k, 
         u += uint64(2)
     i = uint64(start)
     if k == k_stop:
-        status, i, u = _unchecked_groups(words, table, out, states, i, uint64(stop), u, end)
+        status, i, u = _unchecked_groups(words, coder, out, states, i, uint64(stop), u, end)
         if status != OK:
             return status
-    status, u, k = _checked_symbols(words, table, out, states, i, uint64(start), uint64(stop), u,
+    status, u, k = _checked_symbols(words, coder, out, states, i, uint64(start), uint64(stop), u,
                                     end, escapes, uint64(k), uint64(k_stop))
     if status != OK:
         return status
@@ -299,23 +313,25 @@ def decode_chunk(words, first_bit, n_bits, table, out, start, stop, escapes, k, 
 
 
 @njit(cache=True, nogil=True)
-def _unchecked_groups(words, table, out, states, i, stop, u, end):
+def _unchecked_groups(words, coder, out, states, i, stop, u, end):
     """Decode groups of four symbols from element i (a multiple of four from the chunk's
     start) in batches that cannot read past ``end`` even if every state renormalizes at every
     symbol, each batch as long as the units left allow (a state reads a unit only every
     16 / (its symbols' bits) symbols, so batches stay long until the chunk's last units).
     Updates ``states``; returns (status, i, u) after them: ESCAPE_MISMATCH at an escape,
     which a chunk without declared escapes must not hold."""
+    tables, classes, shift = coder[0], coder[1], uint64(coder[2])
     x0, x1, x2, x3 = states[0], states[1], states[2], states[3]
     while True:
         safe = min((stop - i) // uint64(STATES), (end - u) // uint64(STATES))
         if safe == uint64(0):
             break
         for _ in range(safe):
-            x0, e0 = _get(x0, table)
-            x1, e1 = _get(x1, table)
-            x2, e2 = _get(x2, table)
-            x3, e3 = _get(x3, table)
+            t = classes[i >> shift]
+            x0, e0 = _get(x0, tables, t)
+            x1, e1 = _get(x1, tables, t)
+            x2, e2 = _get(x2, tables, t)
+            x3, e3 = _get(x3, tables, t)
             if (e0 | e1 | e2 | e3) & uint64(ANS_ESCAPE):
                 return ESCAPE_MISMATCH, i, u
             out[i] = np.int32(np.uint32(e0 >> uint64(ANS_LEVEL_SHIFT)))
@@ -332,13 +348,14 @@ def _unchecked_groups(words, table, out, states, i, stop, u, end):
 
 
 @njit(cache=True, nogil=True)
-def _checked_symbols(words, table, out, states, i, start, stop, u, end, escapes, k, k_stop):
+def _checked_symbols(words, coder, out, states, i, start, stop, u, end, escapes, k, k_stop):
     """Decode elements [i, stop) one at a time (element j on state (j - start) % 4), each
     unit read tested against ``end`` and each escape against the declared ones
     (escapes[k:k_stop]). Updates ``states``; returns (status, u, k) after them."""
+    tables, classes, shift = coder[0], coder[1], uint64(coder[2])
     while i < stop:
         lane = (i - start) & uint64(STATES - 1)
-        x, e = _get(states[lane], table)
+        x, e = _get(states[lane], tables, classes[i >> shift])
         if e & uint64(ANS_ESCAPE) and k >= k_stop:
             return ESCAPE_MISMATCH, u, k
         out[i], k = _level(e, escapes, k)
@@ -367,18 +384,52 @@ def _end_status(states, u, end):
 
 
 @njit(cache=True, nogil=True)
-def decode_chunks(words, starts, chunk_bits, chunk, table, out, escapes, escape_starts):
-    """Decode every chunk into ``out``; chunk c's escapes are escapes[escape_starts[c]:
-    escape_starts[c + 1]]. Returns the first non-OK status, else OK."""
+def decode_chunks(words, starts, chunk_bits, chunk, coder, out, escapes, escape_starts):
+    """Decode every chunk into ``out`` (``coder`` as for ``decode_chunk``); chunk c's escapes
+    are escapes[escape_starts[c]:escape_starts[c + 1]]. Returns the first non-OK status, else
+    OK."""
     n = out.shape[0]
     for c in range(starts.shape[0]):
         start = c * chunk
-        status = decode_chunk(words, starts[c], chunk_bits[c], table, out, start,
+        status = decode_chunk(words, starts[c], chunk_bits[c], coder, out, start,
                               min(n, start + chunk), escapes, escape_starts[c],
                               escape_starts[c + 1])
         if status != OK:
             return status
     return OK
+
+
+# ---- Contexts (note 6) ---------------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def block_statistics(levels, base, window, block_bits, maxima, counts):
+    """Per block of 2**block_bits levels (the last may be shorter): its largest |level| into
+    ``maxima`` (int64, one per block), and its symbol counts added to the row of that maximum,
+    counts[maxima[b], level - base] (rows: at least the largest |level| + 1; columns: the
+    window; every level must lie in the window). Four lanes of counts break the chains of
+    increments of one counter (most levels are one symbol)."""
+    n = levels.shape[0]
+    size = 1 << block_bits
+    lanes = np.zeros((STATES, counts.shape[0], counts.shape[1]), dtype=np.int64)
+    for b in range(maxima.shape[0]):
+        start = b * size
+        stop = min(n, start + size)
+        lo = hi = int64(0)
+        for i in range(start, stop):            # min and max: one vector pass
+            lo = min(lo, int64(levels[i]))
+            hi = max(hi, int64(levels[i]))
+        m = max(hi, -lo)
+        maxima[b] = m
+        i = start
+        while i + STATES <= stop:
+            for k in range(STATES):
+                lanes[k, m, int64(levels[i + k]) - base] += 1
+            i += STATES
+        while i < stop:
+            lanes[0, m, int64(levels[i]) - base] += 1
+            i += 1
+    for k in range(STATES):
+        counts += lanes[k]
 
 
 # ---- Escapes (note 5) -----------------------------------------------------------------------

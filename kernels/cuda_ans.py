@@ -26,25 +26,27 @@ ANS_BLOCK = 32
 
 
 @cuda.jit(device=True, inline=True)
-def _put(x, s, entries, rcps, scratch, u):
-    """Code symbol s on state x, writing a unit below ``u`` first when x must renormalize;
-    returns (x, u)."""
-    e = entries[s]
+def _put(x, s, entries, rcps, t, scratch, u):
+    """Code symbol s of class t's table on state x, writing a unit below ``u`` first when x
+    must renormalize; returns (x, u)."""
+    e = entries[t, s]
     if x >= (e & uint64(ANS_FREQ_MASK)) << uint64(RENORM_SHIFT):
         u -= 1
         scratch[u] = uint32(x & uint64(0xFFFF))
         x >>= uint64(UNIT_BITS)
-    r = rcps[s]
+    r = rcps[t, s]
     q = ((x * (r & uint64(0xFFFFFFFF))) >> uint64(32)) >> (r >> uint64(32))
     return x + (e >> uint64(ANS_BIAS_SHIFT)) + q * \
         ((e >> uint64(ANS_COMPLEMENT_SHIFT)) & uint64(ANS_FREQ_MASK)), u
 
 
 @cuda.jit
-def encode_chunks(levels, base, entries, rcps, chunk, stride, scratch, counts):
+def encode_chunks(levels, base, entries, rcps, classes, block_bits, chunk, stride, scratch,
+                  counts):
     """Thread c codes chunk c backwards into scratch[c * stride:(c + 1) * stride] (its stream
     ends at the slot's end: the four final states, high unit first, then the units in reading
-    order) and stores its unit count in counts[c]."""
+    order), element i with the table of class classes[i >> block_bits], and stores its unit
+    count in counts[c]."""
     c = cuda.grid(1)
     if c >= counts.shape[0]:
         return
@@ -58,7 +60,7 @@ def encode_chunks(levels, base, entries, rcps, chunk, stride, scratch, counts):
     for i in range(stop - 1, start - 1, -1):
         lane = (i - start) % STATES
         states[lane], u = _put(states[lane], uint64(int64(levels[i]) - base), entries, rcps,
-                               scratch, u)
+                               classes[i >> block_bits], scratch, u)
     for k in range(STATES - 1, -1, -1):
         scratch[u - 1] = uint32(states[k] & uint64(0xFFFF))
         scratch[u - 2] = uint32(states[k] >> uint64(UNIT_BITS))
@@ -87,21 +89,22 @@ def _unit(words, u):
 
 
 @cuda.jit
-def decode_chunks(words, starts, chunk_bits, chunk, table, escapes, escape_starts, out,
-                  status):
-    """Thread c decodes chunk c into out (element i on state (i - chunk start) % 4), its
-    escapes taking escapes[escape_starts[c]:escape_starts[c + 1]]; status[c] gets its
-    status."""
+def decode_chunks(words, starts, chunk_bits, chunk, tables, classes, block_bits, escapes,
+                  escape_starts, out, status):
+    """Thread c decodes chunk c into out (element i on state (i - chunk start) % 4, with the
+    table of class classes[i >> block_bits]), its escapes taking
+    escapes[escape_starts[c]:escape_starts[c + 1]]; status[c] gets its status."""
     c = cuda.grid(1)
     if c >= starts.shape[0]:
         return
-    status[c] = _decode_chunk(words, starts[c], chunk_bits[c], table, out, int64(c) * chunk,
-                              min(int64(out.shape[0]), int64(c + 1) * chunk), escapes,
-                              escape_starts[c], escape_starts[c + 1])
+    status[c] = _decode_chunk(words, starts[c], chunk_bits[c], tables, classes, block_bits, out,
+                              int64(c) * chunk, min(int64(out.shape[0]), int64(c + 1) * chunk),
+                              escapes, escape_starts[c], escape_starts[c + 1])
 
 
 @cuda.jit(device=True)
-def _decode_chunk(words, first_bit, n_bits, table, out, start, stop, escapes, k, k_stop):
+def _decode_chunk(words, first_bit, n_bits, tables, classes, block_bits, out, start, stop,
+                  escapes, k, k_stop):
     if first_bit % UNIT_BITS or n_bits % UNIT_BITS or n_bits < HEADER_UNITS * UNIT_BITS:
         return PAYLOAD_UNDERRUN
     u = first_bit // UNIT_BITS
@@ -116,7 +119,7 @@ def _decode_chunk(words, first_bit, n_bits, table, out, start, stop, escapes, k,
     for i in range(start, stop):
         lane = (i - start) % STATES
         x = states[lane]
-        e = table[x & uint64(ANS_PROB_SCALE - 1)]
+        e = tables[classes[i >> block_bits], x & uint64(ANS_PROB_SCALE - 1)]
         x = (e & uint64(ANS_FREQ_MASK)) * (x >> uint64(ANS_PROB_BITS)) + \
             ((e >> uint64(ANS_OFFSET_SHIFT)) & uint64(ANS_OFFSET_MASK))
         if e & uint64(ANS_ESCAPE):
@@ -147,3 +150,24 @@ def int32_of(v):
     """The int32 whose two's complement is the low 32 bits of v."""
     v = int64(v & uint64(0xFFFFFFFF))
     return v - (int64(1) << 32) if v >= (int64(1) << 31) else v
+
+
+@cuda.jit
+def block_maxima(levels, block_bits, out):
+    """Thread b: the largest |level| of block b (2**block_bits levels) into out[b]."""
+    b = cuda.grid(1)
+    if b >= out.shape[0]:
+        return
+    start = int64(b) << block_bits
+    m = int64(0)
+    for i in range(start, min(int64(levels.shape[0]), start + (int64(1) << block_bits))):
+        m = max(m, abs(int64(levels[i])))
+    out[b] = m
+
+
+@cuda.jit
+def class_histograms(levels, base, rows, block_bits, counts):
+    """Every element adds one to counts[rows[its block], level - base] (levels in the window:
+    the caller's guarantee)."""
+    for i in range(cuda.grid(1), levels.shape[0], cuda.gridsize(1)):
+        cuda.atomic.add(counts, (rows[i >> block_bits], int64(levels[i]) - base), 1)

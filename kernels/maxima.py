@@ -51,6 +51,8 @@ MAX_PARAM_BYTES = 1 << 20
 ANS_PROB_BITS = 12
 ANS_PROB_SCALE = 1 << ANS_PROB_BITS
 ANS_MAX_WINDOW = ANS_PROB_SCALE - 1
+# Most classes of blocks with their own ANS frequencies (a block's class is a uint8).
+ANS_MAX_CLASSES = 8
 
 # ---- Packed layouts -------------------------------------------------------------------------
 
@@ -137,3 +139,4 @@ assert ANS_COMPLEMENT_SHIFT >= ANS_FREQ_MASK.bit_length() and \
     ANS_BIAS_SHIFT >= ANS_COMPLEMENT_SHIFT + ANS_FREQ_MASK.bit_length()
 assert 2 * ANS_PROB_SCALE < 1 << 32, "a bias (< 2 * scale) must fit its field"
 assert ANS_MAX_WINDOW + 1 <= ANS_PROB_SCALE, "every symbol, the escape included, needs a slot"
+assert 2 <= ANS_MAX_CLASSES <= 256, "a block's class is a uint8"

@@ -94,3 +94,70 @@ def test_auto_takes_ans_where_it_is_smallest():
     buf = auto.encode(levels)
     assert auto.last_choice == "ans"
     assert len(buf) < min(len(hh.get_encoder(n).encode(levels)) for n in ("huffman", "rlh"))
+
+
+def blocks_of_scales(n_blocks=64, block=256, seed=4):
+    """int8 levels whose Laplace scale changes from block to block (as gradients' do from
+    layer to layer and row to row)."""
+    rng = np.random.default_rng(seed)
+    scale = np.repeat(rng.choice([0.2, 1.0, 4.0], n_blocks), block)
+    return np.clip(np.rint(rng.laplace(0, scale)), -16, 16).astype(np.int8)
+
+
+def test_contexts_pay_on_blocks_of_different_scales():
+    """Blocks sorted into classes by their largest |level|, a frequency table per class: the
+    stream is smaller than with one table for all, and decodes to the same levels."""
+    levels = blocks_of_scales()
+    plain, contexts = hh.get_encoder("ans", contexts=False), hh.get_encoder("ans")
+    plan = contexts.plan(levels)
+    assert plan.contexts and plan.classes.size == levels.size // 256
+    buf = contexts.encode(levels)
+    assert len(buf) < 0.9 * len(plain.encode(levels))
+    assert np.array_equal(hh.decode(buf), levels)
+
+
+def test_contexts_only_where_they_pay():
+    """Levels drawn alike in every block: one table (no class ids on the wire)."""
+    levels = np.random.default_rng(5).integers(-3, 4, 1 << 16).astype(np.int8)
+    assert not hh.get_encoder("ans").plan(levels).contexts
+
+
+def test_a_block_naming_a_class_without_a_table_raises(monkeypatch):
+    """Three classes take two bits per block; a forged id 3 names no table."""
+    from horovod_huffman.encoders import ans as ans_module
+    levels = blocks_of_scales()
+    encoder = hh.get_encoder("ans")
+    plan = encoder.plan(levels)
+    counts = np.ones((3, plan.window + 1), dtype=np.int64)
+    counts[:, plan.window] = 0
+    forged_plan = ans_module.AnsPlan.from_counts(plan.base, plan.window, counts,
+                                                 (np.arange(plan.classes.size) % 3)
+                                                 .astype(np.uint8), plan.block_bits)
+    monkeypatch.setattr(encoder, "plan", lambda _: forged_plan)
+    pack = ans_module._pack_classes
+    monkeypatch.setattr(ans_module, "_pack_classes",
+                        lambda classes, bits: pack(np.full_like(classes, 3), bits))
+    with pytest.raises(hh.DecodeError, match="class 3 of 3"):
+        hh.decode(encoder.encode(levels))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_forged_context_streams_raise_or_decode_in_bounds(seed):
+    """Resealed streams with bytes of the parameters (classes, block size, tables, class ids)
+    replaced: DecodeError or levels of the declared size, never a crash."""
+    levels = blocks_of_scales(n_blocks=96, block=16, seed=seed)
+    encoder = hh.get_encoder("ans", chunk_levels=64, block_bits=4)
+    assert encoder.plan(levels).contexts
+    buf = bytes(encoder.encode(levels))
+    frame = hh.encoders.check(buf)
+    params_end = len(buf) - wire.CHECKSUM.size - len(frame.payload)
+    rng = np.random.default_rng(seed)
+    for _ in range(300):
+        forged = bytearray(buf)
+        for pos in rng.integers(wire.HEADER.size, params_end, rng.integers(1, 4)):
+            forged[pos] = rng.integers(0, 256)
+        try:
+            out = hh.decode(reseal(forged), max_elements=10_000)
+        except hh.DecodeError:
+            continue
+        assert out.size <= 10_000

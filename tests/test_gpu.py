@@ -136,6 +136,24 @@ def test_corrupt_payloads_fail_on_the_device_as_on_the_host(name):
             np.testing.assert_array_equal(host, device)
 
 
+def test_ans_contexts_on_the_device():
+    """Blocks of levels in classes with a table each: the device plans the same classes,
+    writes the host's bytes and decodes them, forged class ids included."""
+    block_bits = 4 if SIMULATED else 8
+    rng = np.random.default_rng(8)
+    scale = np.repeat(rng.choice([0.2, 1.0, 4.0], 24), 1 << block_bits)
+    levels = np.clip(np.rint(rng.laplace(0, scale)), -16, 16).astype(np.int8)
+    ans = encoder("ans", block_bits=block_bits)
+    assert ans.plan(levels).contexts
+    host = ans.encode(levels)
+    assert bytes(ans.encode(cuda.to_device(levels))) == bytes(host)
+    np.testing.assert_array_equal(hh.decode(host, device="cuda").copy_to_host(), levels)
+    for forged in _mutations(bytes(host), rng, 6 if SIMULATED else 200):
+        device = _decode_or_none(forged, device="cuda")
+        host_out = _decode_or_none(forged)
+        assert (host_out is None) == (device is None)
+
+
 QUANTIZERS = [hh.QSGD(levels=8, bucket_size=64, seed=1), hh.QSGD(levels=127, seed=2),
               hh.TernGrad(seed=3), hh.TernGrad(clip=2.5, bucket_size=100, seed=4)]
 

@@ -1,23 +1,28 @@
 """``ans``: every level coded with rANS under its normalized frequency (kernels/ans.py), so a
-level costs log2(M / f) bits, fractions of a bit included, where Huffman spends at least one.
+level costs log2(M / f) bits, fractions of a bit included, where Huffman spends at least one;
+with contexts, blocks of levels are sorted into classes by their largest |level| and every
+class has its own frequencies.
 
-Parameters: mode (0 coded, 1 constant); constant: the level; coded: base, window, the frequency
-table (coded-symbol count, then per coded symbol the gap to its id from the previous one's + 1,
-and its frequency - 1; symbol ``window`` is the escape), the chunk size and the bits of every
-chunk, and when the escape has a frequency, the escaped levels of every chunk. Payload: the
-chunks' rANS streams (each on a 32-bit word), then, from the next word, the escaped levels as
-zigzag fields of the dtype's value bits.
+Parameters: mode (0 coded, 1 constant, 2 coded with contexts); constant: the level; coded:
+base, window, [contexts: classes K, log2 of the block size], K frequency tables (each: the
+coded-symbol count, then per coded symbol the gap to its id from the previous one's + 1 and its
+frequency - 1; symbol ``window`` is the escape), the chunk size and the bits of every chunk,
+[contexts: every block's class in ceil(log2 K) bits, MSB-first, as bytes], and when an escape
+has a frequency, the escaped levels of every chunk. Payload: the chunks' rANS streams (each on
+a 32-bit word), then, from the next word, the escaped levels as zigzag fields of the dtype's
+value bits.
 """
 from collections import namedtuple
 
 import numpy as np
 
-from horovod_huffman.kernels.ans import (decode_chunks, decode_table, encode_chunks,
-                                         encode_tables, escaped_levels, normalize, read_escapes,
-                                         write_escapes, HEADER_UNITS, UNIT_BITS)
+from horovod_huffman.kernels.ans import (block_statistics, decode_chunks, decode_table,
+                                         encode_chunks, encode_tables, escaped_levels, normalize,
+                                         read_escapes, write_escapes, HEADER_UNITS, UNIT_BITS)
 from horovod_huffman.kernels.bits import WORD_BITS
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, payload_bits
-from horovod_huffman.kernels.maxima import ANS_MAX_WINDOW, ANS_PROB_BITS, ANS_PROB_SCALE
+from horovod_huffman.kernels.maxima import (ANS_MAX_CLASSES, ANS_MAX_WINDOW, ANS_PROB_BITS,
+                                            ANS_PROB_SCALE)
 from horovod_huffman.kernels.stats import level_range
 from horovod_huffman.kernels.symbols import level_histogram
 
@@ -26,11 +31,23 @@ from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
 from . import gpu
 from .base import Encoder, out_words, check_status, check_chunk_levels
-from .huffman import fill
 from .codes import chunk_count, read_chunk_bits, write_chunks
+from .huffman import fill
 
 MODE_CODED = 0
 MODE_CONSTANT = 1
+MODE_CONTEXTS = 2
+# Without contexts: one class, one block of 2**NO_BLOCKS levels (more than any stream holds).
+NO_BLOCKS = 63
+# Class counts a plan with contexts tries (it keeps the cheapest, one class included).
+CLASS_CHOICES = (2, 4, 8)
+# Parameter bytes of a frequency table per coded symbol (two varints: gap, frequency - 1).
+TABLE_BYTES_PER_SYMBOL = 2
+# Most parameter bytes the block classes may take; a larger tensor is coded without contexts.
+MAX_CLASS_BYTES = 1 << 18
+# Most entries of the context statistics (a row of symbol counts per largest |level| of a
+# block); levels wider than that are coded without contexts.
+MAX_STATISTICS = 1 << 20
 
 
 def _padded(bits):
@@ -38,28 +55,61 @@ def _padded(bits):
     return -(-bits // WORD_BITS) * WORD_BITS
 
 
-class AnsPlan(namedtuple("AnsPlan", "base window freqs")):
+def class_bits(n_classes):
+    """Bits of one block's class on the wire."""
+    return max(1, int(n_classes - 1).bit_length())
+
+
+class AnsPlan(namedtuple("AnsPlan", "base window freqs classes block_bits")):
     """An ``ans`` code for one tensor: levels base .. base + window - 1 are symbols 0 ..
-    window - 1, symbol ``window`` the escape, ``freqs`` their normalized frequencies (int64
-    slots of 1 / ANS_PROB_SCALE)."""
+    window - 1, symbol ``window`` the escape; ``freqs`` (classes x (window + 1), int64 slots of
+    1 / ANS_PROB_SCALE) their normalized frequencies per class; ``classes`` (uint8) the class
+    of every block of 2**``block_bits`` levels (one class and NO_BLOCKS: no contexts)."""
     __slots__ = ()
 
     @classmethod
-    def from_counts(cls, base, window, counts):
-        """The plan for symbol ``counts`` (window + 1 of them, the escapes' last)."""
-        return cls(base, window, normalize(counts))
+    def from_counts(cls, base, window, counts, classes=None, block_bits=NO_BLOCKS):
+        """The plan for symbol ``counts`` (a row of window + 1 per class, the escapes last)."""
+        counts = np.atleast_2d(counts)
+        freqs = np.stack([normalize(row) for row in counts])
+        if classes is None:
+            classes = np.zeros(1, dtype=np.uint8)
+        return cls(base, window, freqs, classes, block_bits)
+
+    @property
+    def contexts(self):
+        return self.freqs.shape[0] > 1
+
+    def escapes(self):
+        """Whether any class codes the escape."""
+        return bool(self.freqs[:, self.window].any())
 
     def payload_bits(self, counts, chunks):
-        """Estimated payload bits for ``counts`` (escapes excluded) in ``chunks`` chunks: the
-        information the frequencies give the symbols, plus per chunk the four final states'
-        units (each state holds at least 15 of its 31 bits) and a half word of padding."""
+        """Estimated payload bits for ``counts`` (per class, escapes excluded) in ``chunks``
+        chunks: the information the frequencies give the symbols, plus per chunk the four final
+        states' units (each state holds at least 15 of its 31 bits) and a half word of
+        padding."""
+        counts = np.atleast_2d(counts)
         used = counts > 0
-        info = float(np.dot(counts[used], ANS_PROB_BITS - np.log2(self.freqs[used])))
+        info = float(np.sum(counts[used] * (ANS_PROB_BITS - np.log2(self.freqs[used]))))
         return int(np.ceil(info)) + chunks * (HEADER_UNITS * UNIT_BITS - 4 * 15 + WORD_BITS // 2)
+
+    def param_bytes(self, chunks):
+        """Estimated parameter bytes: frequency tables, chunk bit counts, block classes."""
+        table = TABLE_BYTES_PER_SYMBOL * int(np.count_nonzero(self.freqs))
+        blocks = 0 if not self.contexts else \
+            -(-self.classes.size * class_bits(self.freqs.shape[0]) // 8)
+        return 12 + table + 3 * chunks + blocks
+
+    def size_bytes(self, counts, chunks):
+        """Estimated stream bytes (without the fixed header) for ``counts`` per class."""
+        return (self.payload_bits(counts, chunks) + 7) // 8 + self.param_bytes(chunks)
 
 
 class Ans(Encoder):
-    """rANS over the levels, frequencies from the full histogram.
+    """rANS over the levels, frequencies from the full histogram; with ``contexts``, per
+    class of blocks of 2**``block_bits`` levels sorted by their largest |level| (2, 4 or 8
+    classes, or none, whichever is smallest).
 
     >>> import numpy as np, horovod_huffman as hh
     >>> x = np.array([0, 0, 0, 1, -1, 0, 2], dtype=np.int8)
@@ -70,78 +120,146 @@ class Ans(Encoder):
     encoder_id = 10
     on_device = True
 
-    def __init__(self, chunk_levels=CHUNK_LEVELS):
-        """``chunk_levels``: levels per independently decodable chunk (kernels/chunks.py)."""
+    def __init__(self, chunk_levels=CHUNK_LEVELS, contexts=True, block_bits=8):
+        """``chunk_levels``: levels per independently decodable chunk (kernels/chunks.py).
+        ``contexts``: try classes of blocks of 2**``block_bits`` levels (2..16; a block must
+        divide the chunk size, else no contexts)."""
         self.chunk_levels = check_chunk_levels(chunk_levels)
+        if not isinstance(block_bits, (int, np.integer)) or not 2 <= block_bits <= 16:
+            raise ValueError(f"block_bits must be an integer in [2, 16], got {block_bits!r}")
+        self.contexts, self.block_bits = bool(contexts), int(block_bits)
+
+    def _config(self):
+        return {"contexts": self.contexts, "block_bits": self.block_bits}
 
     def plan(self, levels):
-        """The ``AnsPlan`` of ``levels``: window from their range, frequencies from their full
-        histogram."""
+        """The cheapest ``AnsPlan`` of ``levels``: window from their range, frequencies from
+        their full histogram, per class where contexts pay."""
+        return self.sized_plan(levels)[0]
+
+    def sized_plan(self, levels):
+        """(``plan(levels)``, its estimated stream bytes without the fixed header)."""
         lo, hi = level_range(levels)
         base, window = lo, min(hi - lo + 1, ANS_MAX_WINDOW)
-        counts = np.zeros(window + 1, dtype=np.int64)
-        level_histogram(levels, base, window, counts)
-        return AnsPlan.from_counts(base, window, counts)
+        if not self._tries_contexts(levels.size, lo, hi):
+            counts = np.zeros((1, window + 1), dtype=np.int64)
+            level_histogram(levels, base, window, counts[0])
+            return self.plan_from(levels.size, base, window, None, counts)
+        maxima = np.empty(-(-levels.size >> self.block_bits), dtype=np.int64)
+        counts = np.zeros((_largest_magnitude(lo, hi) + 1, window + 1), dtype=np.int64)
+        block_statistics(levels, base, window, self.block_bits, maxima, counts)
+        return self.plan_from(levels.size, base, window, maxima, counts)
 
-    def plan_device(self, levels, stream):
-        """``plan`` for device levels: range and histogram on the GPU."""
-        lo, hi = gpu.level_range(levels, stream)
-        base, window = lo, min(hi - lo + 1, ANS_MAX_WINDOW)
-        counts = gpu.token_counts(gpu.Tokens(levels, gpu.LEVELS, stream, self.chunk_levels),
-                                  base, window, window + 1)
-        return AnsPlan.from_counts(base, window, counts)
+    def _tries_contexts(self, n, lo, hi):
+        """Whether a plan tries classes of blocks for ``n`` levels in [lo, hi]: contexts on,
+        blocks that divide the chunks, at least four of them, class ids within
+        MAX_CLASS_BYTES, no escapes, and statistics within MAX_STATISTICS entries."""
+        size = 1 << self.block_bits
+        blocks = -(-n // size)
+        window = hi - lo + 1
+        return self.contexts and self.chunk_levels % size == 0 and blocks >= 4 and \
+            -(-blocks * class_bits(ANS_MAX_CLASSES) // 8) <= MAX_CLASS_BYTES and \
+            window <= ANS_MAX_WINDOW and \
+            (_largest_magnitude(lo, hi) + 1) * (window + 1) <= MAX_STATISTICS
+
+    def plan_from(self, n, base, window, maxima, counts):
+        """(the cheapest plan, its estimated bytes) from the statistics: ``maxima`` (every
+        block's largest |level|) and ``counts`` (row m: the symbol counts of the blocks whose
+        largest |level| is m), or None and one row of counts."""
+        chunks = chunk_count(n, self.chunk_levels)
+        total = counts.sum(axis=0)
+        best = AnsPlan.from_counts(base, window, total)
+        cost = best.size_bytes(total, chunks)
+        if maxima is None:
+            return best, cost
+        weights = np.bincount(maxima, minlength=counts.shape[0])
+        used = np.flatnonzero(weights)
+        for k in CLASS_CHOICES:
+            if used.size < k:
+                break
+            of_used = _quantile_classes(weights[used], k)
+            of_magnitude = np.zeros(counts.shape[0], dtype=np.int64)
+            of_magnitude[used] = of_used
+            merged = np.zeros((int(of_used.max()) + 1, window + 1), dtype=np.int64)
+            np.add.at(merged, of_used, counts[used])
+            plan = AnsPlan.from_counts(base, window, merged,
+                                       of_magnitude[maxima].astype(np.uint8), self.block_bits)
+            size = plan.size_bytes(merged, chunks)
+            if size < cost:
+                best, cost = plan, size
+        return best, cost
 
     def _encode(self, levels):
         return self.emit(levels, self.plan(levels))
 
+    def plan_device(self, levels, stream):
+        """``plan`` for device levels: the statistics on the GPU."""
+        lo, hi = gpu.level_range(levels, stream)
+        if hi - lo + 1 > ANS_MAX_WINDOW:            # escapes: planned and coded on the host
+            return self.plan(copy_to_host(levels, stream))
+        base, window = lo, hi - lo + 1
+        if not self._tries_contexts(levels.size, lo, hi):
+            counts = gpu.token_counts(gpu.Tokens(levels, gpu.LEVELS, stream, self.chunk_levels),
+                                      base, window, window + 1)
+            return self.plan_from(levels.size, base, window, None, counts[None, :])[0]
+        maxima = gpu.block_maxima(levels, self.block_bits, stream)
+        counts = gpu.class_histograms(levels, base, window, maxima, self.block_bits,
+                                      _largest_magnitude(lo, hi) + 1, stream)
+        return self.plan_from(levels.size, base, window, maxima, counts)[0]
+
     def _encode_device(self, levels, stream):
         plan = self.plan_device(levels, stream)
-        base, window, freqs = plan
-        if freqs[window] or np.count_nonzero(freqs) == 1:
+        if plan.escapes() or np.count_nonzero(plan.freqs) == 1:
             # escapes (or a constant): the host writes them, the very same bytes
             return self.emit(copy_to_host(levels, stream), plan)
-        entries, rcps = encode_tables(freqs)
-        out32, n_words, chunk_bits = gpu.ans_payload(levels, base, entries, rcps,
+        entries, rcps = _encode_tables(plan.freqs)
+        out32, n_words, chunk_bits = gpu.ans_payload(levels, plan.base, entries, rcps,
+                                                     plan.classes, plan.block_bits,
                                                      self.chunk_levels, stream)
-        n_chunks = chunk_bits.size
-        return (self._params(base, window, freqs, chunk_bits, np.zeros(n_chunks, np.int64)),
-                out32, n_words, payload_bits(chunk_bits))
+        return (self._params(plan, chunk_bits, np.zeros(chunk_bits.size, np.int64)), out32,
+                n_words, payload_bits(chunk_bits))
 
     def emit(self, levels, plan):
         """Encode ``levels`` with ``plan``: (params, words, n_words, n_bits)."""
-        base, window, freqs = plan
+        base, window, freqs = plan.base, plan.window, plan.freqs
         n_chunks = chunk_count(levels.size, self.chunk_levels)
-        if np.count_nonzero(freqs) == 1 and freqs[window] == 0:
-            level = base + int(np.flatnonzero(freqs)[0])
+        if np.count_nonzero(freqs) == 1 and not plan.escapes():
+            level = base + int(np.flatnonzero(freqs[0])[0])
             return ParamWriter().uint(MODE_CONSTANT).sint(level).getvalue(), out_words(0), 0, 0
         escapes = np.zeros(0, dtype=np.int64)
         escape_counts = np.zeros(n_chunks, dtype=np.int64)
-        if freqs[window]:
+        if plan.escapes():
             escapes = escaped_levels(levels, base, window, self.chunk_levels, escape_counts)
         vbits = value_bits(levels.dtype)
         chunk_bits = np.zeros(n_chunks, dtype=np.int64)
         # A chunk: four 32-bit states and at most one unit per level, on a word boundary.
         out32 = out_words(WORD_BITS * n_chunks * (HEADER_UNITS // 2 + 1) +
                           UNIT_BITS * levels.size + vbits * escapes.size + WORD_BITS)
-        entries, rcps = encode_tables(freqs)
-        n_words = encode_chunks(levels, base, window, entries, rcps, self.chunk_levels, out32,
-                                chunk_bits)
+        entries, rcps = _encode_tables(freqs)
+        n_words = encode_chunks(levels, base, window, entries, rcps, plan.classes,
+                                plan.block_bits, self.chunk_levels, out32, chunk_bits)
         bits = payload_bits(chunk_bits)
         if escapes.size:
             n_words = write_escapes(escapes, vbits, out32, n_words)
             bits = _padded(bits) + vbits * escapes.size
-        return self._params(base, window, freqs, chunk_bits, escape_counts), out32, n_words, bits
+        return self._params(plan, chunk_bits, escape_counts), out32, n_words, bits
 
-    def _params(self, base, window, freqs, chunk_bits, escape_counts):
-        writer = ParamWriter().uint(MODE_CODED).sint(base).uint(window)
-        coded = np.flatnonzero(freqs)
-        writer.uint(coded.size)
-        previous = -1
-        for s in coded:
-            writer.uint(int(s) - previous - 1).uint(int(freqs[s]) - 1)
-            previous = int(s)
+    def _params(self, plan, chunk_bits, escape_counts):
+        mode = MODE_CONTEXTS if plan.contexts else MODE_CODED
+        writer = ParamWriter().uint(mode).sint(plan.base).uint(plan.window)
+        if plan.contexts:
+            writer.uint(plan.freqs.shape[0]).uint(plan.block_bits)
+        for row in plan.freqs:
+            coded = np.flatnonzero(row)
+            writer.uint(coded.size)
+            previous = -1
+            for s in coded:
+                writer.uint(int(s) - previous - 1).uint(int(row[s]) - 1)
+                previous = int(s)
         write_chunks(writer, self.chunk_levels, chunk_bits)
-        if freqs[window]:
+        if plan.contexts:
+            writer.raw(_pack_classes(plan.classes, class_bits(plan.freqs.shape[0])))
+        if plan.escapes():
             for count in escape_counts:
                 writer.uint(int(count))
         return writer.getvalue()
@@ -149,7 +267,7 @@ class Ans(Encoder):
     @classmethod
     def _decode(cls, reader, words, payload_bits_, out, stream=None):
         lo, hi = dtype_range(out.dtype)
-        mode = reader.uint("mode", MODE_CODED, MODE_CONSTANT)
+        mode = reader.uint("mode", MODE_CODED, MODE_CONTEXTS)
         if mode == MODE_CONSTANT:
             level = reader.sint("level", lo, hi)
             reader.done()
@@ -159,12 +277,23 @@ class Ans(Encoder):
             return
         base = reader.sint("base", lo, hi)
         window = reader.uint("window", 1, min(ANS_MAX_WINDOW, hi - base + 1))
-        freqs = _read_frequencies(reader, window + 1, cls.name)
+        n_classes, block_bits = 1, NO_BLOCKS
+        if mode == MODE_CONTEXTS:
+            n_classes = reader.uint("classes", 2, ANS_MAX_CLASSES)
+            block_bits = reader.uint("block bits", 2, 40)
+        freqs = np.stack([_read_frequencies(reader, window + 1, cls.name)
+                          for _ in range(n_classes)])
         chunk, starts, chunk_bits, declared = read_chunk_bits(reader, out.size, payload_bits_,
                                                               cls.name)
+        classes = np.zeros(1, dtype=np.uint8)
+        if mode == MODE_CONTEXTS:
+            if chunk % (1 << block_bits):
+                raise DecodeError(f"{cls.name}: blocks of 2**{block_bits} levels do not divide "
+                                  f"chunks of {chunk}")
+            classes = _read_classes(reader, -(-out.size >> block_bits), n_classes, cls.name)
         n_chunks = starts.size
         escape_starts = np.zeros(n_chunks + 1, dtype=np.int64)
-        if freqs[window]:
+        if freqs[:, window].any():
             counts = reader.uints("escaped levels", n_chunks, 0, chunk)
             np.cumsum(counts, out=escape_starts[1:])
         reader.done()
@@ -180,26 +309,70 @@ class Ans(Encoder):
             host_words = words if stream is None else copy_to_host(words, stream)
             check_status(read_escapes(host_words, escape_bit, n_escapes, vbits, lo, hi,
                                       escapes), cls.name)
-        table = decode_table(freqs, base, window)
+        tables = np.stack([decode_table(row, base, window) for row in freqs])
         if stream is not None:
-            gpu.decode_ans(words, starts, chunk_bits, chunk, table, escapes, escape_starts, out,
-                           cls.name, stream)
+            gpu.decode_ans(words, starts, chunk_bits, chunk, tables, classes, block_bits,
+                           escapes, escape_starts, out, cls.name, stream)
             return
-        check_status(decode_chunks(words, starts, chunk_bits, chunk, table, out, escapes,
-                                   escape_starts), cls.name)
+        check_status(decode_chunks(words, starts, chunk_bits, chunk,
+                                   (tables, classes, block_bits), out, escapes, escape_starts),
+                     cls.name)
+
+
+def _encode_tables(freqs):
+    """Encode entries and reciprocals per class (rows), as kernels.ans.encode_tables."""
+    pairs = [encode_tables(row) for row in freqs]
+    return np.stack([e for e, _ in pairs]), np.stack([r for _, r in pairs])
+
+
+def _largest_magnitude(lo, hi):
+    """The largest |level| of levels in [lo, hi]."""
+    return max(abs(int(lo)), abs(int(hi)))
+
+
+def _quantile_classes(weights, k):
+    """Classes (ascending, from 0) of the distinct block maxima, ``weights`` blocks each, cut
+    where the cumulative share of blocks crosses 1/k, 2/k, ...: at most k classes, each of
+    whole maxima."""
+    share = np.cumsum(weights) / weights.sum()
+    cut = np.minimum((share * k - 1e-9).astype(np.int64), k - 1)
+    cut[0] = 0
+    _, classes = np.unique(np.maximum.accumulate(cut), return_inverse=True)
+    return classes.astype(np.int64)
+
+
+def _pack_classes(classes, bits):
+    """Block classes as ``bits``-bit fields, MSB-first, in bytes."""
+    fields = ((classes[:, None].astype(np.uint16) >> np.arange(bits - 1, -1, -1)) & 1)
+    return np.packbits(fields.astype(np.uint8).ravel()).tobytes()
+
+
+def _read_classes(reader, n_blocks, n_classes, name):
+    """Every block's class (uint8), each checked below ``n_classes``."""
+    bits = class_bits(n_classes)
+    n_bytes = -(-n_blocks * bits // 8)
+    if n_bytes > reader.remaining():
+        raise DecodeError(f"{name}: {n_blocks} block classes declared, the parameters cannot "
+                          "hold them")
+    data = np.frombuffer(reader.raw("block classes", n_bytes), dtype=np.uint8)
+    fields = np.unpackbits(data)[:n_blocks * bits].reshape(n_blocks, bits)
+    classes = (fields.astype(np.uint16) << np.arange(bits - 1, -1, -1)).sum(axis=1)
+    if n_blocks and int(classes.max()) >= n_classes:
+        raise DecodeError(f"{name}: a block names class {int(classes.max())} of {n_classes}")
+    return classes.astype(np.uint8)
 
 
 def _read_frequencies(reader, n_symbols, name):
     """Normalized frequencies over ``n_symbols`` ids, fully validated: at least one coded
     symbol, ids in range and increasing, every frequency >= 1, the sum exactly the scale."""
     n_coded = reader.uint("coded symbols", 1, min(ANS_PROB_SCALE, n_symbols))
+    pairs = reader.uints("frequency table", 2 * n_coded, 0,
+                         max(n_symbols, ANS_PROB_SCALE)).reshape(n_coded, 2)
+    ids = np.cumsum(pairs[:, 0] + 1) - 1
+    if ids[-1] >= n_symbols:
+        raise DecodeError(f"{name}: frequency table names symbol {int(ids[-1])} of {n_symbols}")
     freqs = np.zeros(n_symbols, dtype=np.int64)
-    s = -1
-    for _ in range(n_coded):
-        s += reader.uint("symbol gap", 0, n_symbols - 1) + 1
-        if s >= n_symbols:
-            raise DecodeError(f"{name}: frequency table names symbol {s} of {n_symbols}")
-        freqs[s] = reader.uint("frequency", 0, ANS_PROB_SCALE - 1) + 1
+    freqs[ids] = pairs[:, 1] + 1
     if int(freqs.sum()) != ANS_PROB_SCALE:
         raise DecodeError(f"{name}: frequencies add up to {int(freqs.sum())}, not "
                           f"{ANS_PROB_SCALE}")

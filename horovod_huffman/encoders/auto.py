@@ -14,13 +14,13 @@ from horovod_huffman.kernels.stats import level_range, run_statistics
 from .. import wire
 from ..device import is_device_array, as_device_array, stream_or_default, copy_to_host
 from ..params import value_bits
-from .ans import Ans, AnsPlan
+from .ans import Ans
 from .base import Encoder, check_levels
 from .elias import EliasGamma, EliasDelta, EliasOmega, EliasRLE, QSGDElias
 from .huffman import Huffman, SampleHuffman, LevelPlan, emit, plan_bits
 from .raw import Raw, fixed_width
 from .runlength import RLH, SHS, RLH_MAX_WINDOW, emit_shs, rlh_payload_bits
-from .codes import Code, chunk_count
+from .codes import Code
 
 # Parameter bytes besides the codebook: mode, base, window, k, count varints.
 PARAM_OVERHEAD_BYTES = 12
@@ -98,14 +98,11 @@ class Auto(Encoder):
         put("elias_rle", rle_bits)
         put("qsgd_elias", qsgd_bits)
         put("raw", levels.size * fixed_width(lo, hi), 4)
-        # ans: the information of the levels under their normalized frequencies (exact up to
-        # the final states), when no level escapes the window.
+        # ans: the information of the levels under their normalized frequencies, per class of
+        # blocks where that pays (exact up to the final states), when no level escapes.
         if n_esc == 0 and window <= ANS_MAX_WINDOW:
-            a_plan = AnsPlan.from_counts(base, window, level_counts)
-            n_chunks = chunk_count(levels.size, self.ans.chunk_levels)
-            put("ans", a_plan.payload_bits(level_counts, n_chunks),
-                PARAM_OVERHEAD_BYTES + 2 * int(np.count_nonzero(a_plan.freqs)) + 3 * n_chunks,
-                a_plan)
+            a_plan, a_bytes = self.ans.sized_plan(levels)
+            sizes["ans"] = (wire.OVERHEAD_BYTES + a_bytes, a_plan)
         return sizes
 
     def choose(self, levels):

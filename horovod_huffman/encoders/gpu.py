@@ -159,7 +159,7 @@ def decode_fixed(words, base, width, hi, out, name, stream):
     _check(status, name, stream)
 
 
-def ans_payload(levels, base, entries, rcps, chunk, stream):
+def ans_payload(levels, base, entries, rcps, classes, block_bits, chunk, stream):
     """``ans`` payload of device levels that all lie in the window: (host uint32 words, words
     used, host chunk bits), laid out exactly as the CPU encoder lays them out."""
     n_chunks = chunk_count(levels.size, chunk)
@@ -169,7 +169,7 @@ def ans_payload(levels, base, entries, rcps, chunk, stream):
     blocks = -(-n_chunks // cuda_ans.ANS_BLOCK)
     cuda_ans.encode_chunks[blocks, cuda_ans.ANS_BLOCK, stream](
         levels, base, cuda.to_device(entries, stream=stream), cuda.to_device(rcps, stream=stream),
-        chunk, stride, scratch, counts)
+        cuda.to_device(classes, stream=stream), block_bits, chunk, stride, scratch, counts)
     chunk_bits = copy_to_host(counts, stream) * 16
     starts = chunk_starts(chunk_bits)
     n_words = int((starts[-1] + chunk_bits[-1] + 31) // 32)
@@ -179,13 +179,32 @@ def ans_payload(levels, base, entries, rcps, chunk, stream):
     return copy_to_host(out, stream), n_words, chunk_bits
 
 
-def decode_ans(words, starts, chunk_bits, chunk, table, escapes, escape_starts, out, name,
-               stream):
+def decode_ans(words, starts, chunk_bits, chunk, tables, classes, block_bits, escapes,
+               escape_starts, out, name, stream):
     """``ans`` payload -> ``out`` (device); raises DecodeError like the CPU decoder."""
     status = cuda.device_array(len(starts), dtype=np.int64, stream=stream)
     blocks = -(-len(starts) // cuda_ans.ANS_BLOCK)
     cuda_ans.decode_chunks[blocks, cuda_ans.ANS_BLOCK, stream](
         words, cuda.to_device(starts, stream=stream), cuda.to_device(chunk_bits, stream=stream),
-        chunk, cuda.to_device(table, stream=stream), cuda.to_device(escapes, stream=stream),
+        chunk, cuda.to_device(tables, stream=stream), cuda.to_device(classes, stream=stream),
+        block_bits, cuda.to_device(escapes, stream=stream),
         cuda.to_device(escape_starts, stream=stream), out, status)
     _check(status, name, stream)
+
+
+def block_maxima(levels, block_bits, stream):
+    """Host int64 array: the largest |level| of every block of 2**block_bits device levels."""
+    out = cuda.device_array(-(-levels.size >> block_bits), dtype=np.int64, stream=stream)
+    cuda_ans.block_maxima[grid_for(out.size, STRIDE_BLOCK), STRIDE_BLOCK, stream](
+        levels, block_bits, out)
+    return copy_to_host(out, stream)
+
+
+def class_histograms(levels, base, window, rows, block_bits, n_rows, stream):
+    """Host int64 counts (n_rows x (window + 1)): row r the symbol counts of the device levels
+    in the blocks b with rows[b] == r (``ans``'s context statistics with the block maxima as
+    rows, as kernels.ans.block_statistics), for levels that all lie in the window."""
+    counts = cuda.to_device(np.zeros((n_rows, window + 1), dtype=np.int64), stream=stream)
+    cuda_ans.class_histograms[grid_for(levels.size, STRIDE_BLOCK), STRIDE_BLOCK, stream](
+        levels, base, cuda.to_device(rows, stream=stream), block_bits, counts)
+    return copy_to_host(counts, stream)

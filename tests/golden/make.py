@@ -7,7 +7,9 @@ docs/wire-format.md.
 Inputs (kept here as .npy, so they do not depend on a random generator's version):
 levels_s8.npy (int8, QSGD s = 8 levels of a Laplace-like gradient with runs of zeros) and
 levels_s127.npy (int16 levels up to 127 in magnitude, with long runs), levels_ternary.npy
-(70,000 int8 TernGrad-like levels, 10% nonzero: more than one 65,536-level chunk). Outputs: <encoder>.<set>.bin
+(70,000 int8 TernGrad-like levels, 10% nonzero: more than one 65,536-level chunk),
+levels_blocks.npy (4,096 int8 levels whose Laplace scale changes every 256 levels: ``ans``
+codes them with block contexts). Outputs: <encoder>.<set>.bin
 (the stand-alone stream of ``encoder(name).encode(levels)``) for every encoder and set,
 and message.rlh.bin (the tensor message of ``pack`` for levels_s8 with fixed scales).
 """
@@ -23,7 +25,7 @@ sys.path.insert(0, os.path.dirname(HERE))        # tests/: the shared test helpe
 import horovod_huffman as hh  # noqa: E402
 from strategies import deterministic_encoder  # noqa: E402
 
-SETS = ("s8", "s127", "ternary")
+SETS = ("s8", "s127", "ternary", "blocks")
 
 
 def encoder(name):
@@ -39,8 +41,10 @@ def make_levels():
     s127 = np.clip(np.rint(rng.laplace(0, 20, 2000)), -127, 127)
     s127[100:400] = 5                                  # a long run of one level
     ternary = np.where(rng.random(70000) < 0.1, np.where(rng.random(70000) < 0.5, -1, 1), 0)
+    scale = np.repeat(rng.choice([0.2, 1.0, 4.0], 16), 256)
+    blocks = np.clip(np.rint(rng.laplace(0, scale)), -16, 16)
     return {"s8": s8.astype(np.int8), "s127": s127.astype(np.int16),
-            "ternary": ternary.astype(np.int8)}
+            "ternary": ternary.astype(np.int8), "blocks": blocks.astype(np.int8)}
 
 
 def message_input(levels):

@@ -21,12 +21,15 @@ def reseal(body):
 
 
 def sources(rng):
-    """Level arrays the mutations start from: dense QSGD-like levels, and sparse ones spread
-    over several small chunks (for encoders that cut chunks)."""
+    """Level arrays the mutations start from: dense QSGD-like levels, sparse ones spread
+    over several small chunks (for encoders that cut chunks), and levels whose scale changes
+    every 256 levels (``ans`` codes them with block contexts)."""
     dense = np.clip(np.rint(rng.laplace(0, 1.5, 3000)), -8, 8).astype(np.int8)
     dense[500:900] = 0
     sparse = np.where(rng.random(5000) < 0.05, rng.integers(-3, 4, 5000), 0).astype(np.int8)
-    return [(dense, {}), (sparse, {"chunk_levels": 64})]
+    scale = np.repeat(rng.choice([0.2, 1.0, 4.0], 16), 256)
+    blocks = np.clip(np.rint(rng.laplace(0, scale)), -16, 16).astype(np.int8)
+    return [(dense, {}), (sparse, {"chunk_levels": 64}), (blocks, {})]
 
 
 def mutations(buf, rng, cases):
