@@ -34,7 +34,6 @@ Exchanges, per rank and step, for n coordinates at b bits each over N ranks:
 """
 from dataclasses import dataclass
 
-
 from .buckets import shard_bounds
 from .errors import DecodeError
 from .exchange import MismatchError, error_frame, frame, frames, name_tag, split_frames
