@@ -402,25 +402,21 @@ def decode_chunks(words, starts, chunk_bits, chunk, coder, out, escapes, escape_
 # ---- Contexts (note 6) ---------------------------------------------------------------------
 
 @njit(cache=True, nogil=True)
-def block_statistics(levels, base, window, block_bits, maxima, counts):
+def block_statistics(levels, base, block_bits, stride, maxima, counts):
     """Per block of 2**block_bits levels (the last may be shorter): its largest |level| into
-    ``maxima`` (int64, one per block), and its symbol counts added to the row of that maximum,
-    counts[maxima[b], level - base] (rows: at least the largest |level| + 1; columns: the
-    window; every level must lie in the window). Four lanes of counts break the chains of
-    increments of one counter (most levels are one symbol)."""
+    ``maxima`` (int64, one per block); and for every ``stride``-th block (0, stride, ...) its
+    symbol counts added to the row of its maximum, counts[maxima[b], level - base] (rows: at
+    least the largest |level| + 1; every level must lie in the window). Four lanes of counts
+    break the chains of increments of one counter (most levels are one symbol)."""
     n = levels.shape[0]
     size = 1 << block_bits
-    lanes = np.zeros((STATES, counts.shape[0], counts.shape[1]), dtype=np.int64)
     for b in range(maxima.shape[0]):
-        start = b * size
-        stop = min(n, start + size)
-        lo = hi = int64(0)
-        for i in range(start, stop):            # min and max: one vector pass
-            lo = min(lo, int64(levels[i]))
-            hi = max(hi, int64(levels[i]))
-        m = max(hi, -lo)
-        maxima[b] = m
-        i = start
+        block = levels[b * size:min(n, (b + 1) * size)]
+        maxima[b] = max(int64(block.max()), -int64(block.min()))
+    lanes = np.zeros((STATES, counts.shape[0], counts.shape[1]), dtype=np.int64)
+    for b in range(0, maxima.shape[0], stride):
+        m = maxima[b]
+        i, stop = b * size, min(n, (b + 1) * size)
         while i + STATES <= stop:
             for k in range(STATES):
                 lanes[k, m, int64(levels[i + k]) - base] += 1

@@ -166,8 +166,10 @@ def block_maxima(levels, block_bits, out):
 
 
 @cuda.jit
-def class_histograms(levels, base, rows, block_bits, counts):
-    """Every element adds one to counts[rows[its block], level - base] (levels in the window:
-    the caller's guarantee)."""
+def class_histograms(levels, base, rows, block_bits, stride, counts):
+    """Every element of every ``stride``-th block adds one to counts[rows[its block],
+    level - base] (levels in the window: the caller's guarantee)."""
     for i in range(cuda.grid(1), levels.shape[0], cuda.gridsize(1)):
-        cuda.atomic.add(counts, (rows[i >> block_bits], int64(levels[i]) - base), 1)
+        b = i >> block_bits
+        if b % stride == 0:
+            cuda.atomic.add(counts, (rows[b], int64(levels[i]) - base), 1)

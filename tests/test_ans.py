@@ -161,3 +161,15 @@ def test_forged_context_streams_raise_or_decode_in_bounds(seed):
         except hh.DecodeError:
             continue
         assert out.size <= 10_000
+
+
+def test_levels_outside_the_counted_blocks_stay_codable():
+    """Of many blocks only every stride-th one's symbols are counted; a level that appears
+    only in the others (here 16, in one odd block) still has a frequency in its class."""
+    from horovod_huffman.encoders.ans import SAMPLED_BLOCKS
+    levels = blocks_of_scales(n_blocks=4 * SAMPLED_BLOCKS, seed=6)
+    levels[256 * 3 + 7] = 16
+    levels[(levels == 16) & (np.arange(levels.size) != 256 * 3 + 7)] = 15
+    encoder = hh.get_encoder("ans")
+    assert encoder.plan(levels).contexts
+    assert np.array_equal(hh.decode(encoder.encode(levels)), levels)

@@ -136,9 +136,13 @@ def test_corrupt_payloads_fail_on_the_device_as_on_the_host(name):
             np.testing.assert_array_equal(host, device)
 
 
-def test_ans_contexts_on_the_device():
-    """Blocks of levels in classes with a table each: the device plans the same classes,
-    writes the host's bytes and decodes them, forged class ids included."""
+@pytest.mark.parametrize("sampled", [False, True])
+def test_ans_contexts_on_the_device(sampled, monkeypatch):
+    """Blocks of levels in classes with a table each: the device plans the same classes (from
+    every block's symbols, or every few blocks'), writes the host's bytes and decodes them,
+    forged class ids included."""
+    if sampled:
+        monkeypatch.setattr(hh.encoders.ans, "SAMPLED_BLOCKS", 5)
     block_bits = 4 if SIMULATED else 8
     rng = np.random.default_rng(8)
     scale = np.repeat(rng.choice([0.2, 1.0, 4.0], 24), 1 << block_bits)

@@ -48,6 +48,9 @@ MAX_CLASS_BYTES = 1 << 18
 # Most entries of the context statistics (a row of symbol counts per largest |level| of a
 # block); levels wider than that are coded without contexts.
 MAX_STATISTICS = 1 << 20
+# Blocks whose symbols a plan with contexts counts, at least: of more blocks, every
+# (blocks // SAMPLED_BLOCKS)-th (every block's largest |level| is always taken).
+SAMPLED_BLOCKS = 1024
 
 
 def _padded(bits):
@@ -146,9 +149,10 @@ class Ans(Encoder):
             level_histogram(levels, base, window, counts[0])
             return self.plan_from(levels.size, base, window, None, counts)
         maxima = np.empty(-(-levels.size >> self.block_bits), dtype=np.int64)
+        stride = _stride(maxima.size)
         counts = np.zeros((_largest_magnitude(lo, hi) + 1, window + 1), dtype=np.int64)
-        block_statistics(levels, base, window, self.block_bits, maxima, counts)
-        return self.plan_from(levels.size, base, window, maxima, counts)
+        block_statistics(levels, base, self.block_bits, stride, maxima, counts)
+        return self.plan_from(levels.size, base, window, maxima, counts, stride)
 
     def _tries_contexts(self, n, lo, hi):
         """Whether a plan tries classes of blocks for ``n`` levels in [lo, hi]: contexts on,
@@ -162,30 +166,38 @@ class Ans(Encoder):
             window <= ANS_MAX_WINDOW and \
             (_largest_magnitude(lo, hi) + 1) * (window + 1) <= MAX_STATISTICS
 
-    def plan_from(self, n, base, window, maxima, counts):
+    def plan_from(self, n, base, window, maxima, counts, stride=1):
         """(the cheapest plan, its estimated bytes) from the statistics: ``maxima`` (every
-        block's largest |level|) and ``counts`` (row m: the symbol counts of the blocks whose
-        largest |level| is m), or None and one row of counts."""
+        block's largest |level|) and ``counts`` (row m: the symbol counts of every
+        ``stride``-th block whose largest |level| is m), or None and one row of counts (all
+        levels). Counted over a sample of blocks, every level a class may hold keeps a
+        frequency."""
         chunks = chunk_count(n, self.chunk_levels)
-        total = counts.sum(axis=0)
-        best = AnsPlan.from_counts(base, window, total)
-        cost = best.size_bytes(total, chunks)
         if maxima is None:
-            return best, cost
+            total = counts.sum(axis=0)
+            plan = AnsPlan.from_counts(base, window, total)
+            return plan, plan.size_bytes(total, chunks)
+        scale = n / max(1, int(counts.sum()))
         weights = np.bincount(maxima, minlength=counts.shape[0])
         used = np.flatnonzero(weights)
-        for k in CLASS_CHOICES:
+        best, cost = None, None
+        for k in (1,) + CLASS_CHOICES:
             if used.size < k:
                 break
             of_used = _quantile_classes(weights[used], k)
-            of_magnitude = np.zeros(counts.shape[0], dtype=np.int64)
-            of_magnitude[used] = of_used
             merged = np.zeros((int(of_used.max()) + 1, window + 1), dtype=np.int64)
             np.add.at(merged, of_used, counts[used])
-            plan = AnsPlan.from_counts(base, window, merged,
-                                       of_magnitude[maxima].astype(np.uint8), self.block_bits)
-            size = plan.size_bytes(merged, chunks)
-            if size < cost:
+            if stride > 1:
+                _cover(merged, base, window, np.maximum.reduceat(used, _firsts(of_used)))
+            if merged.shape[0] == 1:
+                plan = AnsPlan.from_counts(base, window, merged)
+            else:
+                of_magnitude = np.zeros(counts.shape[0], dtype=np.int64)
+                of_magnitude[used] = of_used
+                plan = AnsPlan.from_counts(base, window, merged,
+                                           of_magnitude[maxima].astype(np.uint8), self.block_bits)
+            size = plan.size_bytes(merged * scale, chunks)
+            if cost is None or size < cost:
                 best, cost = plan, size
         return best, cost
 
@@ -203,9 +215,10 @@ class Ans(Encoder):
                                       base, window, window + 1)
             return self.plan_from(levels.size, base, window, None, counts[None, :])[0]
         maxima = gpu.block_maxima(levels, self.block_bits, stream)
-        counts = gpu.class_histograms(levels, base, window, maxima, self.block_bits,
+        stride = _stride(maxima.size)
+        counts = gpu.class_histograms(levels, base, window, maxima, self.block_bits, stride,
                                       _largest_magnitude(lo, hi) + 1, stream)
-        return self.plan_from(levels.size, base, window, maxima, counts)[0]
+        return self.plan_from(levels.size, base, window, maxima, counts, stride)[0]
 
     def _encode_device(self, levels, stream):
         plan = self.plan_device(levels, stream)
@@ -323,6 +336,25 @@ def _encode_tables(freqs):
     """Encode entries and reciprocals per class (rows), as kernels.ans.encode_tables."""
     pairs = [encode_tables(row) for row in freqs]
     return np.stack([e for e, _ in pairs]), np.stack([r for _, r in pairs])
+
+
+def _stride(n_blocks):
+    """Every how many blocks a plan with contexts counts symbols (SAMPLED_BLOCKS)."""
+    return max(1, n_blocks // SAMPLED_BLOCKS)
+
+
+def _firsts(classes):
+    """Indices where ascending ``classes`` change (each class's first entry)."""
+    return np.flatnonzero(np.diff(classes, prepend=-1))
+
+
+def _cover(counts, base, window, largest):
+    """Give every symbol that class c may hold (levels of |level| <= largest[c] in the window)
+    a count of at least 1, so that levels outside the counted blocks stay codable."""
+    magnitude = np.abs(base + np.arange(window))
+    possible = magnitude[None, :] <= largest[:, None]
+    counts[:, :window] = np.where(possible, np.maximum(counts[:, :window], 1),
+                                  counts[:, :window])
 
 
 def _largest_magnitude(lo, hi):
