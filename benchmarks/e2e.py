@@ -29,8 +29,9 @@ STATE = "/tmp/hh-netns-e2e"
 # A compression is Compression.<name>, or ENCODER/EXCHANGE (allgather, two_phase) or
 # ENCODER/adaptive (Compression.build(route="adaptive")); pufferfish[+ENCODER]: the model
 # factorized (train_job.py --pufferfish), its gradients sent by fp32 allreduce or ENCODER.
-COMPRESSIONS = ["none", "fp16", "huffman", "rlh", "sh", "shs", "elias_rle", "qsgd_elias", "auto",
-                "rlh/allgather", "rlh/two_phase", "rlh/adaptive", "pufferfish", "pufferfish+rlh"]
+COMPRESSIONS = ["none", "fp16", "huffman", "rlh", "sh", "shs", "elias_rle", "qsgd_elias", "ans",
+                "auto", "rlh/allgather", "rlh/two_phase", "rlh/adaptive", "pufferfish",
+                "pufferfish+rlh"]
 HUFFMAN_BASED = ["huffman", "rlh", "sh", "shs", "auto", "rlh/allgather", "rlh/two_phase",
                  "rlh/adaptive", "pufferfish+rlh"]
 RATES = {"100mbit": 0.1, "1gbit": 1.0, "10gbit": 10.0}       # link -> Gbit/s
