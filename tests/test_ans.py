@@ -107,10 +107,10 @@ def blocks_of_scales(n_blocks=64, block=256, seed=4):
 def test_contexts_pay_on_blocks_of_different_scales():
     """Blocks sorted into classes by their largest |level|, a frequency table per class: the
     stream is smaller than with one table for all, and decodes to the same levels."""
-    levels = blocks_of_scales()
+    levels = blocks_of_scales(n_blocks=256, block=64)
     plain, contexts = hh.get_encoder("ans", contexts=False), hh.get_encoder("ans")
     plan = contexts.plan(levels)
-    assert plan.contexts and plan.classes.size == levels.size // 256
+    assert plan.contexts and plan.classes.size == levels.size >> contexts.block_bits
     buf = contexts.encode(levels)
     assert len(buf) < 0.9 * len(plain.encode(levels))
     assert np.array_equal(hh.decode(buf), levels)
@@ -164,12 +164,13 @@ def test_forged_context_streams_raise_or_decode_in_bounds(seed):
 
 
 def test_levels_outside_the_counted_blocks_stay_codable():
-    """Of many blocks only every stride-th one's symbols are counted; a level that appears
-    only in the others (here 16, in one odd block) still has a frequency in its class."""
-    from horovod_huffman.encoders.ans import SAMPLED_BLOCKS
-    levels = blocks_of_scales(n_blocks=4 * SAMPLED_BLOCKS, seed=6)
-    levels[256 * 3 + 7] = 16
-    levels[(levels == 16) & (np.arange(levels.size) != 256 * 3 + 7)] = 15
+    """Of a large tensor only every stride-th block's symbols are counted; a level that appears
+    only in another block (here 16, in block 1) still has a frequency in its class."""
+    from horovod_huffman.encoders.ans import SAMPLED_LEVELS
+    levels = blocks_of_scales(n_blocks=4 * SAMPLED_LEVELS // 256, seed=6)
     encoder = hh.get_encoder("ans")
+    rare = (1 << encoder.block_bits) + 7
+    levels[levels == 16] = 15
+    levels[rare] = 16
     assert encoder.plan(levels).contexts
     assert np.array_equal(hh.decode(encoder.encode(levels)), levels)

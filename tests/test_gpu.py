@@ -142,7 +142,7 @@ def test_ans_contexts_on_the_device(sampled, monkeypatch):
     every block's symbols, or every few blocks'), writes the host's bytes and decodes them,
     forged class ids included."""
     if sampled:
-        monkeypatch.setattr(hh.encoders.ans, "SAMPLED_BLOCKS", 5)
+        monkeypatch.setattr(hh.encoders.ans, "SAMPLED_LEVELS", 64)
     block_bits = 4 if SIMULATED else 8
     rng = np.random.default_rng(8)
     scale = np.repeat(rng.choice([0.2, 1.0, 4.0], 24), 1 << block_bits)

@@ -48,9 +48,9 @@ MAX_CLASS_BYTES = 1 << 18
 # Most entries of the context statistics (a row of symbol counts per largest |level| of a
 # block); levels wider than that are coded without contexts.
 MAX_STATISTICS = 1 << 20
-# Blocks whose symbols a plan with contexts counts, at least: of more blocks, every
-# (blocks // SAMPLED_BLOCKS)-th (every block's largest |level| is always taken).
-SAMPLED_BLOCKS = 1024
+# Levels whose symbols a plan with contexts counts, at least: of a larger tensor the blocks
+# of every (levels // SAMPLED_LEVELS)-th block only (every block's largest |level| is taken).
+SAMPLED_LEVELS = 1 << 18
 
 
 def _padded(bits):
@@ -123,7 +123,7 @@ class Ans(Encoder):
     encoder_id = 10
     on_device = True
 
-    def __init__(self, chunk_levels=CHUNK_LEVELS, contexts=True, block_bits=8):
+    def __init__(self, chunk_levels=CHUNK_LEVELS, contexts=True, block_bits=6):
         """``chunk_levels``: levels per independently decodable chunk (kernels/chunks.py).
         ``contexts``: try classes of blocks of 2**``block_bits`` levels (2..16; a block must
         divide the chunk size, else no contexts)."""
@@ -149,7 +149,7 @@ class Ans(Encoder):
             level_histogram(levels, base, window, counts[0])
             return self.plan_from(levels.size, base, window, None, counts)
         maxima = np.empty(-(-levels.size >> self.block_bits), dtype=np.int64)
-        stride = _stride(maxima.size)
+        stride = _stride(levels.size)
         counts = np.zeros((_largest_magnitude(lo, hi) + 1, window + 1), dtype=np.int64)
         block_statistics(levels, base, self.block_bits, stride, maxima, counts)
         return self.plan_from(levels.size, base, window, maxima, counts, stride)
@@ -215,7 +215,7 @@ class Ans(Encoder):
                                       base, window, window + 1)
             return self.plan_from(levels.size, base, window, None, counts[None, :])[0]
         maxima = gpu.block_maxima(levels, self.block_bits, stream)
-        stride = _stride(maxima.size)
+        stride = _stride(levels.size)
         counts = gpu.class_histograms(levels, base, window, maxima, self.block_bits, stride,
                                       _largest_magnitude(lo, hi) + 1, stream)
         return self.plan_from(levels.size, base, window, maxima, counts, stride)[0]
@@ -338,9 +338,10 @@ def _encode_tables(freqs):
     return np.stack([e for e, _ in pairs]), np.stack([r for _, r in pairs])
 
 
-def _stride(n_blocks):
-    """Every how many blocks a plan with contexts counts symbols (SAMPLED_BLOCKS)."""
-    return max(1, n_blocks // SAMPLED_BLOCKS)
+def _stride(n):
+    """Every how many blocks a plan with contexts counts symbols, for ``n`` levels
+    (SAMPLED_LEVELS)."""
+    return max(1, n // SAMPLED_LEVELS)
 
 
 def _firsts(classes):
