@@ -110,9 +110,10 @@ class AnsPlan(namedtuple("AnsPlan", "base window freqs classes block_bits")):
 
 
 class Ans(Encoder):
-    """rANS over the levels, frequencies from the full histogram; with ``contexts``, per
-    class of blocks of 2**``block_bits`` levels sorted by their largest |level| (2, 4 or 8
-    classes, or none, whichever is smallest).
+    """rANS over the levels with frequencies from their histogram; with ``contexts``, per
+    class of blocks of 2**``block_bits`` levels sorted by their largest |level| (1, 2, 4 or 8
+    classes, whichever the size estimate finds smallest; above SAMPLED_LEVELS levels the
+    symbols of every few blocks are counted).
 
     >>> import numpy as np, horovod_huffman as hh
     >>> x = np.array([0, 0, 0, 1, -1, 0, 2], dtype=np.int8)
