@@ -174,3 +174,17 @@ def test_levels_outside_the_counted_blocks_stay_codable():
     levels[rare] = 16
     assert encoder.plan(levels).contexts
     assert np.array_equal(hh.decode(encoder.encode(levels)), levels)
+
+
+def test_sparse_levels_take_larger_blocks():
+    """Where one-bit class ids per block would weigh on a small stream (TernGrad-like levels,
+    5% non-zero, with rows of 256 dead coordinates), the plan also tries blocks four times
+    larger, and takes them when they are smaller."""
+    rng = np.random.default_rng(7)
+    dead = np.repeat(rng.random((1 << 18) // 256) < 0.3, 256)
+    levels = np.where(~dead & (rng.random(dead.size) < 0.05), rng.choice([-1, 1], dead.size),
+                      0).astype(np.int8)
+    encoder = hh.get_encoder("ans")
+    plan = encoder.plan(levels)
+    assert plan.contexts and plan.block_bits == encoder.block_bits + 2
+    assert np.array_equal(hh.decode(encoder.encode(levels)), levels)

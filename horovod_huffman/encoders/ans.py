@@ -51,6 +51,10 @@ MAX_STATISTICS = 1 << 20
 # Levels whose symbols a plan with contexts counts, at least: of a larger tensor the blocks
 # of every (levels // SAMPLED_LEVELS)-th block only (every block's largest |level| is taken).
 SAMPLED_LEVELS = 1 << 18
+# Where one-bit class ids would take more than 1/CLASS_ID_SHARE of a plan's estimated bytes,
+# blocks 2**LARGER_BLOCK_BITS times larger are tried too (low-entropy levels: s = 1, TernGrad).
+CLASS_ID_SHARE = 32
+LARGER_BLOCK_BITS = 2
 
 
 def _padded(bits):
@@ -97,12 +101,16 @@ class AnsPlan(namedtuple("AnsPlan", "base window freqs classes block_bits")):
         info = float(np.sum(counts[used] * (ANS_PROB_BITS - np.log2(self.freqs[used]))))
         return int(np.ceil(info)) + chunks * (HEADER_UNITS * UNIT_BITS - 4 * 15 + WORD_BITS // 2)
 
+    def class_bytes(self):
+        """Parameter bytes of the blocks' class ids (none without contexts)."""
+        if not self.contexts:
+            return 0
+        return -(-self.classes.size * class_bits(self.freqs.shape[0]) // 8)
+
     def param_bytes(self, chunks):
         """Estimated parameter bytes: frequency tables, chunk bit counts, block classes."""
         table = TABLE_BYTES_PER_SYMBOL * int(np.count_nonzero(self.freqs))
-        blocks = 0 if not self.contexts else \
-            -(-self.classes.size * class_bits(self.freqs.shape[0]) // 8)
-        return 12 + table + 3 * chunks + blocks
+        return 12 + table + 3 * chunks + self.class_bytes()
 
     def size_bytes(self, counts, chunks):
         """Estimated stream bytes (without the fixed header) for ``counts`` per class."""
@@ -145,21 +153,23 @@ class Ans(Encoder):
         """(``plan(levels)``, its estimated stream bytes without the fixed header)."""
         lo, hi = level_range(levels)
         base, window = lo, min(hi - lo + 1, ANS_MAX_WINDOW)
-        if not self._tries_contexts(levels.size, lo, hi):
+        if not self._tries_contexts(levels.size, lo, hi, self.block_bits):
             counts = np.zeros((1, window + 1), dtype=np.int64)
             level_histogram(levels, base, window, counts[0])
             return self.plan_from(levels.size, base, window, None, counts)
-        maxima = np.empty(-(-levels.size >> self.block_bits), dtype=np.int64)
-        stride = _stride(levels.size)
-        counts = np.zeros((_largest_magnitude(lo, hi) + 1, window + 1), dtype=np.int64)
-        block_statistics(levels, base, self.block_bits, stride, maxima, counts)
-        return self.plan_from(levels.size, base, window, maxima, counts, stride)
 
-    def _tries_contexts(self, n, lo, hi):
-        """Whether a plan tries classes of blocks for ``n`` levels in [lo, hi]: contexts on,
-        blocks that divide the chunks, at least four of them, class ids within
-        MAX_CLASS_BYTES, no escapes, and statistics within MAX_STATISTICS entries."""
-        size = 1 << self.block_bits
+        def statistics(block_bits):
+            maxima = np.empty(-(-levels.size >> block_bits), dtype=np.int64)
+            counts = np.zeros((_largest_magnitude(lo, hi) + 1, window + 1), dtype=np.int64)
+            block_statistics(levels, base, block_bits, _stride(levels.size), maxima, counts)
+            return maxima, counts
+        return self._context_plan(levels.size, lo, hi, statistics)
+
+    def _tries_contexts(self, n, lo, hi, block_bits):
+        """Whether a plan tries classes of blocks of 2**block_bits levels for ``n`` levels in
+        [lo, hi]: contexts on, blocks that divide the chunks, at least four of them, class ids
+        within MAX_CLASS_BYTES, no escapes, and statistics within MAX_STATISTICS entries."""
+        size = 1 << block_bits
         blocks = -(-n // size)
         window = hi - lo + 1
         return self.contexts and self.chunk_levels % size == 0 and blocks >= 4 and \
@@ -167,12 +177,29 @@ class Ans(Encoder):
             window <= ANS_MAX_WINDOW and \
             (_largest_magnitude(lo, hi) + 1) * (window + 1) <= MAX_STATISTICS
 
-    def plan_from(self, n, base, window, maxima, counts, stride=1):
-        """(the cheapest plan, its estimated bytes) from the statistics: ``maxima`` (every
-        block's largest |level|) and ``counts`` (row m: the symbol counts of every
-        ``stride``-th block whose largest |level| is m), or None and one row of counts (all
-        levels). Counted over a sample of blocks, every level a class may hold keeps a
-        frequency."""
+    def _context_plan(self, n, lo, hi, statistics):
+        """(plan, estimated bytes) over blocks of 2**block_bits levels, and over blocks
+        2**LARGER_BLOCK_BITS times larger where one-bit class ids would take more than
+        1/CLASS_ID_SHARE of the estimate; ``statistics(block_bits)`` gives (maxima, counts)
+        for ``plan_from``."""
+        base, window = lo, hi - lo + 1
+        plan, cost = self.plan_from(n, base, window, *statistics(self.block_bits),
+                                    block_bits=self.block_bits)
+        larger = self.block_bits + LARGER_BLOCK_BITS
+        one_bit_ids = -(-n >> self.block_bits) // 8 + 1
+        if one_bit_ids * CLASS_ID_SHARE > cost and self._tries_contexts(n, lo, hi, larger):
+            other, other_cost = self.plan_from(n, base, window, *statistics(larger),
+                                               block_bits=larger)
+            if other_cost < cost:
+                return other, other_cost
+        return plan, cost
+
+    def plan_from(self, n, base, window, maxima, counts, block_bits=None):
+        """(the cheapest plan, its estimated bytes) from the statistics of ``n`` levels:
+        ``maxima`` (the largest |level| of every block of 2**block_bits levels) and ``counts``
+        (row m: the symbol counts of every ``_stride(n)``-th block whose largest |level| is m),
+        or None and one row of counts (all levels). Counted over a sample of blocks, every
+        level a class may hold keeps a frequency."""
         chunks = chunk_count(n, self.chunk_levels)
         if maxima is None:
             total = counts.sum(axis=0)
@@ -188,7 +215,7 @@ class Ans(Encoder):
             of_used = _quantile_classes(weights[used], k)
             merged = np.zeros((int(of_used.max()) + 1, window + 1), dtype=np.int64)
             np.add.at(merged, of_used, counts[used])
-            if stride > 1:
+            if _stride(n) > 1:
                 _cover(merged, base, window, np.maximum.reduceat(used, _firsts(of_used)))
             if merged.shape[0] == 1:
                 plan = AnsPlan.from_counts(base, window, merged)
@@ -196,7 +223,7 @@ class Ans(Encoder):
                 of_magnitude = np.zeros(counts.shape[0], dtype=np.int64)
                 of_magnitude[used] = of_used
                 plan = AnsPlan.from_counts(base, window, merged,
-                                           of_magnitude[maxima].astype(np.uint8), self.block_bits)
+                                           of_magnitude[maxima].astype(np.uint8), block_bits)
             size = plan.size_bytes(merged * scale, chunks)
             if cost is None or size < cost:
                 best, cost = plan, size
@@ -211,15 +238,17 @@ class Ans(Encoder):
         if hi - lo + 1 > ANS_MAX_WINDOW:            # escapes: planned and coded on the host
             return self.plan(copy_to_host(levels, stream))
         base, window = lo, hi - lo + 1
-        if not self._tries_contexts(levels.size, lo, hi):
+        if not self._tries_contexts(levels.size, lo, hi, self.block_bits):
             counts = gpu.token_counts(gpu.Tokens(levels, gpu.LEVELS, stream, self.chunk_levels),
                                       base, window, window + 1)
             return self.plan_from(levels.size, base, window, None, counts[None, :])[0]
-        maxima = gpu.block_maxima(levels, self.block_bits, stream)
-        stride = _stride(levels.size)
-        counts = gpu.class_histograms(levels, base, window, maxima, self.block_bits, stride,
-                                      _largest_magnitude(lo, hi) + 1, stream)
-        return self.plan_from(levels.size, base, window, maxima, counts, stride)[0]
+
+        def statistics(block_bits):
+            maxima = gpu.block_maxima(levels, block_bits, stream)
+            return maxima, gpu.class_histograms(levels, base, window, maxima, block_bits,
+                                                _stride(levels.size),
+                                                _largest_magnitude(lo, hi) + 1, stream)
+        return self._context_plan(levels.size, lo, hi, statistics)[0]
 
     def _encode_device(self, levels, stream):
         plan = self.plan_device(levels, stream)
