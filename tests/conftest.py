@@ -17,3 +17,5 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "horovod: runs jobs under real Horovod (horovodrun, mpirun, "
                             "network namespaces); `pytest -m \"not horovod\"` runs the rest, "
                             "in a few minutes")
+    config.addinivalue_line("markers", "podman: builds the CPU image with podman and runs the compose "
+                            "cluster (about 13 minutes cold); opt-in: HH_PODMAN=1 pytest -m podman")
