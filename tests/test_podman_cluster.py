@@ -49,7 +49,8 @@ def image():
     sh(["podman", "--runtime", "runc", "build", "--network", "host", "-f", "docker/Dockerfile",
         "-t", "horovod-huffman:cpu", *args, "--build-arg", f"CPU_BASE_IMAGE={BASE}",
         "--build-arg", f"TORCH_FIND_LINKS={WHEELS}", "-v", f"{WHEELS}:{WHEELS}:ro",
-        "-v", "/etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro", "."])
+        "-v", "/etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro",
+        *(["-v", "/etc/pip.conf:/etc/pip.conf:ro"] if os.path.exists("/etc/pip.conf") else []), "."])
     return "horovod-huffman:cpu"
 
 
