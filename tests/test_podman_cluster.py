@@ -9,18 +9,22 @@ import os
 import json
 import shutil
 import subprocess
+import sys
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BASE = "localhost/hh-bookworm-python:3.11"
 WHEELS = os.environ.get("HH_TORCH_WHEELS", "/opt/wheels")
+# podman-compose is a PyPI package: the venv's, as the other tools (tests/test_docker_files.py).
+COMPOSE = shutil.which("podman-compose", path=os.path.dirname(sys.executable)) or \
+    shutil.which("podman-compose")
 
 pytestmark = [
     pytest.mark.podman,
     pytest.mark.skipif(os.environ.get("HH_PODMAN") != "1",
                        reason="opt-in: set HH_PODMAN=1 (cold image build ~13 min)"),
-    pytest.mark.skipif(shutil.which("podman") is None or shutil.which("podman-compose") is None,
+    pytest.mark.skipif(shutil.which("podman") is None or COMPOSE is None,
                        reason="podman and podman-compose not installed (scripts/install_system.sh)"),
 ]
 
@@ -56,7 +60,7 @@ def image():
 
 @pytest.mark.parametrize("controller", ["gloo", "mpi"])
 def test_digits_job_across_two_containers(image, controller):
-    compose = ["podman-compose", "-f", "docker/docker-compose.yml"]
+    compose = [COMPOSE, "-f", "docker/docker-compose.yml"]
     env = dict(os.environ, WORKERS="2", CONTROLLER=controller)
     try:
         out = sh([*compose, "up", "--scale", "worker=2", "--abort-on-container-exit",
