@@ -50,7 +50,8 @@ def image():
             rm -f "$root"/usr/lib/python3.11/EXTERNALLY-MANAGED
             tar -C "$root" -c . | podman import - {BASE}; rm -rf "$root" """])
     args = [a for k, v in versions().items() for a in ("--build-arg", f"{k}={v}")]
-    sh(["podman", "--runtime", "runc", "build", "--format", "docker", "--network", "host", "-f", "docker/Dockerfile",
+    sh(["podman", "--runtime", "runc", "build", "--format", "docker", "--network", "host",
+        "-f", "docker/Dockerfile",
         "-t", "horovod-huffman:cpu", *args, "--build-arg", f"CPU_BASE_IMAGE={BASE}",
         "--build-arg", f"TORCH_FIND_LINKS={WHEELS}", "-v", f"{WHEELS}:{WHEELS}:ro",
         "-v", "/etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro",
