@@ -1,8 +1,8 @@
 """Encoder parameter blocks: LEB128 varints and byte strings, read with bounds on every field."""
 import numpy as np
 
-from horovod_huffman.kernels.varints import (read_uints, MAX_VARINT_BYTES, READ_OK, TRUNCATED,
-                                             TOO_LONG)
+from horovod_huffman.kernels.varints import (read_uints, write_uints, MAX_VARINT_BYTES, READ_OK,
+                                             TRUNCATED, TOO_LONG)
 
 from .errors import DecodeError
 
@@ -21,6 +21,14 @@ class ParamWriter:
             else:
                 self._buf.append(byte)
                 return self
+
+    def uints(self, values):
+        """Many unsigned fields (each in [0, 2**63)) in one Numba call: the bytes of ``uint``
+        for each, in order."""
+        values = np.ascontiguousarray(values, dtype=np.int64)
+        out = np.empty(values.size * MAX_VARINT_BYTES, dtype=np.uint8)
+        self._buf += out[:write_uints(values, out)].tobytes()
+        return self
 
     def sint(self, value):
         value = int(value)

@@ -428,6 +428,22 @@ def block_statistics(levels, base, block_bits, stride, maxima, counts):
         counts += lanes[k]
 
 
+@njit(cache=True, nogil=True)
+def pack_classes(classes, bits, out):
+    """Every block's class as a ``bits``-bit field (1..8), MSB-first, into ``out`` (uint8,
+    ceil(len(classes) * bits / 8) bytes, the last one's unused low bits zero)."""
+    acc, pending, pos = uint64(0), 0, 0
+    for b in range(classes.shape[0]):
+        acc = (acc << uint64(bits)) | uint64(classes[b])
+        pending += bits
+        if pending >= 8:
+            pending -= 8
+            out[pos] = (acc >> uint64(pending)) & uint64(0xFF)
+            pos += 1
+    if pending:
+        out[pos] = (acc << uint64(8 - pending)) & uint64(0xFF)
+
+
 # ---- Escapes (note 5) -----------------------------------------------------------------------
 
 @njit(cache=True, nogil=True)

@@ -36,3 +36,19 @@ def read_uints(data, pos, lo, hi, out):
             return OUT_OF_RANGE, k, pos
         out[k] = value
     return READ_OK, out.shape[0], pos
+
+
+@njit(cache=True, nogil=True)
+def write_uints(values, out):
+    """Write ``values`` (int64, each in [0, 2**63)) as varints into ``out`` (uint8, at least
+    MAX_VARINT_BYTES per value); returns the bytes written."""
+    pos = 0
+    for k in range(values.shape[0]):
+        value = uint64(values[k])
+        while value >= uint64(0x80):
+            out[pos] = (value & uint64(0x7F)) | uint64(0x80)
+            value >>= uint64(7)
+            pos += 1
+        out[pos] = value
+        pos += 1
+    return pos

@@ -18,7 +18,8 @@ import numpy as np
 
 from horovod_huffman.kernels.ans import (block_statistics, decode_chunks, decode_table,
                                          encode_chunks, encode_tables, escaped_levels, normalize,
-                                         read_escapes, write_escapes, HEADER_UNITS, UNIT_BITS)
+                                         pack_classes, read_escapes, write_escapes, HEADER_UNITS,
+                                         UNIT_BITS)
 from horovod_huffman.kernels.bits import WORD_BITS
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, payload_bits
 from horovod_huffman.kernels.maxima import (ANS_MAX_CLASSES, ANS_MAX_WINDOW, ANS_PROB_BITS,
@@ -213,8 +214,7 @@ class Ans(Encoder):
             if used.size < k:
                 break
             of_used = _quantile_classes(weights[used], k)
-            merged = np.zeros((int(of_used.max()) + 1, window + 1), dtype=np.int64)
-            np.add.at(merged, of_used, counts[used])
+            merged = np.add.reduceat(counts[used], _firsts(of_used), axis=0)
             if _stride(n) > 1:
                 _cover(merged, base, window, np.maximum.reduceat(used, _firsts(of_used)))
             if merged.shape[0] == 1:
@@ -294,11 +294,8 @@ class Ans(Encoder):
             writer.uint(plan.freqs.shape[0]).uint(plan.block_bits)
         for row in plan.freqs:
             coded = np.flatnonzero(row)
-            writer.uint(coded.size)
-            previous = -1
-            for s in coded:
-                writer.uint(int(s) - previous - 1).uint(int(row[s]) - 1)
-                previous = int(s)
+            gaps = np.diff(coded, prepend=-1) - 1
+            writer.uint(coded.size).uints(np.stack([gaps, row[coded] - 1], axis=1).ravel())
         write_chunks(writer, self.chunk_levels, chunk_bits)
         if plan.contexts:
             writer.raw(_pack_classes(plan.classes, class_bits(plan.freqs.shape[0])))
@@ -406,8 +403,9 @@ def _quantile_classes(weights, k):
 
 def _pack_classes(classes, bits):
     """Block classes as ``bits``-bit fields, MSB-first, in bytes."""
-    fields = ((classes[:, None].astype(np.uint16) >> np.arange(bits - 1, -1, -1)) & 1)
-    return np.packbits(fields.astype(np.uint8).ravel()).tobytes()
+    out = np.empty(-(-classes.size * bits // 8), dtype=np.uint8)
+    pack_classes(classes, bits, out)
+    return out.tobytes()
 
 
 def _read_classes(reader, n_blocks, n_classes, name):

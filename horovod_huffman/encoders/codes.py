@@ -100,9 +100,7 @@ def chunk_count(n, chunk=CHUNK_LEVELS):
 
 def write_chunks(writer, chunk, chunk_bits):
     """Append the chunk size and every chunk's bit count to a ParamWriter."""
-    writer.uint(chunk)
-    for bits in chunk_bits:
-        writer.uint(bits)
+    writer.uint(chunk).uints(chunk_bits)
 
 
 def read_chunks(reader, n, total_bits, name):
