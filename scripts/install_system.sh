@@ -2,15 +2,16 @@
 # System packages for multi-host runs: Open MPI (Horovod's MPI controller and mpirun), OpenSSH
 # (horovodrun -H starts remote ranks over SSH) and iproute2 (network namespaces and tc for the
 # multi-host test and benchmark). Debian/Ubuntu packages; needs root (or sudo). Idempotent.
-# WITH_PODMAN=1 adds podman, runc and debootstrap for tests/test_podman_cluster.py (not in the
-# images) and a containers.conf for a root host without CAP_SYS_RESOURCE and with hybrid cgroups:
-# explicit ulimits, and runc (crun refuses that cgroup layout). podman-compose comes from PyPI:
-# .venv/bin/pip install podman-compose.
+# WITH_PODMAN=1 adds, for tests/test_podman_cluster.py (not in the images), podman, runc,
+# debootstrap and the CNI dnsname plugin (DNS on the compose network: the launcher finds the
+# workers by their service name), and a containers.conf for a root host without
+# CAP_SYS_RESOURCE and with hybrid cgroups: explicit ulimits, and runc (crun refuses that cgroup
+# layout). podman-compose comes from PyPI: .venv/bin/pip install podman-compose.
 set -euo pipefail
 
 packages=(openmpi-bin libopenmpi-dev openssh-server openssh-client iproute2)
 if [ "${WITH_PODMAN:-0}" = 1 ]; then
-    packages+=(podman runc debootstrap)
+    packages+=(podman runc debootstrap golang-github-containernetworking-plugin-dnsname)
     conf=/etc/containers/containers.conf
     if [ ! -e "$conf" ] && [ "$(id -u)" = 0 ]; then
         mkdir -p /etc/containers

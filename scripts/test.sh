@@ -4,7 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 WITH_HOROVOD=1 bash scripts/setup.sh
 set +e
-.venv/bin/python -m pytest -q tests "$@"
+# --durations: the slowest tests in the log, to keep the run within its time budget.
+.venv/bin/python -m pytest -q --durations=20 tests "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then

@@ -18,4 +18,5 @@ def pytest_configure(config):
                             "network namespaces); `pytest -m \"not horovod\"` runs the rest, "
                             "in a few minutes")
     config.addinivalue_line("markers", "podman: builds the CPU image with podman and runs the compose "
-                            "cluster (about 13 minutes cold); opt-in: HH_PODMAN=1 pytest -m podman")
+                            "cluster where podman is installed (about 13 minutes cold, under a "
+                            "minute with podman's layer cache); HH_PODMAN=0 skips it")

@@ -97,6 +97,15 @@ def test_launcher_refuses_to_start_on_fewer_workers_than_expected(workers):
     assert f"only {found} of the {expect} expected workers" in out, out
 
 
+def test_launcher_fails_with_a_message_when_no_worker_resolves():
+    """A worker name that never resolves (a network without DNS) ends the wait with a message
+    naming it, not a silent exit."""
+    rc, out = run(["bash", os.path.join(DOCKER, "scripts", "launch.sh"), "--service",
+                   "no-such-worker.invalid", "--wait", "2", "--expect", "2", "--", "true"])
+    assert rc == 1, out
+    assert "no host resolves as no-such-worker.invalid within 2 s" in out, out
+
+
 def test_host_caches_and_build_outputs_stay_out_of_the_build_context():
     """The images COPY package folders whose __pycache__ holds this machine's Numba cache (137
     files once): .dockerignore keeps every cache and build output out of the context."""
@@ -105,3 +114,26 @@ def test_host_caches_and_build_outputs_stay_out_of_the_build_context():
     for needed in (".venv", ".git", "**/__pycache__", "**/*.nbi", "**/*.nbc", "**/*.pyc",
                    "*.egg-info", "build", "dist"):
         assert needed in patterns, needed
+
+
+def shared_steps(name):
+    """The instructions after a Dockerfile's "# ---- The same steps" marker, comments dropped."""
+    with open(os.path.join(DOCKER, name)) as f:
+        text = f.read()
+    assert "# ---- The same steps" in text, name
+    tail = text.split("# ---- The same steps", 1)[1]
+    return [line for line in tail.splitlines()[1:] if line.strip() and not line.startswith("#")]
+
+
+def test_gpu_image_shares_the_cpu_images_steps():
+    """Only the base and the frameworks differ: the system packages, Horovod's build, the
+    package and the kernel compile are the same instructions, which the CPU build proves."""
+    steps = {name: shared_steps(name) for name in DOCKERFILES}
+    assert steps["Dockerfile"] == steps["Dockerfile.gpu"]
+    assert any("install_horovod.sh" in line for line in steps["Dockerfile"])
+    assert any("horovod_huffman.compile" in line for line in steps["Dockerfile"])
+    system = "WORKDIR /opt/horovod-huffman\nCOPY scripts/install_system.sh scripts/\n" \
+             "RUN bash scripts/install_system.sh && rm -rf /var/lib/apt/lists/*\n"
+    for name in DOCKERFILES:
+        with open(os.path.join(DOCKER, name)) as f:
+            assert system in f.read(), name

@@ -33,7 +33,11 @@ while [ $# -gt 0 ]; do
 done
 [ $# -gt 0 ] || { echo "launch.sh: no command given (launch.sh [options] -- COMMAND...)" >&2; exit 2; }
 
-resolve() { getent ahostsv4 "$service" | awk '{print $1}' | sort -u -t. -k1,1n -k2,2n -k3,3n -k4,4n; }
+# getent fails while the name does not resolve yet (or never: a network without DNS); that is
+# "no worker found", not an error that would end the script (set -e, pipefail) without a word.
+resolve() {
+    { getent ahostsv4 "$service" || true; } | awk '{print $1}' | sort -u -t. -k1,1n -k2,2n -k3,3n -k4,4n
+}
 waited="given by --hosts"
 if [ -z "$hosts" ]; then
     want=${expect:-1}
@@ -44,7 +48,8 @@ if [ -z "$hosts" ]; then
         sleep 1
     done
     hosts=$(resolve | paste -sd, -)
-    [ -n "$hosts" ] || { echo "launch.sh: no host resolves as $service" >&2; exit 1; }
+    [ -n "$hosts" ] || { echo "launch.sh: no host resolves as $service within ${wait_s} s" \
+        "(is there DNS on the containers' network? podman: the dnsname plugin)" >&2; exit 1; }
 fi
 IFS=, read -r -a host_list <<<"$hosts"
 # Fewer workers than expected is an error, never a smaller job: a job on fewer ranks would
