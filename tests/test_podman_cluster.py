@@ -108,3 +108,12 @@ def test_digits_job_across_two_containers(image, controller):
     for rx, tx in traffic.values():                        # each worker sends and receives
         assert min(rx, tx) >= sent // 2, traffic            # the other's gradients, encoded:
         assert tx < result["stats"]["raw_bytes"], traffic   # less than fp32 gradients would be
+
+
+def test_image_holds_kernels_compiled_in_the_build(image):
+    """The build context leaves the host's Numba cache out (.dockerignore), so every cache index
+    in the image was written by its own `python -m horovod_huffman.compile`: a container's first
+    training step loads the kernels instead of compiling them."""
+    out = sh(["podman", "run", "--rm", "--entrypoint", "sh", image, "-c",
+              "ls /opt/horovod-huffman/kernels/__pycache__"])
+    assert sum(name.endswith(".nbi") for name in out.split()) >= 20, out
