@@ -53,6 +53,7 @@ class ReadyCompressors:
     qsgd_elias = ReadyCompressor("qsgd_elias")
     raw = ReadyCompressor("raw")
     ans = ReadyCompressor("ans")
+    rla = ReadyCompressor("rla")
     auto = ReadyCompressor("auto")
 
 

@@ -161,7 +161,7 @@ def decode_table(freqs, base, escape):
 # ---- Encoding -------------------------------------------------------------------------------
 
 @njit(cache=True, inline="always")
-def _put(x, s, entries, rcps, t, units, u):
+def put_symbol(x, s, entries, rcps, t, units, u):
     """Code symbol s of class t's table on state x (uint64), writing a unit below ``u`` when
     the state must renormalize first; returns (x, u)."""
     e = entries[t, s]
@@ -201,18 +201,18 @@ def encode_chunk(levels, start, stop, base, window, entries, rcps, classes, bloc
         t = classes[uint64(i) >> shift]
         k = (i - start) % STATES
         if k == 0:
-            x0, u = _put(x0, s, entries, rcps, t, units, u)
+            x0, u = put_symbol(x0, s, entries, rcps, t, units, u)
         elif k == 1:
-            x1, u = _put(x1, s, entries, rcps, t, units, u)
+            x1, u = put_symbol(x1, s, entries, rcps, t, units, u)
         else:
-            x2, u = _put(x2, s, entries, rcps, t, units, u)
+            x2, u = put_symbol(x2, s, entries, rcps, t, units, u)
     while i > start:
         i -= STATES
         t = classes[uint64(i) >> shift]
-        x3, u = _put(x3, _symbol(levels[i + 3], base, window), entries, rcps, t, units, u)
-        x2, u = _put(x2, _symbol(levels[i + 2], base, window), entries, rcps, t, units, u)
-        x1, u = _put(x1, _symbol(levels[i + 1], base, window), entries, rcps, t, units, u)
-        x0, u = _put(x0, _symbol(levels[i], base, window), entries, rcps, t, units, u)
+        x3, u = put_symbol(x3, _symbol(levels[i + 3], base, window), entries, rcps, t, units, u)
+        x2, u = put_symbol(x2, _symbol(levels[i + 2], base, window), entries, rcps, t, units, u)
+        x1, u = put_symbol(x1, _symbol(levels[i + 1], base, window), entries, rcps, t, units, u)
+        x0, u = put_symbol(x0, _symbol(levels[i], base, window), entries, rcps, t, units, u)
     for x in (x3, x2, x1, x0):
         units[u - uint64(1)] = x & uint64(0xFFFF)
         units[u - uint64(2)] = x >> uint64(UNIT_BITS)
@@ -234,29 +234,36 @@ def encode_chunks(levels, base, window, entries, rcps, classes, block_bits, chun
         stop = min(n, start + chunk)
         first = encode_chunk(levels, start, stop, base, window, entries, rcps, classes,
                              block_bits, units)
-        count = units.shape[0] - first
-        chunk_bits[c] = count * UNIT_BITS
-        for k in range(0, count - 1, 2):
-            out32[w] = (np.uint32(units[first + k]) << np.uint32(16)) | \
-                np.uint32(units[first + k + 1])
-            w += 1
-        if count % 2:
-            out32[w] = np.uint32(units[first + count - 1]) << np.uint32(16)
-            w += 1
+        chunk_bits[c], w = store_units(units, first, out32, w)
     return w
+
+
+@njit(cache=True, inline="always")
+def store_units(units, first, out32, w):
+    """Copy a chunk's stream, units[first:], into 32-bit words from ``out32[w]`` (an odd last
+    unit padded with zeros); returns (the stream's bits, the next word)."""
+    count = units.shape[0] - first
+    for k in range(0, count - 1, 2):
+        out32[w] = (np.uint32(units[first + k]) << np.uint32(16)) | \
+            np.uint32(units[first + k + 1])
+        w += 1
+    if count % 2:
+        out32[w] = np.uint32(units[first + count - 1]) << np.uint32(16)
+        w += 1
+    return count * UNIT_BITS, w
 
 
 # ---- Decoding -------------------------------------------------------------------------------
 
 @njit(cache=True, inline="always")
-def _unit(words, u):
+def unit_at(words, u):
     """The 16-bit unit at position u of a payload of big-endian 64-bit words."""
     return (words[u >> uint64(2)] >> (uint64(48) - ((u & uint64(3)) << uint64(4)))) & \
         uint64(0xFFFF)
 
 
 @njit(cache=True, inline="always")
-def _get(x, tables, t):
+def get_symbol(x, tables, t):
     """(state before its renormalization, table entry) after decoding one symbol from x with
     class t's table."""
     e = tables[t, x & uint64(ANS_PROB_SCALE - 1)]
@@ -269,7 +276,7 @@ def _get(x, tables, t):
 def _renorm(x, words, u):
     """A state below STATE_LOW takes the unit at u: returns (x, u)."""
     low = x < uint64(STATE_LOW)
-    x = (x << uint64(UNIT_BITS)) | _unit(words, u) if low else x
+    x = (x << uint64(UNIT_BITS)) | unit_at(words, u) if low else x
     return x, u + (uint64(1) if low else uint64(0))
 
 
@@ -294,12 +301,9 @@ def decode_chunk(words, first_bit, n_bits, coder, out, start, stop, escapes, k, 
     u = uint64(first_bit // UNIT_BITS)
     end = u + uint64(n_bits // UNIT_BITS)
     states = np.empty(STATES, dtype=np.uint64)
-    for lane in range(STATES):
-        x = (_unit(words, u) << uint64(UNIT_BITS)) | _unit(words, u + uint64(1))
-        if x < uint64(STATE_LOW) or x >= uint64(1 << STATE_BITS):
-            return BAD_STATE
-        states[lane] = x
-        u += uint64(2)
+    if not open_states(words, u, states):
+        return BAD_STATE
+    u += uint64(HEADER_UNITS)
     i = uint64(start)
     if k == k_stop:
         status, i, u = _unchecked_groups(words, coder, out, states, i, uint64(stop), u, end)
@@ -309,7 +313,20 @@ def decode_chunk(words, first_bit, n_bits, coder, out, start, stop, escapes, k, 
                                     end, escapes, uint64(k), uint64(k_stop))
     if status != OK:
         return status
-    return _end_status(states, u, end)
+    return end_status(states, u, end)
+
+
+@njit(cache=True, inline="always")
+def open_states(words, u, states):
+    """Read a chunk's four opening states (32 bits each, high unit first) from unit u into
+    ``states``; False where one lies outside [STATE_LOW, 2**STATE_BITS)."""
+    for lane in range(STATES):
+        x = (unit_at(words, u) << uint64(UNIT_BITS)) | unit_at(words, u + uint64(1))
+        if x < uint64(STATE_LOW) or x >= uint64(1 << STATE_BITS):
+            return False
+        states[lane] = x
+        u += uint64(2)
+    return True
 
 
 @njit(cache=True, nogil=True)
@@ -328,10 +345,10 @@ def _unchecked_groups(words, coder, out, states, i, stop, u, end):
             break
         for _ in range(safe):
             t = classes[i >> shift]
-            x0, e0 = _get(x0, tables, t)
-            x1, e1 = _get(x1, tables, t)
-            x2, e2 = _get(x2, tables, t)
-            x3, e3 = _get(x3, tables, t)
+            x0, e0 = get_symbol(x0, tables, t)
+            x1, e1 = get_symbol(x1, tables, t)
+            x2, e2 = get_symbol(x2, tables, t)
+            x3, e3 = get_symbol(x3, tables, t)
             if (e0 | e1 | e2 | e3) & uint64(ANS_ESCAPE):
                 return ESCAPE_MISMATCH, i, u
             out[i] = np.int32(np.uint32(e0 >> uint64(ANS_LEVEL_SHIFT)))
@@ -355,14 +372,14 @@ def _checked_symbols(words, coder, out, states, i, start, stop, u, end, escapes,
     tables, classes, shift = coder[0], coder[1], uint64(coder[2])
     while i < stop:
         lane = (i - start) & uint64(STATES - 1)
-        x, e = _get(states[lane], tables, classes[i >> shift])
+        x, e = get_symbol(states[lane], tables, classes[i >> shift])
         if e & uint64(ANS_ESCAPE) and k >= k_stop:
             return ESCAPE_MISMATCH, u, k
         out[i], k = _level(e, escapes, k)
         if x < uint64(STATE_LOW):
             if u >= end:
                 return PAYLOAD_OVERRUN, u, k
-            x = (x << uint64(UNIT_BITS)) | _unit(words, u)
+            x = (x << uint64(UNIT_BITS)) | unit_at(words, u)
             u += uint64(1)
         states[lane] = x
         i += uint64(1)
@@ -370,7 +387,7 @@ def _checked_symbols(words, coder, out, states, i, start, stop, u, end, escapes,
 
 
 @njit(cache=True, nogil=True)
-def _end_status(states, u, end):
+def end_status(states, u, end):
     """A chunk decoded must have read exactly its units and brought every state back to
     STATE_LOW, where the encoder started it (note 3)."""
     if u > end:

@@ -104,6 +104,13 @@ ANS_LEVEL_SHIFT = 32
 #     bias << ANS_BIAS_SHIFT | complement << ANS_COMPLEMENT_SHIFT | frequency
 ANS_COMPLEMENT_SHIFT = 16
 ANS_BIAS_SHIFT = 32
+# ``rla`` (kernels/ans_tokens.py): a token decode entry is an ANS decode entry whose level field
+# holds the token's run bucket and level index:
+#     bucket << ANS_TOKEN_BUCKET_SHIFT | level index
+ANS_TOKEN_BUCKET_SHIFT = 16
+ANS_TOKEN_INDEX_MASK = 0xFFFF
+# Most distinct token symbols an ``rla`` table codes: the rarer ones take the escape.
+ANS_MAX_TOKENS = ANS_PROB_SCALE // 2
 
 
 def _fits(maximum, mask):
@@ -140,3 +147,7 @@ assert ANS_COMPLEMENT_SHIFT >= ANS_FREQ_MASK.bit_length() and \
 assert 2 * ANS_PROB_SCALE < 1 << 32, "a bias (< 2 * scale) must fit its field"
 assert ANS_MAX_WINDOW + 1 <= ANS_PROB_SCALE, "every symbol, the escape included, needs a slot"
 assert 2 <= ANS_MAX_CLASSES <= 256, "a block's class is a uint8"
+assert _fits(RLH_MAX_WINDOW - 1, ANS_TOKEN_INDEX_MASK) and \
+    ANS_TOKEN_BUCKET_SHIFT >= ANS_TOKEN_INDEX_MASK.bit_length() and \
+    (RUN_BUCKETS - 1) << ANS_TOKEN_BUCKET_SHIFT < 1 << 31, "a token must fit a level field"
+assert ANS_MAX_TOKENS + 1 <= ANS_PROB_SCALE, "every token symbol, the escape included, needs a slot"

@@ -44,4 +44,5 @@ def test_unknown_names_and_bad_parameters():
 
 def test_encoders_list_every_name():
     assert set(hh.ENCODERS) == {"huffman", "rlh", "sh", "shs", "elias_gamma", "elias_delta",
-                                "elias_omega", "elias_rle", "qsgd_elias", "raw", "ans", "auto"}
+                                "elias_omega", "elias_rle", "qsgd_elias", "raw", "ans", "rla",
+                                "auto"}

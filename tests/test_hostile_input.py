@@ -163,7 +163,7 @@ def test_quantized_message_rejects_bad_input():
 def test_decoders_stay_in_bounds_under_numba_bounds_checks(tmp_path):
     """Numba does not check bounds, so the decoders' own checks are the only ones: here a
     subprocess compiles a subset of decoders (the table decoder of huffman and sh, the run
-    decoder of rlh and shs, Elias, raw, ans) with NUMBA_BOUNDSCHECK=1 and runs them on
+    decoder of rlh and shs, Elias, raw, ans, rla) with NUMBA_BOUNDSCHECK=1 and runs them on
     truncated and forged streams; an out-of-bounds access raises IndexError there and fails this test. Its own
     cache directory: Numba's cache does not key on the flag, so a shared one would hand the
     checked build to every later run."""
@@ -171,6 +171,6 @@ def test_decoders_stay_in_bounds_under_numba_bounds_checks(tmp_path):
                PYTHONPATH=ROOT)
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "workers",
                                                         "boundscheck_fuzz.py"),
-                           "0", "300", "huffman", "rlh", "elias_gamma", "raw", "ans"],
+                           "0", "300", "huffman", "rlh", "elias_gamma", "raw", "ans", "rla"],
                           env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0 and "OK" in proc.stdout, (proc.stdout + proc.stderr)[-4000:]

@@ -17,10 +17,11 @@ from .base import Encoder
 from .elias import EliasGamma, EliasDelta, EliasOmega, EliasRLE, QSGDElias
 from .huffman import Huffman, SampleHuffman
 from .raw import Raw
+from .rla import RLA
 from .runlength import RLH, SHS
 
 _STREAM_ENCODERS = (Huffman, RLH, SampleHuffman, SHS, EliasGamma, EliasDelta, EliasOmega,
-                    EliasRLE, QSGDElias, Raw, Ans)
+                    EliasRLE, QSGDElias, Raw, Ans, RLA)
 _BY_NAME = {cls.name: cls for cls in _STREAM_ENCODERS + (Auto,)}
 _BY_ID = {cls.encoder_id: cls for cls in _STREAM_ENCODERS}
 
@@ -116,4 +117,4 @@ def _decode_on_device(cls, frame, stream):
 
 __all__ = ["ENCODERS", "Encoder", "get_encoder", "decode", "encoder_name", "Auto", "Huffman",
            "RLH", "SampleHuffman", "SHS", "EliasGamma", "EliasDelta", "EliasOmega", "EliasRLE",
-           "QSGDElias", "Raw"]
+           "QSGDElias", "Raw", "Ans", "RLA"]

@@ -293,9 +293,7 @@ class Ans(Encoder):
         if plan.contexts:
             writer.uint(plan.freqs.shape[0]).uint(plan.block_bits)
         for row in plan.freqs:
-            coded = np.flatnonzero(row)
-            gaps = np.diff(coded, prepend=-1) - 1
-            writer.uint(coded.size).uints(np.stack([gaps, row[coded] - 1], axis=1).ravel())
+            write_frequencies(writer, row)
         write_chunks(writer, self.chunk_levels, chunk_bits)
         if plan.contexts:
             writer.raw(_pack_classes(plan.classes, class_bits(plan.freqs.shape[0])))
@@ -321,7 +319,7 @@ class Ans(Encoder):
         if mode == MODE_CONTEXTS:
             n_classes = reader.uint("classes", 2, ANS_MAX_CLASSES)
             block_bits = reader.uint("block bits", 2, 40)
-        freqs = np.stack([_read_frequencies(reader, window + 1, cls.name)
+        freqs = np.stack([read_frequencies(reader, window + 1, cls.name)
                           for _ in range(n_classes)])
         chunk, starts, chunk_bits, declared = read_chunk_bits(reader, out.size, payload_bits_,
                                                               cls.name)
@@ -357,6 +355,15 @@ class Ans(Encoder):
         check_status(decode_chunks(words, starts, chunk_bits, chunk,
                                    (tables, classes, block_bits), out, escapes, escape_starts),
                      cls.name)
+
+
+def normalized(counts):
+    """``normalize``'s frequencies of ``counts``, computed over the symbols that occur only (its
+    search scans every symbol it is given)."""
+    used = np.flatnonzero(counts)
+    freqs = np.zeros(counts.size, dtype=np.int64)
+    freqs[used] = normalize(counts[used])
+    return freqs
 
 
 def _encode_tables(freqs):
@@ -423,7 +430,15 @@ def _read_classes(reader, n_blocks, n_classes, name):
     return classes.astype(np.uint8)
 
 
-def _read_frequencies(reader, n_symbols, name):
+def write_frequencies(writer, freqs):
+    """Append a frequency table to a ParamWriter: the coded-symbol count, then per coded symbol
+    the gap to its id from the previous one's + 1 and its frequency - 1."""
+    coded = np.flatnonzero(freqs)
+    gaps = np.diff(coded, prepend=-1) - 1
+    writer.uint(coded.size).uints(np.stack([gaps, freqs[coded] - 1], axis=1).ravel())
+
+
+def read_frequencies(reader, n_symbols, name):
     """Normalized frequencies over ``n_symbols`` ids, fully validated: at least one coded
     symbol, ids in range and increasing, every frequency >= 1, the sum exactly the scale."""
     n_coded = reader.uint("coded symbols", 1, min(ANS_PROB_SCALE, n_symbols))

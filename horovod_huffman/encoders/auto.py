@@ -19,9 +19,14 @@ from .base import Encoder, check_levels
 from .elias import EliasGamma, EliasDelta, EliasOmega, EliasRLE, QSGDElias
 from .huffman import Huffman, SampleHuffman, LevelPlan, emit, plan_bits
 from .raw import Raw, fixed_width
+from .rla import RLA
 from .runlength import RLH, SHS, RLH_MAX_WINDOW, emit_shs, rlh_payload_bits
 from .codes import Code
 
+# The ANS coders of levels and of run-length tokens: where the runner-up's estimate is within
+# CLOSE times the best one's, both encode and the smaller stream is kept.
+RIVALS = {"ans": "rla", "rla": "ans"}
+CLOSE = 1.06
 # Parameter bytes besides the codebook: mode, base, window, k, count varints.
 PARAM_OVERHEAD_BYTES = 12
 
@@ -43,7 +48,7 @@ class Auto(Encoder):
         self.huffman, self.rlh, self.raw = Huffman(), RLH(), Raw()
         self.elias = [EliasGamma(), EliasDelta(), EliasOmega()]
         self.elias_rle, self.qsgd_elias = EliasRLE(), QSGDElias()
-        self.ans = Ans()
+        self.ans, self.rla = Ans(), RLA()
         self.last_choice = None
 
     def _config(self):
@@ -103,6 +108,9 @@ class Auto(Encoder):
         if n_esc == 0 and window <= ANS_MAX_WINDOW:
             a_plan, a_bytes = self.ans.sized_plan(levels)
             sizes["ans"] = (wire.OVERHEAD_BYTES + a_bytes, a_plan)
+        # rla: the same for run-length tokens, from their own pass (the plan keeps them).
+        r_plan, r_bytes = self.rla.sized_plan(levels)
+        sizes["rla"] = (wire.OVERHEAD_BYTES + r_bytes, r_plan)
         return sizes
 
     def choose(self, levels):
@@ -114,7 +122,7 @@ class Auto(Encoder):
 
     def _by_name(self, name):
         for enc in [self.huffman, self.rlh, self.sh, self.shs, self.elias_rle,
-                    self.qsgd_elias, self.raw, self.ans, *self.elias]:
+                    self.qsgd_elias, self.raw, self.ans, self.rla, *self.elias]:
             if enc.name == name:
                 return enc
         raise KeyError(name)
@@ -128,11 +136,27 @@ class Auto(Encoder):
         if levels.size == 0:
             self.last_choice = "raw"
             return self.raw.encoded(levels)
-        enc, plan = self.choose(levels)
+        sizes = self.estimate(levels)
+        name = min(sizes, key=lambda n: sizes[n][0])
+        rival = RIVALS.get(name)
+        if rival in sizes and sizes[rival][0] <= CLOSE * sizes[name][0]:
+            # ans's estimate from sampled blocks errs by a few percent: both encode
+            ours = self._emitted(levels, name, sizes[name][1])
+            theirs = self._emitted(levels, rival, sizes[rival][1])
+            if theirs.nbytes() < ours.nbytes():
+                name, ours = rival, theirs
+            self.last_choice = name
+            return ours
+        self.last_choice = name
+        return self._emitted(levels, name, sizes[name][1])
+
+    def _emitted(self, levels, name, plan):
+        """The stream of encoder ``name`` for ``levels`` with its ``plan`` (or none)."""
+        enc = self._by_name(name)
         if plan is None:
             return enc._result(levels.dtype, levels.size, *enc._encode(levels))
         if enc is self.shs:
             return enc._result(levels.dtype, levels.size, *emit_shs(levels, plan))
-        if enc is self.ans:
+        if enc is self.ans or enc is self.rla:
             return enc._result(levels.dtype, levels.size, *enc.emit(levels, plan))
         return enc._result(levels.dtype, levels.size, *emit(levels, plan))

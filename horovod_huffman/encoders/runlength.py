@@ -51,28 +51,8 @@ class RLH(Encoder):
         boundaries (kernels/chunks.py)."""
         self.chunk_levels = check_chunk_levels(chunk_levels)
 
-    def token_counts(self, levels):
-        """(base, window, joint token counts, run ends, token symbols, runs up to each chunk's
-        end) of ``levels``."""
-        lo, hi = level_range(levels)
-        base, window = lo, min(hi - lo + 1, RLH_MAX_WINDOW)
-        ends, symbols = token_buffers(levels.size)
-        chunk_runs = np.empty(chunk_count(levels.size, self.chunk_levels), dtype=np.int64)
-        counts = np.zeros(window * RUN_BUCKETS + 1, dtype=np.int64)
-        if vector_runs.AVAILABLE and levels.dtype == np.int8 and ends.dtype == np.int32:
-            # (int8 levels: a window of 256 covers them all)
-            n_runs = vector_runs.runs_and_symbols(levels, self.chunk_levels, base, window, ends,
-                                                  symbols, chunk_runs)
-            symbols = symbols[:n_runs]
-            count_symbols(levels, ends, symbols, n_runs, base, window, counts)
-        else:
-            n_runs = run_ends(levels, self.chunk_levels, ends, chunk_runs)
-            symbols = symbols[:n_runs]
-            rlh_histogram(levels, ends, n_runs, base, window, counts, symbols, hi - lo < window)
-        return base, window, counts, ends, symbols, chunk_runs
-
     def _encode(self, levels):
-        base, window, counts, ends, symbols, chunk_runs = self.token_counts(levels)
+        base, window, counts, ends, symbols, chunk_runs = token_counts(levels, self.chunk_levels)
         escape = window * RUN_BUCKETS
         code = Code.from_counts(counts, escape)
         vbits = value_bits(levels.dtype)
@@ -108,6 +88,27 @@ class RLH(Encoder):
         lengths, codes = read_lengths(reader, n_symbols, cls.name)
         table = rlh_token_table(lengths, codes, window)
         _decode_tokens(cls.name, words, starts, chunk_bits, chunk, table, base, out, True, stream)
+
+
+def token_counts(levels, chunk_levels):
+    """(base, window, joint token counts, run ends, token symbols, runs up to each chunk's
+    end) of ``levels`` (kernels/runs.py, note 1), runs cut at chunks of ``chunk_levels``."""
+    lo, hi = level_range(levels)
+    base, window = lo, min(hi - lo + 1, RLH_MAX_WINDOW)
+    ends, symbols = token_buffers(levels.size)
+    chunk_runs = np.empty(chunk_count(levels.size, chunk_levels), dtype=np.int64)
+    counts = np.zeros(window * RUN_BUCKETS + 1, dtype=np.int64)
+    if vector_runs.AVAILABLE and levels.dtype == np.int8 and ends.dtype == np.int32:
+        # (int8 levels: a window of 256 covers them all)
+        n_runs = vector_runs.runs_and_symbols(levels, chunk_levels, base, window, ends,
+                                              symbols, chunk_runs)
+        symbols = symbols[:n_runs]
+        count_symbols(levels, ends, symbols, n_runs, base, window, counts)
+    else:
+        n_runs = run_ends(levels, chunk_levels, ends, chunk_runs)
+        symbols = symbols[:n_runs]
+        rlh_histogram(levels, ends, n_runs, base, window, counts, symbols, hi - lo < window)
+    return base, window, counts, ends, symbols, chunk_runs
 
 
 # Page offset between the run ends and the token symbols (bytes; see token_buffers).

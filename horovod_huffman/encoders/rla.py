@@ -1,0 +1,204 @@
+"""``rla`` (run-length ANS): ``rlh``'s (level, run length) tokens, their joint symbols coded
+with rANS under normalized frequencies (kernels/ans_tokens.py), so that a token costs
+log2(M / f) bits, fractions of a bit included, where ``rlh``'s Huffman code spends whole bits.
+
+Parameters: base, window, the number of contexts (1, or 2 with level 0 in the window:
+kernels/ans_tokens.py, note 5), per context a frequency table over RUN_BUCKETS * window + 1
+token symbols (as ``ans``'s: the coded-symbol count, then per coded symbol the gap to its id
+from the previous one's + 1 and its frequency - 1; the last symbol is the escape), the chunk
+size and the bits of every chunk's rANS stream, then the bits of every chunk's extras. Payload: the chunks' rANS
+streams (each on a 32-bit word), then, from the next word, the extras: per token its run
+bucket's extra bits, or for an escape the level as a zigzag field of the dtype's value bits
+and the run as an Elias-gamma code.
+"""
+from collections import namedtuple
+
+import numpy as np
+
+from horovod_huffman.kernels.ans import HEADER_UNITS, UNIT_BITS, decode_table, encode_tables
+from horovod_huffman.kernels.ans_tokens import (decode_token_chunks, encode_token_chunks,
+                                                token_contexts, write_extras)
+from horovod_huffman.kernels.bits import WORD_BITS
+from horovod_huffman.kernels.chunks import CHUNK_LEVELS, payload_bits
+from horovod_huffman.kernels.maxima import (ANS_LEVEL_SHIFT, ANS_MAX_TOKENS,
+                                            ANS_TOKEN_BUCKET_SHIFT, MAX_ELIAS_VALUE_BITS,
+                                            RLH_MAX_WINDOW, RUN_BUCKETS)
+from horovod_huffman.kernels.runs import BUCKET_EXTRA
+
+from ..errors import DecodeError
+from ..params import ParamWriter, dtype_range, value_bits
+from .ans import normalized, read_frequencies, write_frequencies
+from .base import Encoder, out_words, check_status, check_chunk_levels
+from .codes import read_chunk_bits, write_chunks
+from .runlength import token_counts
+
+# Estimated bits of an escape's gamma-coded run (a guess: escapes are rare).
+ESCAPE_RUN_BITS = 32
+# Contexts (kernels/ans_tokens.py, note 5): one table, or two where the window holds level 0.
+ONE_TABLE, TWO_TABLES = 1, 2
+# Parameter bytes of a frequency table per coded symbol (two varints: gap, frequency - 1).
+TABLE_BYTES_PER_SYMBOL = 2
+
+
+class RlaPlan(namedtuple("RlaPlan", "base window freqs anchor after_anchor ends symbols "
+                                    "chunk_runs")):
+    """An ``rla`` code and the tokens it codes: ``freqs`` (contexts x symbols, int64 slots)
+    per context; ``anchor`` the anchor's level index (-1: one table); ``after_anchor`` (uint8
+    per symbol) the context a token gives the next; the run ends, token symbols (uint32) and
+    runs up to each chunk's end of ``token_counts``."""
+    __slots__ = ()
+
+
+class RLA(Encoder):
+    """Run-length ANS: joint (level, run-length bucket) tokens, rANS-coded with a table per
+    context (whether the previous token has level 0) where that pays; at most ANS_MAX_TOKENS
+    distinct token symbols keep a frequency, the rarer ones take the escape.
+
+    >>> import numpy as np, horovod_huffman as hh
+    >>> x = np.zeros(1000, dtype=np.int8); x[::100] = 3
+    >>> bool((hh.decode(hh.get_encoder("rla").encode(x)) == x).all())
+    True
+    """
+    name = "rla"
+    encoder_id = 11
+
+    def __init__(self, chunk_levels=CHUNK_LEVELS):
+        """``chunk_levels``: levels per independently decodable chunk; runs are cut at chunk
+        boundaries (kernels/chunks.py)."""
+        self.chunk_levels = check_chunk_levels(chunk_levels)
+
+    def sized_plan(self, levels):
+        """(the ``RlaPlan`` of ``levels``, its estimated stream bytes without the fixed
+        header): one table or two, whichever the estimate finds smaller."""
+        base, window, counts, ends, symbols, chunk_runs = token_counts(levels,
+                                                                       self.chunk_levels)
+        escape = window * RUN_BUCKETS
+        symbols, counts = _limit_tokens(symbols, counts, escape)
+        rows, anchor = counts[None, :], -1
+        after_anchor = np.zeros(escape + 1, dtype=np.uint8)
+        if base <= 0 < base + window:
+            after_anchor[-base:escape:window] = 1
+            contexts = np.zeros((TWO_TABLES, escape + 1), dtype=np.int64)
+            token_contexts(symbols, chunk_runs, after_anchor, contexts)
+            if contexts.any(axis=1).all() and _table_bits(contexts) < _table_bits(rows):
+                rows, anchor = contexts, -base
+        if anchor < 0:
+            after_anchor[:] = 0
+        freqs = np.stack([normalized(row) for row in rows])
+        plan = RlaPlan(base, window, freqs, anchor, after_anchor, ends, symbols, chunk_runs)
+        vbits = value_bits(levels.dtype)
+        chunks = chunk_runs.size
+        states = chunks * (HEADER_UNITS * UNIT_BITS - 4 * 15 + WORD_BITS // 2)
+        per_bucket = counts[:escape].reshape(RUN_BUCKETS, window).sum(axis=1)
+        extras = int(per_bucket @ BUCKET_EXTRA) + int(counts[escape]) * (vbits + ESCAPE_RUN_BITS)
+        params = 12 + 6 * chunks
+        return plan, (_table_bits(rows) + extras + states + 7) // 8 + params
+
+    def _encode(self, levels):
+        return self.emit(levels, self.sized_plan(levels)[0])
+
+    def emit(self, levels, plan):
+        """Encode ``levels`` with ``plan`` (its tokens are theirs): (params, words, n_words,
+        n_bits)."""
+        window, freqs, symbols, chunk_runs = plan.window, plan.freqs, plan.symbols, \
+            plan.chunk_runs
+        vbits = value_bits(levels.dtype)
+        n_chunks = chunk_runs.size
+        chunk_bits = np.zeros(n_chunks, dtype=np.int64)
+        extra_bits = np.zeros(n_chunks, dtype=np.int64)
+        # A chunk: four 32-bit states and at most one unit per token, on a word boundary.
+        ans_bound = WORD_BITS * n_chunks * (HEADER_UNITS // 2 + 1) + UNIT_BITS * symbols.size
+        counts = np.bincount(symbols, minlength=freqs.shape[1])
+        out32 = out_words(ans_bound + extras_bound(counts, window, vbits) + WORD_BITS)
+        pairs = [encode_tables(row) for row in freqs]
+        n_words = encode_token_chunks(symbols, chunk_runs, np.stack([e for e, _ in pairs]),
+                                      np.stack([r for _, r in pairs]), plan.after_anchor, out32,
+                                      chunk_bits)
+        bits = payload_bits(chunk_bits)
+        x_words = write_extras(levels, plan.ends, symbols, chunk_runs, self.chunk_levels, window,
+                               vbits, out32[n_words:], extra_bits)
+        if extra_bits.any():
+            bits = n_words * WORD_BITS + int(extra_bits.sum())
+            n_words += x_words
+        writer = ParamWriter().sint(plan.base).uint(window).uint(freqs.shape[0])
+        for row in freqs:
+            write_frequencies(writer, row)
+        write_chunks(writer, self.chunk_levels, chunk_bits)
+        writer.uints(extra_bits)
+        return writer.getvalue(), out32, n_words, bits
+
+    @classmethod
+    def _decode(cls, reader, words, payload_bits_, out, stream=None):
+        lo, hi = dtype_range(out.dtype)
+        base = reader.sint("base", lo, hi)
+        window = reader.uint("window", 1, min(RLH_MAX_WINDOW, hi - base + 1))
+        n_tables = reader.uint("contexts", ONE_TABLE, TWO_TABLES)
+        anchor = -1
+        if n_tables == TWO_TABLES:
+            if not base <= 0 < base + window:
+                raise DecodeError(f"{cls.name}: two contexts declared without level 0 in the "
+                                  "window")
+            anchor = -base
+        tables = np.stack([token_table(read_frequencies(reader, window * RUN_BUCKETS + 1,
+                                                        cls.name), window)
+                           for _ in range(n_tables)])
+        chunk, starts, chunk_bits, declared = read_chunk_bits(reader, out.size, payload_bits_,
+                                                              cls.name)
+        extra_bits = reader.uints("extra bits", starts.size, 0, payload_bits_)
+        reader.done()
+        total = int(extra_bits.sum())
+        first = -(-declared // WORD_BITS) * WORD_BITS if total else declared
+        if first + total != payload_bits_:
+            raise DecodeError(f"{cls.name}: chunks and extras add up to {first + total} bits, "
+                              f"the header declares {payload_bits_}")
+        extra_starts = first + np.concatenate(([0], np.cumsum(extra_bits)))
+        check_status(decode_token_chunks(words, starts, chunk_bits, extra_starts, chunk,
+                                         tables, base, anchor, out, lo, hi,
+                                         value_bits(out.dtype)), cls.name)
+
+
+def _limit_tokens(symbols, counts, escape):
+    """(symbols, counts) with at most ANS_MAX_TOKENS coded symbols besides the escape: the
+    rarest others become escapes."""
+    used = np.flatnonzero(counts[:escape])
+    if used.size <= ANS_MAX_TOKENS:
+        return symbols, counts
+    dropped = used[np.argsort(counts[used], kind="stable")[:used.size - ANS_MAX_TOKENS]]
+    remap = np.arange(counts.size, dtype=np.uint32)
+    remap[dropped] = escape
+    counts = counts.copy()
+    counts[escape] += counts[dropped].sum()
+    counts[dropped] = 0
+    return remap[symbols], counts
+
+
+def extras_bound(counts, window, vbits):
+    """Most extras bits of tokens with symbol ``counts``: each bucket's extra bits, and per
+    escape its level and the longest gamma code of a run."""
+    per_bucket = counts[:window * RUN_BUCKETS].reshape(RUN_BUCKETS, window).sum(axis=1)
+    return int(per_bucket @ BUCKET_EXTRA) + \
+        int(counts[window * RUN_BUCKETS]) * (vbits + 2 * MAX_ELIAS_VALUE_BITS)
+
+
+def _table_bits(rows):
+    """Estimated bits of token symbols with counts ``rows`` (one per context), each coded with
+    its own row's frequencies, and of their frequency tables."""
+    bits = 0.0
+    for row in rows:
+        used = row[row > 0]
+        bits += float(used @ (np.log2(used.sum()) - np.log2(used)))
+        bits += 8 * TABLE_BYTES_PER_SYMBOL * used.size
+    return int(np.ceil(bits))
+
+
+def token_table(freqs, window):
+    """The decode table of token ``freqs`` (kernels/ans_tokens.py): ``decode_table``'s, its
+    level field holding each symbol's run bucket and level index; the escape flagged."""
+    escape = window * RUN_BUCKETS
+    table = decode_table(freqs, 0, escape)
+    symbol = table >> np.uint64(ANS_LEVEL_SHIFT)
+    field = ((symbol // np.uint64(window)) << np.uint64(ANS_TOKEN_BUCKET_SHIFT)) | \
+        (symbol % np.uint64(window))
+    low = table & np.uint64((1 << ANS_LEVEL_SHIFT) - 1)
+    return low | (field << np.uint64(ANS_LEVEL_SHIFT))
+

@@ -1,0 +1,206 @@
+"""rANS coding of run-length tokens (encoder ``rla``): ``rlh``'s (level, run) tokens with their
+joint symbols coded by kernels/ans.py's coder instead of Huffman codes.
+
+READ ME FIRST
+1. The tokens and their symbols are ``rlh``'s (kernels/runs.py, note 1): symbol = run bucket *
+   window + level index, the escape RUN_BUCKETS * window. Runs are cut at chunk boundaries, so
+   every chunk of levels is a whole number of tokens.
+2. A chunk's token symbols are one rANS stream (kernels/ans.py, notes 1-4), token j of the
+   chunk on state j % 4, coded with the table of its context (note 5).
+3. What the symbols do not say travels in a second bit stream, the extras, MSB-first after all
+   chunks' rANS streams (from the next 32-bit word): per token, in order, its bucket's extra
+   bits (the run's low BUCKET_EXTRA[b] bits; the bucket gives the rest), or for an escape the
+   level as a zigzag field of the dtype's value bits and the run as an Elias-gamma code. Each
+   chunk's extras follow the previous chunk's without padding; the parameters give every
+   chunk's extra bits.
+4. Decoding a chunk takes tokens until its levels are filled; it must end with every rANS unit
+   and every extra bit of the chunk read and the four states back at STATE_LOW.
+5. Contexts: a token is coded with the table of its context, 1 where the previous token of its
+   chunk has the anchor level (the level 0 where the window holds it), else 0 (the chunk's
+   first token, an escape before it, any other level). The anchor's runs alternate with other
+   tokens: after an anchor token the next one almost never is one, which one table would
+   still give a share of its slots. ``after_anchor[s]`` (uint8, per symbol) is the context
+   that a token of symbol s gives the next one.
+Units: positions of the rANS streams in 16-bit units, of the extras in bits.
+"""
+import numpy as np
+from numba import njit, int64, uint8, uint64
+
+from .ans import (HEADER_UNITS, STATE_LOW, STATES, UNIT_BITS, end_status, get_symbol,
+                  open_states, put_symbol, store_units, unit_at)
+from .bits import flush_bits, peek64, put_bits, put_bits_long, unzigzag, zigzag
+from .elias import put_gamma, read_gamma
+from .errors import (OK, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, BAD_STATE, RUN_OVERFLOW,
+                     VALUE_OVERFLOW)
+from .maxima import (ANS_ESCAPE, ANS_LEVEL_SHIFT, RUN_BUCKETS, ANS_TOKEN_BUCKET_SHIFT,
+                     ANS_TOKEN_INDEX_MASK)
+from .runs import BUCKET_BASE, BUCKET_EXTRA
+
+@njit(cache=True, nogil=True)
+def token_contexts(symbols, chunk_runs, after_anchor, counts):
+    """Add every token's symbol to the row of its context (note 5) in ``counts`` (contexts x
+    symbols, int64)."""
+    k = 0
+    for c in range(chunk_runs.shape[0]):
+        previous = -1
+        while k < chunk_runs[c]:
+            t = after_anchor[previous] if previous >= 0 else 0
+            previous = symbols[k]
+            counts[t, previous] += 1
+            k += 1
+
+
+@njit(cache=True, nogil=True)
+def _encode_token_chunk(symbols, start, stop, entries, rcps, after_anchor, units):
+    """Code the token symbols[start:stop] backwards into ``units`` as kernels/ans.py's
+    ``encode_chunk`` codes levels, token i with the table of its context (note 5); returns the
+    first unit of the chunk's stream."""
+    u = uint64(units.shape[0])
+    states = np.full(STATES, uint64(STATE_LOW), dtype=np.uint64)
+    for i in range(stop - 1, start - 1, -1):
+        t = after_anchor[symbols[i - 1]] if i > start else uint8(0)
+        lane = (i - start) % STATES
+        states[lane], u = put_symbol(states[lane], uint64(symbols[i]), entries, rcps, t, units,
+                                     u)
+    for lane in range(STATES - 1, -1, -1):
+        x = states[lane]
+        units[u - uint64(1)] = x & uint64(0xFFFF)
+        units[u - uint64(2)] = x >> uint64(UNIT_BITS)
+        u -= uint64(2)
+    return int64(u)
+
+
+@njit(cache=True, nogil=True)
+def encode_token_chunks(symbols, chunk_runs, entries, rcps, after_anchor, out32, chunk_bits):
+    """Code every chunk's token ``symbols`` (uint32; chunk c holds tokens chunk_runs[c - 1] ..
+    chunk_runs[c] - 1) into ``out32`` (uint32 words, chunks on word bounds) with the tables
+    (rows: contexts) of ``entries`` and ``rcps``; fills ``chunk_bits`` and returns the words
+    written."""
+    most = 0
+    k = 0
+    for c in range(chunk_runs.shape[0]):
+        most = max(most, chunk_runs[c] - k)
+        k = chunk_runs[c]
+    units = np.empty(most + HEADER_UNITS + 1, dtype=np.uint16)
+    w = 0
+    k = 0
+    for c in range(chunk_runs.shape[0]):
+        first = _encode_token_chunk(symbols, k, chunk_runs[c], entries, rcps, after_anchor,
+                                    units)
+        chunk_bits[c], w = store_units(units, first, out32, w)
+        k = chunk_runs[c]
+    return w
+
+
+@njit(cache=True, nogil=True)
+def write_extras(levels, ends, symbols, chunk_runs, chunk, window, vbits, out32, extra_bits):
+    """Write every token's extras (note 3) into ``out32`` from word 0; fills ``extra_bits``
+    (the bits of each chunk's extras) and returns the words written."""
+    acc, n_pending, w = uint64(0), int64(0), int64(0)
+    escape = uint64(RUN_BUCKETS) * uint64(window)
+    k = 0
+    for c in range(chunk_runs.shape[0]):
+        start = int64(c) * chunk
+        bits = int64(0)
+        while k < chunk_runs[c]:
+            end = int64(ends[k])
+            run = end + 1 - start
+            symbol = uint64(symbols[k])
+            if symbol == escape:
+                acc, n_pending, w = put_bits(out32, acc, n_pending, w, zigzag(levels[end]),
+                                             vbits)
+                acc, n_pending, w, g = put_gamma(out32, acc, n_pending, w, run)
+                bits += vbits + g
+            else:
+                extra = BUCKET_EXTRA[symbol // uint64(window)]
+                acc, n_pending, w = put_bits_long(out32, acc, n_pending, w, run, extra)
+                bits += extra
+            start = end + 1
+            k += 1
+        extra_bits[c] = bits
+    return flush_bits(out32, acc, n_pending, w)
+
+
+@njit(cache=True, inline="always")
+def _extra(words, at, n_bits):
+    """The ``n_bits`` (0..57) bits at bit ``at``."""
+    if n_bits == 0:
+        return uint64(0)
+    return peek64(words, at) >> uint64(64 - n_bits)
+
+
+@njit(cache=True, nogil=True)
+def decode_token_chunk(words, first_bit, n_bits, tables, base, anchor, extras, out, start, stop,
+                       lo, hi, vbits):
+    """Decode levels out[start:stop] from a chunk's rANS stream (``n_bits`` bits at
+    ``first_bit``) and its extras, bits extras[0]..extras[1] - 1 of ``words``, with the token
+    decode ``tables`` (a row per context, note 5; maxima.py's ANS decode layout, the level
+    field holding bucket << ANS_TOKEN_BUCKET_SHIFT | level index; the escape flagged);
+    ``anchor``: the anchor's level index (-1 with one table). Levels of escapes must lie
+    in [lo, hi]. Returns a status (errors.py)."""
+    if first_bit % UNIT_BITS or n_bits % UNIT_BITS or n_bits < HEADER_UNITS * UNIT_BITS:
+        return PAYLOAD_UNDERRUN
+    u = uint64(first_bit // UNIT_BITS)
+    end = u + uint64(n_bits // UNIT_BITS)
+    states = np.empty(STATES, dtype=np.uint64)
+    if not open_states(words, u, states):
+        return BAD_STATE
+    u += uint64(HEADER_UNITS)
+    at, extras_end = int64(extras[0]), int64(extras[1])
+    lane = 0
+    t = 0
+    i = int64(start)
+    while i < stop:
+        x, e = get_symbol(states[lane], tables, t)
+        if x < uint64(STATE_LOW):
+            if u >= end:
+                return PAYLOAD_OVERRUN
+            x = (x << uint64(UNIT_BITS)) | unit_at(words, u)
+            u += uint64(1)
+        states[lane] = x
+        lane = (lane + 1) & (STATES - 1)
+        field = e >> uint64(ANS_LEVEL_SHIFT)
+        if e & uint64(ANS_ESCAPE):
+            if at + vbits > extras_end:
+                return PAYLOAD_OVERRUN
+            level = unzigzag(_extra(words, at, vbits))
+            if level < lo or level > hi:
+                return VALUE_OVERFLOW
+            run, at, status = read_gamma(words, at + vbits, extras_end)
+            if status != OK:
+                return status
+            if at > extras_end:
+                return PAYLOAD_OVERRUN
+        else:
+            b = field >> uint64(ANS_TOKEN_BUCKET_SHIFT)
+            extra = BUCKET_EXTRA[b]
+            if at + extra > extras_end:
+                return PAYLOAD_OVERRUN
+            run = uint64(BUCKET_BASE[b]) + _extra(words, at, extra)
+            at += extra
+            index = int64(field & uint64(ANS_TOKEN_INDEX_MASK))
+            level = base + index
+        if run > uint64(stop - i):
+            return RUN_OVERFLOW
+        out[i:i + int64(run)] = level
+        i += int64(run)
+        t = 0 if e & uint64(ANS_ESCAPE) else int64(index == anchor)
+    if at != extras_end:
+        return PAYLOAD_UNDERRUN
+    return end_status(states, u, end)
+
+
+@njit(cache=True, nogil=True)
+def decode_token_chunks(words, starts, chunk_bits, extra_starts, chunk, tables, base, anchor,
+                        out, lo, hi, vbits):
+    """Decode every chunk into ``out``: chunk c's extras are bits extra_starts[c] ..
+    extra_starts[c + 1] - 1. Returns the first non-OK status, else OK."""
+    n = out.shape[0]
+    for c in range(starts.shape[0]):
+        first = c * chunk
+        status = decode_token_chunk(words, starts[c], chunk_bits[c], tables, base, anchor,
+                                    extra_starts[c:c + 2], out, first, min(n, first + chunk),
+                                    lo, hi, vbits)
+        if status != OK:
+            return status
+    return OK
