@@ -50,20 +50,41 @@ def token_contexts(symbols, chunk_runs, after_anchor, counts):
             k += 1
 
 
+@njit(cache=True, inline="always")
+def _context(symbols, i, start, after_anchor):
+    """The context of token i of a chunk starting at token ``start`` (note 5)."""
+    return after_anchor[symbols[i - 1]] if i > start else uint8(0)
+
+
 @njit(cache=True, nogil=True)
 def _encode_token_chunk(symbols, start, stop, entries, rcps, after_anchor, units):
     """Code the token symbols[start:stop] backwards into ``units`` as kernels/ans.py's
     ``encode_chunk`` codes levels, token i with the table of its context (note 5); returns the
     first unit of the chunk's stream."""
     u = uint64(units.shape[0])
-    states = np.full(STATES, uint64(STATE_LOW), dtype=np.uint64)
-    for i in range(stop - 1, start - 1, -1):
-        t = after_anchor[symbols[i - 1]] if i > start else uint8(0)
-        lane = (i - start) % STATES
-        states[lane], u = put_symbol(states[lane], uint64(symbols[i]), entries, rcps, t, units,
-                                     u)
-    for lane in range(STATES - 1, -1, -1):
-        x = states[lane]
+    x0 = x1 = x2 = x3 = uint64(STATE_LOW)
+    i = int64(stop)
+    while (i - start) % STATES != 0:                    # the tail: a last group not whole
+        i -= 1
+        s, t = uint64(symbols[i]), _context(symbols, i, start, after_anchor)
+        k = (i - start) % STATES
+        if k == 0:
+            x0, u = put_symbol(x0, s, entries, rcps, t, units, u)
+        elif k == 1:
+            x1, u = put_symbol(x1, s, entries, rcps, t, units, u)
+        else:
+            x2, u = put_symbol(x2, s, entries, rcps, t, units, u)
+    while i > start:
+        i -= STATES
+        x3, u = put_symbol(x3, uint64(symbols[i + 3]), entries, rcps,
+                           after_anchor[symbols[i + 2]], units, u)
+        x2, u = put_symbol(x2, uint64(symbols[i + 2]), entries, rcps,
+                           after_anchor[symbols[i + 1]], units, u)
+        x1, u = put_symbol(x1, uint64(symbols[i + 1]), entries, rcps,
+                           after_anchor[symbols[i]], units, u)
+        x0, u = put_symbol(x0, uint64(symbols[i]), entries, rcps,
+                           _context(symbols, i, start, after_anchor), units, u)
+    for x in (x3, x2, x1, x0):
         units[u - uint64(1)] = x & uint64(0xFFFF)
         units[u - uint64(2)] = x >> uint64(UNIT_BITS)
         u -= uint64(2)
