@@ -203,7 +203,10 @@ def decode_token_chunk(words, first_bit, n_bits, tables, base, anchor, extras, o
             level = base + index
         if run > uint64(stop - i):
             return RUN_OVERFLOW
-        out[i:i + int64(run)] = level
+        if run == uint64(1):                            # most tokens of dense levels
+            out[i] = level
+        else:
+            out[i:i + int64(run)] = level
         i += int64(run)
         t = 0 if e & uint64(ANS_ESCAPE) else int64(index == anchor)
     if at != extras_end:

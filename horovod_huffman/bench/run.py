@@ -20,6 +20,8 @@ import numpy as np
 
 import horovod_huffman as hh
 from horovod_huffman.bench import device as device_bench, traces as tr
+from horovod_huffman.encoders import check
+from horovod_huffman.params import value_bits
 
 QUANTIZERS = {f"qsgd-s{s}": (lambda s: lambda: hh.QSGD(levels=s, seed=0))(s)
               for s in (1, 2, 4, 8, 16, 127)}
@@ -118,6 +120,9 @@ def measure_row(levels, repeats):
         row[name] = measure_encoder(name, levels, repeats)
     for name in REFERENCES:
         row[name] = measure_reference(name, levels, repeats)
+    plan, _ = make_encoder("rla").sized_plan(levels)
+    row["rla_information"] = plan.information_bits(value_bits(levels.dtype))
+    row["rla_payload"] = check(make_encoder("rla").encode(levels)).payload_bits
     auto = make_encoder("auto")
     row["auto_choose_s"] = best_time(lambda: auto.estimate(levels), repeats)
     return row
@@ -193,10 +198,11 @@ def tables(results, compile_s, args):
     add("")
     add("### Targets")
     add("")
-    add("| tensor | huffman enc/dec M/s | rlh enc/dec M/s | ans enc/dec M/s | "
-        "zstd -1 enc/dec M/s | ans / H0 | auto / best | auto / min(H0, zstd -19) | "
-        "auto choose cost / encode-all | rlh < elias_rle, qsgd_elias |")
-    add("|---|---|---|---|---|---|---|---|---|---|")
+    add("| tensor | huffman enc/dec M/s | rlh enc/dec M/s | ans enc/dec M/s | rla enc/dec M/s | "
+        "zstd -1 enc/dec M/s | ans / H0 | rla payload / its information | auto / best | "
+        "auto / min(H0, zstd -19) | auto choose cost / encode-all | "
+        "rlh < elias_rle, qsgd_elias |")
+    add("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for (t, q), row in results.items():
         candidates = [n for n in ENCODERS if n != "auto"]
         best = min(row[n]["bytes"] for n in candidates)
@@ -206,8 +212,10 @@ def tables(results, compile_s, args):
         add(f"| {t} {q} | {speed(row, 'huffman', 'enc_s'):.0f} / {speed(row, 'huffman', 'dec_s'):.0f} | "
             f"{speed(row, 'rlh', 'enc_s'):.0f} / {speed(row, 'rlh', 'dec_s'):.0f} | "
             f"{speed(row, 'ans', 'enc_s'):.0f} / {speed(row, 'ans', 'dec_s'):.0f} | "
+            f"{speed(row, 'rla', 'enc_s'):.0f} / {speed(row, 'rla', 'dec_s'):.0f} | "
             f"{speed(row, 'zstd-1', 'enc_s'):.0f} / {speed(row, 'zstd-1', 'dec_s'):.0f} | "
             f"{bits(row, 'ans') / row['H0'] if row['H0'] else float('inf'):.4f} | "
+            f"{row['rla_payload'] / row['rla_information']:.4f} | "
             f"{row['auto']['bytes'] / best:.4f} | "
             f"{bits(row, 'auto') / floor if floor else float('inf'):.4f} | "
             f"{row['auto_choose_s'] / encode_all:.3f} | {'yes' if rlh_ok else 'NO'} |")

@@ -40,13 +40,28 @@ ONE_TABLE, TWO_TABLES = 1, 2
 TABLE_BYTES_PER_SYMBOL = 2
 
 
-class RlaPlan(namedtuple("RlaPlan", "base window freqs anchor after_anchor ends symbols "
+class RlaPlan(namedtuple("RlaPlan", "base window counts freqs anchor after_anchor ends symbols "
                                     "chunk_runs")):
-    """An ``rla`` code and the tokens it codes: ``freqs`` (contexts x symbols, int64 slots)
-    per context; ``anchor`` the anchor's level index (-1: one table); ``after_anchor`` (uint8
-    per symbol) the context a token gives the next; the run ends, token symbols (uint32) and
-    runs up to each chunk's end of ``token_counts``."""
+    """An ``rla`` code and the tokens it codes: their symbol ``counts`` and ``freqs`` (int64
+    slots) per context (rows); ``anchor`` the anchor's level index (-1: one table);
+    ``after_anchor`` (uint8 per symbol) the context a token gives the next; the run ends,
+    token symbols (uint32) and runs up to each chunk's end of ``token_counts``."""
     __slots__ = ()
+
+    def information_bits(self, vbits):
+        """What the payload codes, in bits: the tokens' empirical information under each
+        context's own frequencies, plus the extras exactly (``vbits``: an escaped level's
+        bits)."""
+        info = sum(float(row[row > 0] @ np.log2(row.sum() / row[row > 0]))
+                   for row in self.counts)
+        escape = self.window * RUN_BUCKETS
+        symbols = self.symbols.astype(np.int64)
+        runs = np.diff(self.ends[:symbols.size].astype(np.int64), prepend=-1)
+        escaped = symbols == escape
+        extras = int(BUCKET_EXTRA[symbols[~escaped] // self.window].sum())
+        extras += int(escaped.sum()) * vbits + int((2 * np.floor(np.log2(runs[escaped])) + 1)
+                                                   .sum())
+        return info + extras
 
 
 class RLA(Encoder):
@@ -85,7 +100,8 @@ class RLA(Encoder):
         if anchor < 0:
             after_anchor[:] = 0
         freqs = np.stack([normalized(row) for row in rows])
-        plan = RlaPlan(base, window, freqs, anchor, after_anchor, ends, symbols, chunk_runs)
+        plan = RlaPlan(base, window, rows, freqs, anchor, after_anchor, ends, symbols,
+                       chunk_runs)
         vbits = value_bits(levels.dtype)
         chunks = chunk_runs.size
         states = chunks * (HEADER_UNITS * UNIT_BITS - 4 * 15 + WORD_BITS // 2)
