@@ -30,7 +30,7 @@ STATE = "/tmp/hh-netns-e2e"
 # ENCODER/adaptive (Compression.build(route="adaptive")); pufferfish[+ENCODER]: the model
 # factorized (train_job.py --pufferfish), its gradients sent by fp32 allreduce or ENCODER.
 COMPRESSIONS = ["none", "fp16", "huffman", "rlh", "sh", "shs", "elias_rle", "qsgd_elias", "ans",
-                "auto", "rlh/allgather", "rlh/two_phase", "rlh/adaptive", "pufferfish",
+                "rla", "auto", "rlh/allgather", "rlh/two_phase", "rlh/adaptive", "pufferfish",
                 "pufferfish+rlh"]
 HUFFMAN_BASED = ["huffman", "rlh", "sh", "shs", "auto", "rlh/allgather", "rlh/two_phase",
                  "rlh/adaptive", "pufferfish+rlh"]
