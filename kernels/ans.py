@@ -273,7 +273,7 @@ def get_symbol(x, tables, t):
 
 
 @njit(cache=True, inline="always")
-def renorm(x, words, u):
+def _renorm(x, words, u):
     """A state below STATE_LOW takes the unit at u: returns (x, u)."""
     low = x < uint64(STATE_LOW)
     x = (x << uint64(UNIT_BITS)) | unit_at(words, u) if low else x
@@ -355,10 +355,10 @@ def _unchecked_groups(words, coder, out, states, i, stop, u, end):
             out[i + uint64(1)] = np.int32(np.uint32(e1 >> uint64(ANS_LEVEL_SHIFT)))
             out[i + uint64(2)] = np.int32(np.uint32(e2 >> uint64(ANS_LEVEL_SHIFT)))
             out[i + uint64(3)] = np.int32(np.uint32(e3 >> uint64(ANS_LEVEL_SHIFT)))
-            x0, u = renorm(x0, words, u)
-            x1, u = renorm(x1, words, u)
-            x2, u = renorm(x2, words, u)
-            x3, u = renorm(x3, words, u)
+            x0, u = _renorm(x0, words, u)
+            x1, u = _renorm(x1, words, u)
+            x2, u = _renorm(x2, words, u)
+            x3, u = _renorm(x3, words, u)
             i += uint64(STATES)
     states[0], states[1], states[2], states[3] = x0, x1, x2, x3
     return OK, i, u

@@ -27,7 +27,7 @@ import numpy as np
 from numba import njit, int64, uint8, uint64
 
 from .ans import (HEADER_UNITS, STATE_LOW, STATES, UNIT_BITS, end_status, get_symbol,
-                  open_states, put_symbol, renorm, store_units, unit_at)
+                  open_states, put_symbol, store_units, unit_at)
 from .bits import flush_bits, peek64, put_bits, put_bits_long, unzigzag, zigzag
 from .elias import put_gamma, read_gamma
 from .errors import (OK, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, BAD_STATE, RUN_OVERFLOW,
@@ -150,49 +150,6 @@ def _extra(words, at, n_bits):
     return peek64(words, at) >> uint64(64 - n_bits)
 
 
-@njit(cache=True)
-def _escape(words, at, extras_end, lo, hi, vbits):
-    """An escape's extras from bit ``at``: (status, level, run, bit after them)."""
-    if at + vbits > extras_end:
-        return PAYLOAD_OVERRUN, int64(0), uint64(0), at
-    level = unzigzag(_extra(words, at, vbits))
-    if level < lo or level > hi:
-        return VALUE_OVERFLOW, int64(0), uint64(0), at
-    run, at, status = read_gamma(words, at + vbits, extras_end)
-    if status == OK and at > extras_end:
-        status = PAYLOAD_OVERRUN
-    return status, level, run, at
-
-
-@njit(cache=True, inline="always")
-def _token(e, words, at, extras_end, base, anchor, lo, hi, vbits):
-    """The token of decode entry ``e`` with its extras from bit ``at``: (status, level, run,
-    bit after its extras, the next token's context)."""
-    if e & uint64(ANS_ESCAPE):
-        status, level, run, at = _escape(words, at, extras_end, lo, hi, vbits)
-        return status, level, run, at, 0
-    field = e >> uint64(ANS_LEVEL_SHIFT)
-    b = field >> uint64(ANS_TOKEN_BUCKET_SHIFT)
-    extra = BUCKET_EXTRA[b]
-    if at + extra > extras_end:
-        return PAYLOAD_OVERRUN, int64(0), uint64(0), at, 0
-    index = int64(field & uint64(ANS_TOKEN_INDEX_MASK))
-    return OK, base + index, uint64(BUCKET_BASE[b]) + _extra(words, at, extra), at + extra, \
-        int64(index == anchor)
-
-
-@njit(cache=True, inline="always")
-def _fill(out, i, stop, level, run):
-    """Write ``run`` levels from out[i], if they fit before ``stop``: (status, i after)."""
-    if run > uint64(stop - i):
-        return RUN_OVERFLOW, i
-    if run == uint64(1):                                # most tokens of dense levels
-        out[i] = level
-    else:
-        out[i:i + int64(run)] = level
-    return OK, i + int64(run)
-
-
 @njit(cache=True, nogil=True)
 def decode_token_chunk(words, first_bit, n_bits, tables, base, anchor, extras, out, start, stop,
                        lo, hi, vbits):
@@ -201,9 +158,7 @@ def decode_token_chunk(words, first_bit, n_bits, tables, base, anchor, extras, o
     decode ``tables`` (a row per context, note 5; maxima.py's ANS decode layout, the level
     field holding bucket << ANS_TOKEN_BUCKET_SHIFT | level index; the escape flagged);
     ``anchor``: the anchor's level index (-1 with one table). Levels of escapes must lie
-    in [lo, hi]. Returns a status (errors.py).
-    While four units are left, four tokens go one per state without testing the units; the
-    last ones take a unit only after that test."""
+    in [lo, hi]. Returns a status (errors.py)."""
     if first_bit % UNIT_BITS or n_bits % UNIT_BITS or n_bits < HEADER_UNITS * UNIT_BITS:
         return PAYLOAD_UNDERRUN
     u = uint64(first_bit // UNIT_BITS)
@@ -213,49 +168,9 @@ def decode_token_chunk(words, first_bit, n_bits, tables, base, anchor, extras, o
         return BAD_STATE
     u += uint64(HEADER_UNITS)
     at, extras_end = int64(extras[0]), int64(extras[1])
-    x0, x1, x2, x3 = states[0], states[1], states[2], states[3]
-    t = 0
     lane = 0
+    t = 0
     i = int64(start)
-    while i < stop and end - u >= uint64(STATES):
-        x0, e = get_symbol(x0, tables, t)
-        x0, u = renorm(x0, words, u)
-        status, level, run, at, t = _token(e, words, at, extras_end, base, anchor, lo, hi, vbits)
-        if status == OK:
-            status, i = _fill(out, i, stop, level, run)
-        if status != OK:
-            return status
-        if i >= stop:
-            lane = 1
-            break
-        x1, e = get_symbol(x1, tables, t)
-        x1, u = renorm(x1, words, u)
-        status, level, run, at, t = _token(e, words, at, extras_end, base, anchor, lo, hi, vbits)
-        if status == OK:
-            status, i = _fill(out, i, stop, level, run)
-        if status != OK:
-            return status
-        if i >= stop:
-            lane = 2
-            break
-        x2, e = get_symbol(x2, tables, t)
-        x2, u = renorm(x2, words, u)
-        status, level, run, at, t = _token(e, words, at, extras_end, base, anchor, lo, hi, vbits)
-        if status == OK:
-            status, i = _fill(out, i, stop, level, run)
-        if status != OK:
-            return status
-        if i >= stop:
-            lane = 3
-            break
-        x3, e = get_symbol(x3, tables, t)
-        x3, u = renorm(x3, words, u)
-        status, level, run, at, t = _token(e, words, at, extras_end, base, anchor, lo, hi, vbits)
-        if status == OK:
-            status, i = _fill(out, i, stop, level, run)
-        if status != OK:
-            return status
-    states[0], states[1], states[2], states[3] = x0, x1, x2, x3
     while i < stop:
         x, e = get_symbol(states[lane], tables, t)
         if x < uint64(STATE_LOW):
@@ -265,11 +180,35 @@ def decode_token_chunk(words, first_bit, n_bits, tables, base, anchor, extras, o
             u += uint64(1)
         states[lane] = x
         lane = (lane + 1) & (STATES - 1)
-        status, level, run, at, t = _token(e, words, at, extras_end, base, anchor, lo, hi, vbits)
-        if status == OK:
-            status, i = _fill(out, i, stop, level, run)
-        if status != OK:
-            return status
+        field = e >> uint64(ANS_LEVEL_SHIFT)
+        if e & uint64(ANS_ESCAPE):
+            if at + vbits > extras_end:
+                return PAYLOAD_OVERRUN
+            level = unzigzag(_extra(words, at, vbits))
+            if level < lo or level > hi:
+                return VALUE_OVERFLOW
+            run, at, status = read_gamma(words, at + vbits, extras_end)
+            if status != OK:
+                return status
+            if at > extras_end:
+                return PAYLOAD_OVERRUN
+        else:
+            b = field >> uint64(ANS_TOKEN_BUCKET_SHIFT)
+            extra = BUCKET_EXTRA[b]
+            if at + extra > extras_end:
+                return PAYLOAD_OVERRUN
+            run = uint64(BUCKET_BASE[b]) + _extra(words, at, extra)
+            at += extra
+            index = int64(field & uint64(ANS_TOKEN_INDEX_MASK))
+            level = base + index
+        if run > uint64(stop - i):
+            return RUN_OVERFLOW
+        if run == uint64(1):                            # most tokens of dense levels
+            out[i] = level
+        else:
+            out[i:i + int64(run)] = level
+        i += int64(run)
+        t = 0 if e & uint64(ANS_ESCAPE) else int64(index == anchor)
     if at != extras_end:
         return PAYLOAD_UNDERRUN
     return end_status(states, u, end)
