@@ -13,7 +13,7 @@ READ ME FIRST
    chunk's end, escapes against those declared for the chunk, and the states back at
    STATE_LOW with every unit read; each thread writes its chunk's status.
 """
-from numba import cuda, int64, uint32, uint64
+from numba import config, cuda, int64, uint32, uint64
 
 from .ans import HEADER_UNITS, STATE_BITS, STATE_LOW, STATES, UNIT_BITS, RENORM_SHIFT
 from .errors import OK, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, BAD_STATE, ESCAPE_MISMATCH
@@ -21,12 +21,15 @@ from .maxima import (ANS_BIAS_SHIFT, ANS_COMPLEMENT_SHIFT, ANS_ESCAPE, ANS_FREQ_
                      ANS_LEVEL_SHIFT, ANS_OFFSET_MASK, ANS_OFFSET_SHIFT, ANS_PROB_BITS,
                      ANS_PROB_SCALE)
 
-# Chunks (threads) per block: each thread runs one long serial chain.
-ANS_BLOCK = 32
+# Chunks (threads) per block: each thread runs one long serial chain. The simulator gets one:
+# it swaps a module's ``cuda`` for its fake one around every call of a device function from
+# another module, and threads of one block running such calls at once race on that swap
+# (the output is the same for any block size).
+ANS_BLOCK = 1 if config.ENABLE_CUDASIM else 32
 
 
 @cuda.jit(device=True, inline=True)
-def _put(x, s, entries, rcps, t, scratch, u):
+def put_symbol(x, s, entries, rcps, t, scratch, u):
     """Code symbol s of class t's table on state x, writing a unit below ``u`` first when x
     must renormalize; returns (x, u)."""
     e = entries[t, s]
@@ -59,13 +62,20 @@ def encode_chunks(levels, base, entries, rcps, classes, block_bits, chunk, strid
         states[k] = uint64(STATE_LOW)
     for i in range(stop - 1, start - 1, -1):
         lane = (i - start) % STATES
-        states[lane], u = _put(states[lane], uint64(int64(levels[i]) - base), entries, rcps,
+        states[lane], u = put_symbol(states[lane], uint64(int64(levels[i]) - base), entries, rcps,
                                classes[i >> block_bits], scratch, u)
+    counts[c] = slot_end - flush_states(states, scratch, u)
+
+
+@cuda.jit(device=True, inline=True)
+def flush_states(states, scratch, u):
+    """Write the final states below unit ``u`` (state 0 first in reading order, each high unit
+    first); returns the stream's first unit."""
     for k in range(STATES - 1, -1, -1):
         scratch[u - 1] = uint32(states[k] & uint64(0xFFFF))
         scratch[u - 2] = uint32(states[k] >> uint64(UNIT_BITS))
         u -= 2
-    counts[c] = slot_end - u
+    return u
 
 
 @cuda.jit
@@ -83,7 +93,7 @@ def pack_chunks(scratch, stride, counts, word_starts, out32):
 
 
 @cuda.jit(device=True, inline=True)
-def _unit(words, u):
+def unit_at(words, u):
     """The 16-bit unit at position u of a payload of big-endian 64-bit words."""
     return (words[u >> 2] >> uint64(48 - ((u & 3) << 4))) & uint64(0xFFFF)
 
@@ -110,18 +120,12 @@ def _decode_chunk(words, first_bit, n_bits, tables, classes, block_bits, out, st
     u = first_bit // UNIT_BITS
     end = u + n_bits // UNIT_BITS
     states = cuda.local.array(STATES, uint64)
-    for lane in range(STATES):
-        x = (_unit(words, u) << uint64(UNIT_BITS)) | _unit(words, u + 1)
-        if x < uint64(STATE_LOW) or x >= uint64(1 << STATE_BITS):
-            return BAD_STATE
-        states[lane] = x
-        u += 2
+    if not open_states(words, u, states):
+        return BAD_STATE
+    u += HEADER_UNITS
     for i in range(start, stop):
         lane = (i - start) % STATES
-        x = states[lane]
-        e = tables[classes[i >> block_bits], x & uint64(ANS_PROB_SCALE - 1)]
-        x = (e & uint64(ANS_FREQ_MASK)) * (x >> uint64(ANS_PROB_BITS)) + \
-            ((e >> uint64(ANS_OFFSET_SHIFT)) & uint64(ANS_OFFSET_MASK))
+        x, e = get_symbol(states[lane], tables, classes[i >> block_bits])
         if e & uint64(ANS_ESCAPE):
             if k >= k_stop:
                 return ESCAPE_MISMATCH
@@ -129,14 +133,51 @@ def _decode_chunk(words, first_bit, n_bits, tables, classes, block_bits, out, st
             k += 1
         else:
             out[i] = int64(int32_of(e >> uint64(ANS_LEVEL_SHIFT)))
-        if x < uint64(STATE_LOW):
-            if u >= end:
-                return PAYLOAD_OVERRUN
-            x = (x << uint64(UNIT_BITS)) | _unit(words, u)
-            u += 1
+        x, u, ok = refill(x, words, u, end)
+        if not ok:
+            return PAYLOAD_OVERRUN
         states[lane] = x
     if k != k_stop:
         return ESCAPE_MISMATCH
+    return end_status(states, u, end)
+
+
+@cuda.jit(device=True, inline=True)
+def open_states(words, u, states):
+    """Read the four initial states from unit ``u``; False where one lies outside
+    [STATE_LOW, 2**STATE_BITS)."""
+    for lane in range(STATES):
+        x = (unit_at(words, u + 2 * lane) << uint64(UNIT_BITS)) | unit_at(words, u + 2 * lane + 1)
+        if x < uint64(STATE_LOW) or x >= uint64(1 << STATE_BITS):
+            return False
+        states[lane] = x
+    return True
+
+
+@cuda.jit(device=True, inline=True)
+def get_symbol(x, tables, t):
+    """(the state before renormalization, the decode entry) of state x under table t."""
+    e = tables[t, x & uint64(ANS_PROB_SCALE - 1)]
+    return (e & uint64(ANS_FREQ_MASK)) * (x >> uint64(ANS_PROB_BITS)) + \
+        ((e >> uint64(ANS_OFFSET_SHIFT)) & uint64(ANS_OFFSET_MASK)), e
+
+
+@cuda.jit(device=True, inline=True)
+def refill(x, words, u, end):
+    """(x, u, ok): a state below STATE_LOW takes the unit at ``u``; not ok where ``u`` is at
+    the chunk's ``end``."""
+    if x < uint64(STATE_LOW):
+        if u >= end:
+            return x, u, False
+        x = (x << uint64(UNIT_BITS)) | unit_at(words, u)
+        u += 1
+    return x, u, True
+
+
+@cuda.jit(device=True, inline=True)
+def end_status(states, u, end):
+    """A chunk decoded without error must have read every unit up to ``end`` and left every
+    state at STATE_LOW."""
     if u < end:
         return PAYLOAD_UNDERRUN
     for lane in range(STATES):

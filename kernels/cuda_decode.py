@@ -11,7 +11,7 @@ READ ME FIRST
 3. Each thread writes its chunk's status into ``status``; the host raises the first non-zero.
 Units: positions are int64 bits of the payload; ``chunk`` is levels per chunk.
 """
-from numba import cuda, int64, uint32, uint64
+from numba import config, cuda, int64, uint32, uint64
 
 from .cuda_bits import peek64, unzigzag, leading_zeros64
 from .errors import (OK, PAYLOAD_OVERRUN, INVALID_CODE, RUN_OVERFLOW, VALUE_OVERFLOW,
@@ -22,8 +22,8 @@ from .maxima import (LENGTH_BITS, LENGTH_MASK, MAX_CODE_BITS, MAX_ELIAS_VALUE_BI
                      TOKEN_RUN_MASK, TOKEN_RUN_SHIFT)
 
 # Chunks (threads) per decode block: few, since each thread runs a long serial chain and the
-# block's first job is loading the shared table.
-DECODE_BLOCK = 32
+# block's first job is loading the shared table. The simulator gets one (cuda_ans.ANS_BLOCK).
+DECODE_BLOCK = 1 if config.ENABLE_CUDASIM else 32
 _TOP = uint64(64 - MAX_CODE_BITS)
 
 
@@ -161,14 +161,21 @@ def _escaped_token(words, bit_pos, end_bit, vbits, esc_has_run, lo, hi):
         return OK, level, int64(1), bit_pos
     if bit_pos > end_bit:
         return PAYLOAD_OVERRUN, level, int64(0), bit_pos
+    st, run, bit_pos = read_gamma(words, bit_pos, end_bit)
+    return st, level, run, bit_pos
+
+
+@cuda.jit(device=True, inline=True)
+def read_gamma(words, bit_pos, end_bit):
+    """(status, value, bit position after it) of the Elias-gamma code at ``bit_pos``, as
+    elias.read_gamma: its zeros must stop short of MAX_ELIAS_VALUE_BITS and of ``end_bit``."""
     zeros = leading_zeros64(peek64(words, bit_pos))
     if zeros >= MAX_ELIAS_VALUE_BITS:
-        return BAD_ELIAS, level, int64(0), bit_pos
+        return BAD_ELIAS, int64(0), bit_pos
     bit_pos += zeros
     if bit_pos > end_bit:
-        return PAYLOAD_OVERRUN, level, int64(0), bit_pos
-    run = int64(peek64(words, bit_pos) >> uint64(63 - zeros))
-    return OK, level, run, bit_pos + zeros + 1
+        return PAYLOAD_OVERRUN, int64(0), bit_pos
+    return OK, int64(peek64(words, bit_pos) >> uint64(63 - zeros)), bit_pos + zeros + 1
 
 
 @cuda.jit

@@ -51,7 +51,7 @@ def _is_end(levels, i, chunk_hi, mode):
 
 
 @cuda.jit(device=True, inline=True)
-def _run_bucket(run):
+def run_bucket(run):
     """runs.run_bucket for runs below 2**32."""
     if run < 4:
         return run - 1
@@ -60,13 +60,13 @@ def _run_bucket(run):
 
 
 @cuda.jit(device=True, inline=True)
-def _symbol(mode, level, run, base, window):
+def token_symbol(mode, level, run, base, window):
     """Histogram symbol of a LEVELS or RUNS token (window, resp. RUN_BUCKETS * window: escape)."""
     v = int64(level) - base
     if mode == RUNS:
         if v < 0 or v >= window:
             return RUN_BUCKETS * window
-        return _run_bucket(run) * window + v
+        return run_bucket(run) * window + v
     if v < 0 or v >= window:
         return window
     return v
@@ -79,7 +79,7 @@ def _coded(mode, level, run, base, window, entries, bucket_extra):
     if v < 0 or v >= window:
         return uint32(0), int64(0)
     if mode == RUNS:
-        b = _run_bucket(run)
+        b = run_bucket(run)
         return uint32(entries[b * window + v]), int64(bucket_extra[b])
     return uint32(entries[v]), int64(0)
 
@@ -171,7 +171,7 @@ def count_tokens(levels, chunk, mode, seg_prev, base, window, counts):
     prev = seg_prev[int64(cuda.blockIdx.x) * BLOCK + t]
     for i in range(lo, hi):
         if _is_end(levels, i, chunk_hi, mode):
-            s = _symbol(mode, levels[i], i - prev, base, window)
+            s = token_symbol(mode, levels[i], i - prev, base, window)
             prev = i
             if in_shared:
                 cuda.atomic.add(bins, s, int32(1))

@@ -158,6 +158,25 @@ def test_ans_contexts_on_the_device(sampled, monkeypatch):
         assert (host_out is None) == (device is None)
 
 
+def test_rla_contexts_on_the_device():
+    """Sparse levels take two tables (one after a zero run): the device counts the tokens
+    under their contexts, plans the same tables, writes the host's bytes (extras spanning
+    chunk boundaries included) and decodes them; forged streams fail on both paths alike."""
+    from test_rla import sparse_levels
+    levels = sparse_levels(2000 if SIMULATED else 300_000, 0.2, seed=3)
+    levels[500:900] = 0                                        # a run with extra bits
+    rla = encoder("rla", chunk_levels=256 if SIMULATED else 4096)
+    assert rla.sized_plan(levels)[0].freqs.shape[0] == 2
+    host = rla.encode(levels)
+    assert bytes(rla.encode(cuda.to_device(levels))) == bytes(host)
+    np.testing.assert_array_equal(hh.decode(host, device="cuda").copy_to_host(), levels)
+    rng = np.random.default_rng(9)
+    for forged in _mutations(bytes(host), rng, 6 if SIMULATED else 200):
+        device = _decode_or_none(forged, device="cuda")
+        host_out = _decode_or_none(forged)
+        assert (host_out is None) == (device is None)
+
+
 QUANTIZERS = [hh.QSGD(levels=8, bucket_size=64, seed=1), hh.QSGD(levels=127, seed=2),
               hh.TernGrad(seed=3), hh.TernGrad(clip=2.5, bucket_size=100, seed=4)]
 

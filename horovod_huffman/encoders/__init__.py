@@ -84,7 +84,7 @@ def decode(buf, max_elements=None, device=None, stream=None, covered=False):
     Treats ``buf`` as hostile: anything malformed raises DecodeError naming the problem, and no
     more than ``max_elements`` (default wire.DEFAULT_MAX_ELEMENTS) levels are allocated.
     ``device="cuda"`` returns a Numba device array, decoded on the GPU on ``stream`` (default:
-    the default stream) for huffman, sh, rlh, shs, raw and ans streams (others decode on the host
+    the default stream) for the streams of ON_DEVICE's encoders (others decode on the host
     and are copied over). ``covered``: as for ``check``.
     """
     if device not in (None, "cpu", "cuda"):

@@ -255,7 +255,7 @@ class Ans(Encoder):
         if plan.escapes() or np.count_nonzero(plan.freqs) == 1:
             # escapes (or a constant): the host writes them, the very same bytes
             return self.emit(copy_to_host(levels, stream), plan)
-        entries, rcps = _encode_tables(plan.freqs)
+        entries, rcps = coder_tables(plan.freqs)
         out32, n_words, chunk_bits = gpu.ans_payload(levels, plan.base, entries, rcps,
                                                      plan.classes, plan.block_bits,
                                                      self.chunk_levels, stream)
@@ -278,7 +278,7 @@ class Ans(Encoder):
         # A chunk: four 32-bit states and at most one unit per level, on a word boundary.
         out32 = out_words(WORD_BITS * n_chunks * (HEADER_UNITS // 2 + 1) +
                           UNIT_BITS * levels.size + vbits * escapes.size + WORD_BITS)
-        entries, rcps = _encode_tables(freqs)
+        entries, rcps = coder_tables(freqs)
         n_words = encode_chunks(levels, base, window, entries, rcps, plan.classes,
                                 plan.block_bits, self.chunk_levels, out32, chunk_bits)
         bits = payload_bits(chunk_bits)
@@ -366,8 +366,9 @@ def normalized(counts):
     return freqs
 
 
-def _encode_tables(freqs):
-    """Encode entries and reciprocals per class (rows), as kernels.ans.encode_tables."""
+def coder_tables(freqs):
+    """Encode entries and reciprocals per table (rows of ``freqs``), as
+    kernels.ans.encode_tables."""
     pairs = [encode_tables(row) for row in freqs]
     return np.stack([e for e, _ in pairs]), np.stack([r for _, r in pairs])
 

@@ -78,8 +78,9 @@ class Encoder:
         """Encode ``levels`` (1-D signed integer array) into a uint8 array (docs/wire-format.md).
 
         ``levels`` may be a GPU array (``__cuda_array_interface__``: a Numba device array, a torch
-        CUDA tensor): the encoders huffman, sh, rlh, shs, raw and ans then encode on the device, on
-        ``stream`` (default: the default stream), and return the same bytes as for a host copy.
+        CUDA tensor): the encoders of encoders.ON_DEVICE (huffman, sh, rlh, shs, raw, ans, rla)
+        then encode on the device, on ``stream`` (default: the default stream), and return the
+        same bytes as for a host copy.
         """
         return wire.frame(self.encoded(levels, stream))
 

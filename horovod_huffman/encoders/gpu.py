@@ -8,13 +8,13 @@ whole device.
 import numpy as np
 from numba import cuda
 
-from horovod_huffman.kernels import cuda_ans, cuda_decode, cuda_tokens
+from horovod_huffman.kernels import cuda_ans, cuda_decode, cuda_rla, cuda_tokens
 from horovod_huffman.kernels.ans import HEADER_UNITS
 from horovod_huffman.kernels.bits import bytes_to_words
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, chunk_starts
 from horovod_huffman.kernels.cuda_bits import BLOCK
 from horovod_huffman.kernels.cuda_tokens import LEVELS, RUNS, ZERO_RUNS  # noqa: F401 (modes)
-from horovod_huffman.kernels.runs import BUCKET_EXTRA
+from horovod_huffman.kernels.runs import BUCKET_BASE, BUCKET_EXTRA
 
 from ..device import SIMULATED, copy_to_host, grid_for
 from ..errors import check_status
@@ -22,15 +22,17 @@ from .codes import chunk_count
 
 # Threads per block of the grid-stride kernels (range, gather, fill, raw).
 STRIDE_BLOCK = 256
-_BUCKET_EXTRA = {}
+_BUCKET_TABLES = {}
 
 
-def _bucket_extra():
-    """runs.BUCKET_EXTRA on the current device (uploaded once per context)."""
+def _bucket_tables():
+    """runs.BUCKET_BASE and runs.BUCKET_EXTRA on the current device (uploaded once per
+    context)."""
     key = 0 if SIMULATED else id(cuda.current_context())
-    if key not in _BUCKET_EXTRA:
-        _BUCKET_EXTRA[key] = cuda.to_device(np.ascontiguousarray(BUCKET_EXTRA))
-    return _BUCKET_EXTRA[key]
+    if key not in _BUCKET_TABLES:
+        _BUCKET_TABLES[key] = tuple(cuda.to_device(np.ascontiguousarray(t))
+                                    for t in (BUCKET_BASE, BUCKET_EXTRA))
+    return _BUCKET_TABLES[key]
 
 
 def level_range(levels, stream):
@@ -82,7 +84,7 @@ def token_payload(tokens, base, window, entries, esc, vbits, k=1):
     seg_offset = cuda.device_array(n_chunks * BLOCK, dtype=np.int64, stream=stream)
     bits = cuda.device_array(n_chunks, dtype=np.int64, stream=stream)
     args = (tokens.levels, tokens.chunk, tokens.mode, tokens.seg_prev, base, window, entries, esc,
-            vbits, _bucket_extra(), k, seg_offset)
+            vbits, _bucket_tables()[1], k, seg_offset)
     cuda_tokens.segment_bits[n_chunks, BLOCK, stream](*args, bits)
     chunk_bits = copy_to_host(bits, stream)
     starts = chunk_starts(chunk_bits)
@@ -162,20 +164,72 @@ def decode_fixed(words, base, width, hi, out, name, stream):
 def ans_payload(levels, base, entries, rcps, classes, block_bits, chunk, stream):
     """``ans`` payload of device levels that all lie in the window: (host uint32 words, words
     used, host chunk bits), laid out exactly as the CPU encoder lays them out."""
-    n_chunks = chunk_count(levels.size, chunk)
-    stride = min(levels.size, chunk) + HEADER_UNITS + 1
+    def code(blocks, stride, scratch, counts):
+        cuda_ans.encode_chunks[blocks, cuda_ans.ANS_BLOCK, stream](
+            levels, base, cuda.to_device(entries, stream=stream),
+            cuda.to_device(rcps, stream=stream), cuda.to_device(classes, stream=stream),
+            block_bits, chunk, stride, scratch, counts)
+    out, n_words, chunk_bits = _ans_chunks(code, levels.size, chunk, 0, stream)
+    return copy_to_host(out, stream), n_words, chunk_bits
+
+
+def _ans_chunks(code, n, chunk, extra_words, stream):
+    """Run ``code(blocks, stride, scratch, counts)``, a kernel that codes every chunk of ``n``
+    levels into a slot of ``stride`` 16-bit units of ``scratch`` and counts its units, then lay
+    the chunks out on 32-bit words as kernels/ans.py does: (device uint32 words, with
+    ``extra_words`` zeroed words after the chunks' and one spare; words the chunks use; host
+    chunk bits)."""
+    n_chunks = chunk_count(n, chunk)
+    stride = min(n, chunk) + HEADER_UNITS + 1       # at most one unit per level, and the states
     scratch = cuda.device_array(n_chunks * stride, dtype=np.uint32, stream=stream)
     counts = cuda.device_array(n_chunks, dtype=np.int64, stream=stream)
     blocks = -(-n_chunks // cuda_ans.ANS_BLOCK)
-    cuda_ans.encode_chunks[blocks, cuda_ans.ANS_BLOCK, stream](
-        levels, base, cuda.to_device(entries, stream=stream), cuda.to_device(rcps, stream=stream),
-        cuda.to_device(classes, stream=stream), block_bits, chunk, stride, scratch, counts)
+    code(blocks, stride, scratch, counts)
     chunk_bits = copy_to_host(counts, stream) * 16
     starts = chunk_starts(chunk_bits)
     n_words = int((starts[-1] + chunk_bits[-1] + 31) // 32)
-    out = cuda.device_array(n_words + 1, dtype=np.uint32, stream=stream)
+    if extra_words:
+        out = _zeroed_words(n_words + extra_words + 1, stream)
+    else:
+        out = cuda.device_array(n_words + 1, dtype=np.uint32, stream=stream)
     cuda_ans.pack_chunks[blocks, cuda_ans.ANS_BLOCK, stream](
         scratch, stride, counts, cuda.to_device(starts // 32, stream=stream), out)
+    return out, n_words, chunk_bits
+
+
+def rla_statistics(levels, chunk, base, window, after_anchor, stream):
+    """Host (counts: contexts x symbols, int64, every token's symbol under its context with
+    ``after_anchor``; tokens per chunk; extra bits per chunk) of device levels that all lie in
+    the window (kernels/cuda_rla.py, note 1)."""
+    n_chunks = chunk_count(levels.size, chunk)
+    counts = cuda.to_device(np.zeros((2, after_anchor.size), dtype=np.int64), stream=stream)
+    n_tokens = cuda.device_array(n_chunks, dtype=np.int64, stream=stream)
+    extra_bits = cuda.device_array(n_chunks, dtype=np.int64, stream=stream)
+    cuda_rla.token_statistics[-(-n_chunks // cuda_ans.ANS_BLOCK), cuda_ans.ANS_BLOCK, stream](
+        levels, chunk, base, window, cuda.to_device(after_anchor, stream=stream),
+        _bucket_tables()[1], counts, n_tokens, extra_bits)
+    return (copy_to_host(counts, stream), copy_to_host(n_tokens, stream),
+            copy_to_host(extra_bits, stream))
+
+
+def rla_payload(levels, chunk, base, window, entries, rcps, after_anchor, n_tokens, extra_bits,
+                stream):
+    """``rla`` payload of device levels without escapes, their tokens per chunk and extra bits
+    per chunk from ``rla_statistics``: (host uint32 words, words of the chunks' rANS streams,
+    host chunk bits); the extras follow from that word, as the CPU encoder writes them."""
+    total = int(extra_bits.sum())
+
+    def code(blocks, stride, scratch, counts):
+        cuda_rla.encode_chunks[blocks, cuda_ans.ANS_BLOCK, stream](
+            levels, chunk, base, window, cuda.to_device(entries, stream=stream),
+            cuda.to_device(rcps, stream=stream), cuda.to_device(after_anchor, stream=stream),
+            cuda.to_device(n_tokens, stream=stream), stride, scratch, counts)
+    out, n_words, chunk_bits = _ans_chunks(code, levels.size, chunk, -(-total // 32), stream)
+    if total:
+        bit_starts = n_words * 32 + np.concatenate(([0], np.cumsum(extra_bits)[:-1]))
+        cuda_rla.write_extras[-(-bit_starts.size // cuda_ans.ANS_BLOCK), cuda_ans.ANS_BLOCK,
+                              stream](levels, chunk, _bucket_tables()[1],
+                                      cuda.to_device(bit_starts, stream=stream), out)
     return copy_to_host(out, stream), n_words, chunk_bits
 
 
@@ -189,6 +243,18 @@ def decode_ans(words, starts, chunk_bits, chunk, tables, classes, block_bits, es
         chunk, cuda.to_device(tables, stream=stream), cuda.to_device(classes, stream=stream),
         block_bits, cuda.to_device(escapes, stream=stream),
         cuda.to_device(escape_starts, stream=stream), out, status)
+    _check(status, name, stream)
+
+
+def decode_rla(words, starts, chunk_bits, extra_starts, chunk, tables, base, anchor, lo, hi,
+               vbits, out, name, stream):
+    """``rla`` payload -> ``out`` (device); raises DecodeError like the CPU decoder."""
+    status = cuda.device_array(len(starts), dtype=np.int64, stream=stream)
+    bucket_base, bucket_extra = _bucket_tables()
+    cuda_rla.decode_chunks[-(-len(starts) // cuda_ans.ANS_BLOCK), cuda_ans.ANS_BLOCK, stream](
+        words, cuda.to_device(starts, stream=stream), cuda.to_device(chunk_bits, stream=stream),
+        cuda.to_device(extra_starts, stream=stream), chunk, cuda.to_device(tables, stream=stream),
+        base, anchor, lo, hi, vbits, bucket_base, bucket_extra, out, status)
     _check(status, name, stream)
 
 

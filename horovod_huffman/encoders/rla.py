@@ -6,16 +6,19 @@ Parameters: base, window, the number of contexts (1, or 2 with level 0 in the wi
 kernels/ans_tokens.py, note 5), per context a frequency table over RUN_BUCKETS * window + 1
 token symbols (as ``ans``'s: the coded-symbol count, then per coded symbol the gap to its id
 from the previous one's + 1 and its frequency - 1; the last symbol is the escape), the chunk
-size and the bits of every chunk's rANS stream, then the bits of every chunk's extras. Payload: the chunks' rANS
-streams (each on a 32-bit word), then, from the next word, the extras: per token its run
-bucket's extra bits, or for an escape the level as a zigzag field of the dtype's value bits
-and the run as an Elias-gamma code.
+size and the bits of every chunk's rANS stream, then the bits of every chunk's extras.
+Payload: the chunks' rANS streams (each on a 32-bit word), then, from the next word, the
+extras: per token its run bucket's extra bits, or for an escape the level as a zigzag field of
+the dtype's value bits and the run as an Elias-gamma code.
+
+Device levels are counted and coded on the GPU (kernels/cuda_rla.py) where no token takes the
+escape, and give the host's bytes.
 """
 from collections import namedtuple
 
 import numpy as np
 
-from horovod_huffman.kernels.ans import HEADER_UNITS, UNIT_BITS, decode_table, encode_tables
+from horovod_huffman.kernels.ans import HEADER_UNITS, UNIT_BITS, decode_table
 from horovod_huffman.kernels.ans_tokens import (decode_token_chunks, encode_token_chunks,
                                                 token_contexts, write_extras)
 from horovod_huffman.kernels.bits import WORD_BITS
@@ -25,9 +28,11 @@ from horovod_huffman.kernels.maxima import (ANS_LEVEL_SHIFT, ANS_MAX_TOKENS,
                                             RLH_MAX_WINDOW, RUN_BUCKETS)
 from horovod_huffman.kernels.runs import BUCKET_EXTRA
 
+from ..device import copy_to_host
 from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
-from .ans import normalized, read_frequencies, write_frequencies
+from . import gpu
+from .ans import coder_tables, normalized, read_frequencies, write_frequencies
 from .base import Encoder, out_words, check_status, check_chunk_levels
 from .codes import read_chunk_bits, write_chunks
 from .runlength import token_counts
@@ -76,6 +81,7 @@ class RLA(Encoder):
     """
     name = "rla"
     encoder_id = 11
+    on_device = True
 
     def __init__(self, chunk_levels=CHUNK_LEVELS):
         """``chunk_levels``: levels per independently decodable chunk; runs are cut at chunk
@@ -89,26 +95,16 @@ class RLA(Encoder):
                                                                        self.chunk_levels)
         escape = window * RUN_BUCKETS
         symbols, counts = _limit_tokens(symbols, counts, escape)
-        rows, anchor = counts[None, :], -1
-        after_anchor = np.zeros(escape + 1, dtype=np.uint8)
-        if base <= 0 < base + window:
-            after_anchor[-base:escape:window] = 1
+        contexts = None
+        after_anchor = anchor_contexts(base, window)
+        if after_anchor.any():
             contexts = np.zeros((TWO_TABLES, escape + 1), dtype=np.int64)
             token_contexts(symbols, chunk_runs, after_anchor, contexts)
-            if contexts.any(axis=1).all() and _table_bits(contexts) < _table_bits(rows):
-                rows, anchor = contexts, -base
-        if anchor < 0:
-            after_anchor[:] = 0
-        freqs = np.stack([normalized(row) for row in rows])
-        plan = RlaPlan(base, window, rows, freqs, anchor, after_anchor, ends, symbols,
-                       chunk_runs)
-        vbits = value_bits(levels.dtype)
-        chunks = chunk_runs.size
-        states = chunks * (HEADER_UNITS * UNIT_BITS - 4 * 15 + WORD_BITS // 2)
+        plan = _plan(base, window, counts, contexts, ends, symbols, chunk_runs)
         per_bucket = counts[:escape].reshape(RUN_BUCKETS, window).sum(axis=1)
-        extras = int(per_bucket @ BUCKET_EXTRA) + int(counts[escape]) * (vbits + ESCAPE_RUN_BITS)
-        params = 12 + 6 * chunks
-        return plan, (_table_bits(rows) + extras + states + 7) // 8 + params
+        extras = int(per_bucket @ BUCKET_EXTRA) + \
+            int(counts[escape]) * (value_bits(levels.dtype) + ESCAPE_RUN_BITS)
+        return plan, _stream_bytes(plan.counts, extras, chunk_runs.size)
 
     def _encode(self, levels):
         return self.emit(levels, self.sized_plan(levels)[0])
@@ -126,18 +122,41 @@ class RLA(Encoder):
         ans_bound = WORD_BITS * n_chunks * (HEADER_UNITS // 2 + 1) + UNIT_BITS * symbols.size
         counts = np.bincount(symbols, minlength=freqs.shape[1])
         out32 = out_words(ans_bound + extras_bound(counts, window, vbits) + WORD_BITS)
-        pairs = [encode_tables(row) for row in freqs]
-        n_words = encode_token_chunks(symbols, chunk_runs, np.stack([e for e, _ in pairs]),
-                                      np.stack([r for _, r in pairs]), plan.after_anchor, out32,
-                                      chunk_bits)
+        entries, rcps = coder_tables(freqs)
+        n_words = encode_token_chunks(symbols, chunk_runs, entries, rcps, plan.after_anchor,
+                                      out32, chunk_bits)
+        write_extras(levels, plan.ends, symbols, chunk_runs, self.chunk_levels, window, vbits,
+                     out32[n_words:], extra_bits)
+        return self._result_parts(plan, out32, n_words, chunk_bits, extra_bits)
+
+    def _encode_device(self, levels, stream):
+        lo, hi = gpu.level_range(levels, stream)
+        base, window = lo, hi - lo + 1
+        if window > RLH_MAX_WINDOW:                 # escapes: coded on the host
+            return self._encode(copy_to_host(levels, stream))
+        after_anchor = anchor_contexts(base, window)
+        contexts, n_tokens, extra_bits = gpu.rla_statistics(levels, self.chunk_levels, base,
+                                                            window, after_anchor, stream)
+        counts = contexts.sum(axis=0)
+        if np.count_nonzero(counts) > ANS_MAX_TOKENS:   # escapes: coded on the host
+            return self._encode(copy_to_host(levels, stream))
+        plan = _plan(base, window, counts, contexts if after_anchor.any() else None)
+        entries, rcps = coder_tables(plan.freqs)
+        out32, n_words, chunk_bits = gpu.rla_payload(levels, self.chunk_levels, base, window,
+                                                     entries, rcps, plan.after_anchor, n_tokens,
+                                                     extra_bits, stream)
+        return self._result_parts(plan, out32, n_words, chunk_bits, extra_bits)
+
+    def _result_parts(self, plan, out32, n_words, chunk_bits, extra_bits):
+        """(params, words, n_words, n_bits) of chunks of ``chunk_bits`` rANS bits in the first
+        ``n_words`` of ``out32``, the extras (``extra_bits`` per chunk) after them."""
         bits = payload_bits(chunk_bits)
-        x_words = write_extras(levels, plan.ends, symbols, chunk_runs, self.chunk_levels, window,
-                               vbits, out32[n_words:], extra_bits)
-        if extra_bits.any():
-            bits = n_words * WORD_BITS + int(extra_bits.sum())
-            n_words += x_words
-        writer = ParamWriter().sint(plan.base).uint(window).uint(freqs.shape[0])
-        for row in freqs:
+        total = int(extra_bits.sum())
+        if total:
+            bits = n_words * WORD_BITS + total
+            n_words += -(-total // WORD_BITS)
+        writer = ParamWriter().sint(plan.base).uint(plan.window).uint(plan.freqs.shape[0])
+        for row in plan.freqs:
             write_frequencies(writer, row)
         write_chunks(writer, self.chunk_levels, chunk_bits)
         writer.uints(extra_bits)
@@ -168,9 +187,45 @@ class RLA(Encoder):
             raise DecodeError(f"{cls.name}: chunks and extras add up to {first + total} bits, "
                               f"the header declares {payload_bits_}")
         extra_starts = first + np.concatenate(([0], np.cumsum(extra_bits)))
+        vbits = value_bits(out.dtype)
+        if stream is not None:
+            gpu.decode_rla(words, starts, chunk_bits, extra_starts, chunk, tables, base, anchor,
+                           lo, hi, vbits, out, cls.name, stream)
+            return
         check_status(decode_token_chunks(words, starts, chunk_bits, extra_starts, chunk,
-                                         tables, base, anchor, out, lo, hi,
-                                         value_bits(out.dtype)), cls.name)
+                                         tables, base, anchor, out, lo, hi, vbits), cls.name)
+
+
+def anchor_contexts(base, window):
+    """``after_anchor`` (uint8 per token symbol) with level 0 as the anchor where the window
+    holds it (its tokens give context 1), else all zeros (kernels/ans_tokens.py, note 5)."""
+    escape = window * RUN_BUCKETS
+    after_anchor = np.zeros(escape + 1, dtype=np.uint8)
+    if base <= 0 < base + window:
+        after_anchor[-base:escape:window] = 1
+    return after_anchor
+
+
+def _plan(base, window, counts, contexts, ends=None, symbols=None, chunk_runs=None):
+    """The ``RlaPlan`` of tokens with symbol ``counts`` (and, where the window holds level 0,
+    their ``contexts`` counts): two tables where both contexts occur and the estimate finds
+    them smaller, else one."""
+    rows, anchor = counts[None, :], -1
+    after_anchor = anchor_contexts(base, window)
+    if contexts is not None and contexts.any(axis=1).all() and \
+            _table_bits(contexts) < _table_bits(rows):
+        rows, anchor = contexts, -base
+    else:
+        after_anchor[:] = 0
+    freqs = np.stack([normalized(row) for row in rows])
+    return RlaPlan(base, window, rows, freqs, anchor, after_anchor, ends, symbols, chunk_runs)
+
+
+def _stream_bytes(rows, extras, n_chunks):
+    """Estimated stream bytes without the fixed header: the tokens of ``rows`` (counts per
+    context) and their tables, ``extras`` bits, the chunks' final states and parameters."""
+    states = n_chunks * (HEADER_UNITS * UNIT_BITS - 4 * 15 + WORD_BITS // 2)
+    return (_table_bits(rows) + extras + states + 7) // 8 + 12 + 6 * n_chunks
 
 
 def _limit_tokens(symbols, counts, escape):

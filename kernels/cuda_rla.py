@@ -1,0 +1,205 @@
+"""CUDA kernels of encoder ``rla``: kernels/ans_tokens.py's coder on the device, one thread per
+chunk walking the chunk's runs, writing and reading the very same bytes.
+
+READ ME FIRST
+1. Encoding takes three kernels and two trips to the host. ``token_statistics`` counts every
+   token's symbol under its context (rows: contexts, ans_tokens.py note 5, with the anchor's
+   ``after_anchor``) and every chunk's tokens and extra bits; the host plans the tables from
+   the counts as it plans them for host levels. ``encode_chunks`` codes every chunk's tokens
+   backwards into its scratch slot, as cuda_ans.encode_chunks codes levels (and
+   cuda_ans.pack_chunks lays the slots out). ``write_extras`` writes every chunk's extras from
+   its bit offset into a zeroed buffer, the two words it may share with its neighbours ORed
+   atomically (cuda_bits.put and flush).
+2. The device codes only tensors without escapes: every level in the window and at most
+   ANS_MAX_TOKENS token symbols; the encoder checks, and codes a host copy otherwise. Token
+   symbols are cuda_tokens.token_symbol's RUNS symbols.
+3. ``decode_chunks`` checks what ans_tokens.decode_token_chunk checks (escapes included: a
+   host-written stream may hold them); every thread writes its chunk's status.
+Units: rANS positions are 16-bit units, extras positions bits; ``chunk`` is levels per chunk.
+"""
+from numba import cuda, int64, uint64
+
+from .ans import HEADER_UNITS, STATE_LOW, STATES, UNIT_BITS
+from .cuda_ans import end_status, flush_states, get_symbol, open_states, put_symbol, refill
+from .cuda_bits import flush, peek64, put, unzigzag
+from .cuda_decode import read_gamma
+from .cuda_tokens import RUNS, run_bucket, token_symbol
+from .errors import OK, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, BAD_STATE, RUN_OVERFLOW, VALUE_OVERFLOW
+from .maxima import ANS_ESCAPE, ANS_LEVEL_SHIFT, ANS_TOKEN_BUCKET_SHIFT, ANS_TOKEN_INDEX_MASK
+
+
+@cuda.jit(device=True, inline=True)
+def _chunk(c, chunk, n):
+    """(first level, level end) of chunk c."""
+    start = int64(c) * chunk
+    return start, min(int64(n), start + chunk)
+
+
+@cuda.jit(device=True, inline=True)
+def _run_end(levels, i, stop):
+    """The end (exclusive) of the run of equal levels from level i, cut at ``stop``."""
+    v = levels[i]
+    i += 1
+    while i < stop and levels[i] == v:
+        i += 1
+    return i
+
+
+@cuda.jit(device=True, inline=True)
+def _run_start(levels, i, start):
+    """The first level of the run of equal levels that ends at level i, cut at ``start``."""
+    v = levels[i]
+    while i > start and levels[i - 1] == v:
+        i -= 1
+    return i
+
+
+@cuda.jit
+def token_statistics(levels, chunk, base, window, after_anchor, bucket_extra, counts, n_tokens,
+                     extra_bits):
+    """Thread c adds every token of chunk c to counts[its context, its symbol] and stores the
+    chunk's tokens in n_tokens[c] and their extra bits in extra_bits[c]."""
+    c = cuda.grid(1)
+    if c >= n_tokens.shape[0]:
+        return
+    i, stop = _chunk(c, chunk, levels.shape[0])
+    t = int64(0)
+    k = int64(0)
+    bits = int64(0)
+    while i < stop:
+        j = _run_end(levels, i, stop)
+        s = token_symbol(RUNS, levels[i], j - i, base, window)
+        cuda.atomic.add(counts, (t, s), 1)
+        t = int64(after_anchor[s])
+        bits += bucket_extra[s // window]
+        k += 1
+        i = j
+    n_tokens[c] = k
+    extra_bits[c] = bits
+
+
+@cuda.jit
+def encode_chunks(levels, chunk, base, window, entries, rcps, after_anchor, n_tokens, stride,
+                  scratch, counts):
+    """Thread c codes chunk c's tokens backwards into scratch[c * stride:(c + 1) * stride] (its
+    stream ends at the slot's end, as cuda_ans.encode_chunks lays it out), token j on state
+    j % 4 with the table of its context, and stores its unit count in counts[c]."""
+    c = cuda.grid(1)
+    if c >= counts.shape[0]:
+        return
+    start, stop = _chunk(c, chunk, levels.shape[0])
+    slot_end = int64(c + 1) * stride
+    u = slot_end
+    states = cuda.local.array(STATES, uint64)
+    for lane in range(STATES):
+        states[lane] = uint64(STATE_LOW)
+    lo = _run_start(levels, stop - 1, start)
+    s = token_symbol(RUNS, levels[lo], stop - lo, base, window)
+    k = n_tokens[c]
+    while k > 0:
+        k -= 1
+        t = int64(0)
+        previous_lo, previous_s = lo, s
+        if lo > start:                  # the context comes from the token before this one
+            previous_lo = _run_start(levels, lo - 1, start)
+            previous_s = token_symbol(RUNS, levels[previous_lo], lo - previous_lo, base, window)
+            t = int64(after_anchor[previous_s])
+        lane = k % STATES
+        states[lane], u = put_symbol(states[lane], uint64(s), entries, rcps, t, scratch, u)
+        lo, s = previous_lo, previous_s
+    counts[c] = slot_end - flush_states(states, scratch, u)
+
+
+@cuda.jit
+def write_extras(levels, chunk, bucket_extra, bit_starts, out):
+    """Thread c writes chunk c's extras (every run's low bucket_extra[its bucket] bits) into
+    ``out`` (uint32, zeroed) from bit bit_starts[c]."""
+    c = cuda.grid(1)
+    if c >= bit_starts.shape[0]:
+        return
+    i, stop = _chunk(c, chunk, levels.shape[0])
+    at = bit_starts[c]
+    word_pos = at >> 5
+    pending = at & 31                   # zero bits standing for the previous chunk's
+    shared = word_pos if pending else int64(-1)
+    acc = uint64(0)
+    while i < stop:
+        j = _run_end(levels, i, stop)
+        extra = bucket_extra[run_bucket(j - i)]
+        if extra > 0:
+            acc, pending, word_pos = put(out, acc, pending, word_pos, shared,
+                                         uint64(j - i) & ((uint64(1) << uint64(extra)) - uint64(1)),
+                                         extra)
+        i = j
+    flush(out, acc, pending, word_pos)
+
+
+@cuda.jit
+def decode_chunks(words, starts, chunk_bits, extra_starts, chunk, tables, base, anchor, lo, hi,
+                  vbits, bucket_base, bucket_extra, out, status):
+    """Thread c decodes chunk c into ``out`` from its rANS stream (chunk_bits[c] bits at
+    starts[c]) and its extras (bits extra_starts[c] .. extra_starts[c + 1] - 1), with the token
+    decode ``tables`` (rla.token_table, a row per context; ``anchor`` the anchor's level index,
+    -1 with one table); escaped levels must lie in [lo, hi]. status[c] gets its status."""
+    c = cuda.grid(1)
+    if c >= starts.shape[0]:
+        return
+    start, stop = _chunk(c, chunk, out.shape[0])
+    status[c] = _decode_chunk(words, starts[c], chunk_bits[c], extra_starts[c],
+                              extra_starts[c + 1], tables, base, anchor, lo, hi, vbits,
+                              bucket_base, bucket_extra, out, start, stop)
+
+
+@cuda.jit(device=True)
+def _decode_chunk(words, first_bit, n_bits, at, extras_end, tables, base, anchor, lo, hi, vbits,
+                  bucket_base, bucket_extra, out, i, stop):
+    if first_bit % UNIT_BITS or n_bits % UNIT_BITS or n_bits < HEADER_UNITS * UNIT_BITS:
+        return PAYLOAD_UNDERRUN
+    u = first_bit // UNIT_BITS
+    end = u + n_bits // UNIT_BITS
+    states = cuda.local.array(STATES, uint64)
+    if not open_states(words, u, states):
+        return BAD_STATE
+    u += HEADER_UNITS
+    lane = 0
+    t = int64(0)
+    while i < stop:
+        x, e = get_symbol(states[lane], tables, t)
+        x, u, ok = refill(x, words, u, end)
+        if not ok:
+            return PAYLOAD_OVERRUN
+        states[lane] = x
+        lane = (lane + 1) % STATES
+        field = e >> uint64(ANS_LEVEL_SHIFT)
+        if e & uint64(ANS_ESCAPE):
+            if at + vbits > extras_end:
+                return PAYLOAD_OVERRUN
+            level = unzigzag(peek64(words, at) >> uint64(64 - vbits))
+            if level < lo or level > hi:
+                return VALUE_OVERFLOW
+            st, run, at = read_gamma(words, at + vbits, extras_end)
+            if st != OK:
+                return st
+            if at > extras_end:
+                return PAYLOAD_OVERRUN
+            t = int64(0)
+        else:
+            b = int64(field >> uint64(ANS_TOKEN_BUCKET_SHIFT))
+            extra = bucket_extra[b]
+            if at + extra > extras_end:
+                return PAYLOAD_OVERRUN
+            run = int64(bucket_base[b])
+            if extra > 0:
+                run += int64(peek64(words, at) >> uint64(64 - extra))
+            at += extra
+            index = int64(field & uint64(ANS_TOKEN_INDEX_MASK))
+            level = base + index
+            t = int64(index == anchor)
+        if run > stop - i:
+            return RUN_OVERFLOW
+        for j in range(i, i + run):
+            out[j] = level
+        i += run
+    if at != extras_end:
+        return PAYLOAD_UNDERRUN
+    return end_status(states, u, end)
