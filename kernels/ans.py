@@ -267,9 +267,15 @@ def get_symbol(x, tables, t):
     """(state before its renormalization, table entry) after decoding one symbol from x with
     class t's table."""
     e = tables[t, x & uint64(ANS_PROB_SCALE - 1)]
-    x = (e & uint64(ANS_FREQ_MASK)) * (x >> uint64(ANS_PROB_BITS)) + \
+    return take_symbol(x, e), e
+
+
+@njit(cache=True, inline="always")
+def take_symbol(x, e):
+    """The state before its renormalization after decoding the symbol of entry ``e`` (the
+    table's entry at x's low ANS_PROB_BITS) from x."""
+    return (e & uint64(ANS_FREQ_MASK)) * (x >> uint64(ANS_PROB_BITS)) + \
         ((e >> uint64(ANS_OFFSET_SHIFT)) & uint64(ANS_OFFSET_MASK))
-    return x, e
 
 
 @njit(cache=True, inline="always")

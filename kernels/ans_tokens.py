@@ -26,15 +26,18 @@ Units: positions of the rANS streams in 16-bit units, of the extras in bits.
 import numpy as np
 from numba import njit, int64, uint8, uint64
 
-from .ans import (HEADER_UNITS, STATE_LOW, STATES, UNIT_BITS, end_status, get_symbol,
-                  open_states, put_symbol, store_units, unit_at)
+from .ans import (HEADER_UNITS, STATE_LOW, STATES, UNIT_BITS, end_status, open_states,
+                  put_symbol, store_units, take_symbol, unit_at)
 from .bits import flush_bits, peek64, put_bits, put_bits_long, unzigzag, zigzag
 from .elias import put_gamma, read_gamma
 from .errors import (OK, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, BAD_STATE, RUN_OVERFLOW,
                      VALUE_OVERFLOW)
-from .maxima import (ANS_ESCAPE, ANS_LEVEL_SHIFT, RUN_BUCKETS, ANS_TOKEN_BUCKET_SHIFT,
-                     ANS_TOKEN_INDEX_MASK)
+from .maxima import (ANS_ESCAPE, ANS_LEVEL_SHIFT, ANS_PROB_SCALE, RUN_BUCKETS,
+                     ANS_TOKEN_BUCKET_SHIFT, ANS_TOKEN_INDEX_MASK)
 from .runs import BUCKET_BASE, BUCKET_EXTRA
+
+# Levels the decoder stores per token before it looks at the run's length.
+SHORT_RUN = 4
 
 @njit(cache=True, nogil=True)
 def token_contexts(symbols, chunk_runs, after_anchor, counts):
@@ -119,6 +122,10 @@ def write_extras(levels, ends, symbols, chunk_runs, chunk, window, vbits, out32,
     (the bits of each chunk's extras) and returns the words written."""
     acc, n_pending, w = uint64(0), int64(0), int64(0)
     escape = uint64(RUN_BUCKETS) * uint64(window)
+    # Each symbol's extra bits, looked up per token (no division by the window per token).
+    symbol_extra = np.empty(escape, dtype=np.int64)
+    for s in range(escape):
+        symbol_extra[s] = BUCKET_EXTRA[s // window]
     k = 0
     for c in range(chunk_runs.shape[0]):
         start = int64(c) * chunk
@@ -133,9 +140,10 @@ def write_extras(levels, ends, symbols, chunk_runs, chunk, window, vbits, out32,
                 acc, n_pending, w, g = put_gamma(out32, acc, n_pending, w, run)
                 bits += vbits + g
             else:
-                extra = BUCKET_EXTRA[symbol // uint64(window)]
-                acc, n_pending, w = put_bits_long(out32, acc, n_pending, w, run, extra)
-                bits += extra
+                extra = symbol_extra[symbol]
+                if extra:                           # most tokens of dense levels have none
+                    acc, n_pending, w = put_bits_long(out32, acc, n_pending, w, run, extra)
+                    bits += extra
             start = end + 1
             k += 1
         extra_bits[c] = bits
@@ -144,10 +152,9 @@ def write_extras(levels, ends, symbols, chunk_runs, chunk, window, vbits, out32,
 
 @njit(cache=True, inline="always")
 def _extra(words, at, n_bits):
-    """The ``n_bits`` (0..57) bits at bit ``at``."""
-    if n_bits == 0:
-        return uint64(0)
-    return peek64(words, at) >> uint64(64 - n_bits)
+    """The ``n_bits`` (0..57) bits at bit ``at`` (two shifts: none is by 64 bits, and 0 bits
+    need no branch)."""
+    return (peek64(words, at) >> uint64(1)) >> uint64(63 - n_bits)
 
 
 @njit(cache=True, nogil=True)
@@ -170,15 +177,21 @@ def decode_token_chunk(words, first_bit, n_bits, tables, base, anchor, extras, o
     at, extras_end = int64(extras[0]), int64(extras[1])
     lane = 0
     t = 0
+    last = tables.shape[0] - 1
     i = int64(start)
     while i < stop:
-        x, e = get_symbol(states[lane], tables, t)
-        if x < uint64(STATE_LOW):
-            if u >= end:
-                return PAYLOAD_OVERRUN
-            x = (x << uint64(UNIT_BITS)) | unit_at(words, u)
-            u += uint64(1)
-        states[lane] = x
+        # Both contexts' entries are loaded before the context is known (it comes from the
+        # token just decoded), so the next table load does not wait on this token.
+        x = states[lane]
+        slot = x & uint64(ANS_PROB_SCALE - 1)
+        e0, e1 = tables[0, slot], tables[last, slot]
+        e = e1 if t else e0
+        x = take_symbol(x, e)
+        low = x < uint64(STATE_LOW)                     # selects: renormalizing is random
+        if low and u >= end:
+            return PAYLOAD_OVERRUN
+        states[lane] = (x << uint64(UNIT_BITS)) | unit_at(words, u) if low else x
+        u += uint64(1) if low else uint64(0)
         lane = (lane + 1) & (STATES - 1)
         field = e >> uint64(ANS_LEVEL_SHIFT)
         if e & uint64(ANS_ESCAPE):
@@ -203,8 +216,13 @@ def decode_token_chunk(words, first_bit, n_bits, tables, base, anchor, extras, o
             level = base + index
         if run > uint64(stop - i):
             return RUN_OVERFLOW
-        if run == uint64(1):                            # most tokens of dense levels
-            out[i] = level
+        if i + SHORT_RUN <= stop:
+            # Short runs, most tokens, store SHORT_RUN levels whatever their length (the next
+            # tokens overwrite the surplus): no branch on the run's length.
+            for j in range(SHORT_RUN):
+                out[i + j] = level
+            if run > uint64(SHORT_RUN):
+                out[i + SHORT_RUN:i + int64(run)] = level
         else:
             out[i:i + int64(run)] = level
         i += int64(run)

@@ -120,7 +120,7 @@ class RLA(Encoder):
         extra_bits = np.zeros(n_chunks, dtype=np.int64)
         # A chunk: four 32-bit states and at most one unit per token, on a word boundary.
         ans_bound = WORD_BITS * n_chunks * (HEADER_UNITS // 2 + 1) + UNIT_BITS * symbols.size
-        counts = np.bincount(symbols, minlength=freqs.shape[1])
+        counts = plan.counts.sum(axis=0)                # every context's tokens
         out32 = out_words(ans_bound + extras_bound(counts, window, vbits) + WORD_BITS)
         entries, rcps = coder_tables(freqs)
         n_words = encode_token_chunks(symbols, chunk_runs, entries, rcps, plan.after_anchor,
