@@ -26,8 +26,8 @@ Units: positions of the rANS streams in 16-bit units, of the extras in bits.
 import numpy as np
 from numba import njit, int64, uint8, uint64
 
-from .ans import (HEADER_UNITS, STATE_LOW, STATES, UNIT_BITS, end_status, open_states,
-                  put_symbol, store_units, take_symbol, unit_at)
+from .ans import (HEADER_UNITS, STATE_LOW, STATES, UNIT_BITS, close_states, end_status,
+                  open_states, put_symbol, store_units, take_symbol, unit_at)
 from .bits import flush_bits, peek64, put_bits, put_bits_long, unzigzag, zigzag
 from .elias import put_gamma, read_gamma
 from .errors import (OK, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, BAD_STATE, RUN_OVERFLOW,
@@ -87,11 +87,7 @@ def _encode_token_chunk(symbols, start, stop, entries, rcps, after_anchor, units
                            after_anchor[symbols[i]], units, u)
         x0, u = put_symbol(x0, uint64(symbols[i]), entries, rcps,
                            _context(symbols, i, start, after_anchor), units, u)
-    for x in (x3, x2, x1, x0):
-        units[u - uint64(1)] = x & uint64(0xFFFF)
-        units[u - uint64(2)] = x >> uint64(UNIT_BITS)
-        u -= uint64(2)
-    return int64(u)
+    return close_states(x0, x1, x2, x3, units, u)
 
 
 @njit(cache=True, nogil=True)

@@ -115,14 +115,10 @@ def decode_chunks(words, starts, chunk_bits, chunk, tables, classes, block_bits,
 @cuda.jit(device=True)
 def _decode_chunk(words, first_bit, n_bits, tables, classes, block_bits, out, start, stop,
                   escapes, k, k_stop):
-    if first_bit % UNIT_BITS or n_bits % UNIT_BITS or n_bits < HEADER_UNITS * UNIT_BITS:
-        return PAYLOAD_UNDERRUN
-    u = first_bit // UNIT_BITS
-    end = u + n_bits // UNIT_BITS
     states = cuda.local.array(STATES, uint64)
-    if not open_states(words, u, states):
-        return BAD_STATE
-    u += HEADER_UNITS
+    status, u, end = open_chunk(words, first_bit, n_bits, states)
+    if status != OK:
+        return status
     for i in range(start, stop):
         lane = (i - start) % STATES
         x, e = get_symbol(states[lane], tables, classes[i >> block_bits])
@@ -140,6 +136,21 @@ def _decode_chunk(words, first_bit, n_bits, tables, classes, block_bits, out, st
     if k != k_stop:
         return ESCAPE_MISMATCH
     return end_status(states, u, end)
+
+
+@cuda.jit(device=True, inline=True)
+def open_chunk(words, first_bit, n_bits, states):
+    """(status, the unit after the states, the end unit) of a chunk's stream of ``n_bits``
+    from bit ``first_bit``, its four states read into ``states``: PAYLOAD_UNDERRUN where the
+    stream is not whole units holding at least the states, BAD_STATE where one is out of
+    range."""
+    if first_bit % UNIT_BITS or n_bits % UNIT_BITS or n_bits < HEADER_UNITS * UNIT_BITS:
+        return PAYLOAD_UNDERRUN, int64(0), int64(0)
+    u = int64(first_bit // UNIT_BITS)
+    end = u + int64(n_bits // UNIT_BITS)
+    if not open_states(words, u, states):
+        return BAD_STATE, u, end
+    return OK, u + HEADER_UNITS, end
 
 
 @cuda.jit(device=True, inline=True)

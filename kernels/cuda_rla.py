@@ -19,12 +19,12 @@ Units: rANS positions are 16-bit units, extras positions bits; ``chunk`` is leve
 """
 from numba import cuda, int64, uint64
 
-from .ans import HEADER_UNITS, STATE_LOW, STATES, UNIT_BITS
-from .cuda_ans import end_status, flush_states, get_symbol, open_states, put_symbol, refill
+from .ans import STATE_LOW, STATES
+from .cuda_ans import end_status, flush_states, get_symbol, open_chunk, put_symbol, refill
 from .cuda_bits import flush, peek64, put, unzigzag
 from .cuda_decode import read_gamma
 from .cuda_tokens import RUNS, run_bucket, token_symbol
-from .errors import OK, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, BAD_STATE, RUN_OVERFLOW, VALUE_OVERFLOW
+from .errors import OK, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, RUN_OVERFLOW, VALUE_OVERFLOW
 from .maxima import ANS_ESCAPE, ANS_LEVEL_SHIFT, ANS_TOKEN_BUCKET_SHIFT, ANS_TOKEN_INDEX_MASK
 
 
@@ -153,14 +153,10 @@ def decode_chunks(words, starts, chunk_bits, extra_starts, chunk, tables, base, 
 @cuda.jit(device=True)
 def _decode_chunk(words, first_bit, n_bits, at, extras_end, tables, base, anchor, lo, hi, vbits,
                   bucket_base, bucket_extra, out, i, stop):
-    if first_bit % UNIT_BITS or n_bits % UNIT_BITS or n_bits < HEADER_UNITS * UNIT_BITS:
-        return PAYLOAD_UNDERRUN
-    u = first_bit // UNIT_BITS
-    end = u + n_bits // UNIT_BITS
     states = cuda.local.array(STATES, uint64)
-    if not open_states(words, u, states):
-        return BAD_STATE
-    u += HEADER_UNITS
+    status, u, end = open_chunk(words, first_bit, n_bits, states)
+    if status != OK:
+        return status
     lane = 0
     t = int64(0)
     while i < stop:

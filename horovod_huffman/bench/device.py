@@ -14,7 +14,7 @@ import horovod_huffman as hh
 from horovod_huffman.bench import traces as tr
 from horovod_huffman.device import cuda_usable, stream_or_default
 
-DEVICE_ENCODERS = ["huffman", "sh", "rlh", "shs", "raw"]
+DEVICE_ENCODERS = list(hh.encoders.ON_DEVICE)
 DEFAULT_SIZES = [1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28]
 BEGIN, END = "<!-- bench-cuda:begin -->", "<!-- bench-cuda:end -->"
 

@@ -31,7 +31,7 @@ from ..device import copy_to_host
 from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
 from . import gpu
-from .base import Encoder, out_words, check_status, check_chunk_levels
+from .base import Chunked, out_words, check_status
 from .codes import chunk_count, read_chunk_bits, write_chunks
 from .huffman import fill
 
@@ -118,7 +118,7 @@ class AnsPlan(namedtuple("AnsPlan", "base window freqs classes block_bits")):
         return (self.payload_bits(counts, chunks) + 7) // 8 + self.param_bytes(chunks)
 
 
-class Ans(Encoder):
+class Ans(Chunked):
     """rANS over the levels with frequencies from their histogram; with ``contexts``, per
     class of blocks of 2**``block_bits`` levels sorted by their largest |level| (1, 2, 4 or 8
     classes, whichever the size estimate finds smallest; above SAMPLED_LEVELS levels the
@@ -137,7 +137,7 @@ class Ans(Encoder):
         """``chunk_levels``: levels per independently decodable chunk (kernels/chunks.py).
         ``contexts``: try classes of blocks of 2**``block_bits`` levels (2..16; a block must
         divide the chunk size, else no contexts)."""
-        self.chunk_levels = check_chunk_levels(chunk_levels)
+        super().__init__(chunk_levels)
         if not isinstance(block_bits, (int, np.integer)) or not 2 <= block_bits <= 16:
             raise ValueError(f"block_bits must be an integer in [2, 16], got {block_bits!r}")
         self.contexts, self.block_bits = bool(contexts), int(block_bits)

@@ -136,6 +136,16 @@ class Encoder:
         return {}
 
 
+class Chunked(Encoder):
+    """An encoder whose payload is cut into independently decodable chunks."""
+
+    def __init__(self, chunk_levels=CHUNK_LEVELS):
+        """``chunk_levels``: levels per chunk (kernels/chunks.py); runs are cut at chunk
+        boundaries, and smaller chunks decode with more parallelism on a GPU and cost ~3 bytes
+        each."""
+        self.chunk_levels = check_chunk_levels(chunk_levels)
+
+
 class Sampled:
     """Plans from a uniform sample of positions (``sh``, ``shs``): the subclass sets
     ``sample_size`` and ``_rng`` and implements ``sampled_plan(lo, hi, sample)``."""

@@ -20,7 +20,7 @@ from horovod_huffman.kernels.symbols import level_histogram, encode_levels, mult
 from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
 from . import gpu
-from .base import Encoder, Sampled, out_words, check_status, check_chunk_levels
+from .base import Chunked, Sampled, out_words, check_status
 from .codes import (Code, read_lengths, code_cost_bits, chunk_count,
                     write_chunks, read_chunks)
 
@@ -61,7 +61,7 @@ def level_window(lo, hi):
     return lo, min(hi - lo + 1, HUFFMAN_MAX_WINDOW)
 
 
-class Huffman(Encoder):
+class Huffman(Chunked):
     """Canonical Huffman over the levels, code from the full histogram.
 
     >>> import numpy as np, horovod_huffman as hh
@@ -72,11 +72,6 @@ class Huffman(Encoder):
     name = "huffman"
     encoder_id = 1
     on_device = True
-
-    def __init__(self, chunk_levels=CHUNK_LEVELS):
-        """``chunk_levels``: levels per independently decodable chunk (kernels/chunks.py); smaller
-        chunks decode with more parallelism on a GPU and cost ~3 bytes each."""
-        self.chunk_levels = check_chunk_levels(chunk_levels)
 
     def plan(self, levels):
         """The code this encoder would use for ``levels``."""

@@ -22,7 +22,7 @@ from horovod_huffman.kernels.ans import HEADER_UNITS, UNIT_BITS, decode_table
 from horovod_huffman.kernels.ans_tokens import (decode_token_chunks, encode_token_chunks,
                                                 token_contexts, write_extras)
 from horovod_huffman.kernels.bits import WORD_BITS
-from horovod_huffman.kernels.chunks import CHUNK_LEVELS, payload_bits
+from horovod_huffman.kernels.chunks import payload_bits
 from horovod_huffman.kernels.maxima import (ANS_LEVEL_SHIFT, ANS_MAX_TOKENS,
                                             ANS_TOKEN_BUCKET_SHIFT, MAX_ELIAS_VALUE_BITS,
                                             RLH_MAX_WINDOW, RUN_BUCKETS)
@@ -33,7 +33,7 @@ from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
 from . import gpu
 from .ans import coder_tables, normalized, read_frequencies, write_frequencies
-from .base import Encoder, out_words, check_status, check_chunk_levels
+from .base import Chunked, out_words, check_status
 from .codes import read_chunk_bits, write_chunks
 from .runlength import token_counts
 
@@ -69,7 +69,7 @@ class RlaPlan(namedtuple("RlaPlan", "base window counts freqs anchor after_ancho
         return info + extras
 
 
-class RLA(Encoder):
+class RLA(Chunked):
     """Run-length ANS: joint (level, run-length bucket) tokens, rANS-coded with a table per
     context (whether the previous token has level 0) where that pays; at most ANS_MAX_TOKENS
     distinct token symbols keep a frequency, the rarer ones take the escape.
@@ -82,11 +82,6 @@ class RLA(Encoder):
     name = "rla"
     encoder_id = 11
     on_device = True
-
-    def __init__(self, chunk_levels=CHUNK_LEVELS):
-        """``chunk_levels``: levels per independently decodable chunk; runs are cut at chunk
-        boundaries (kernels/chunks.py)."""
-        self.chunk_levels = check_chunk_levels(chunk_levels)
 
     def sized_plan(self, levels):
         """(the ``RlaPlan`` of ``levels``, its estimated stream bytes without the fixed

@@ -28,13 +28,13 @@ from horovod_huffman.kernels.symbols import level_histogram
 from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
 from . import gpu
-from .base import Encoder, Sampled, out_words, check_status, check_chunk_levels
+from .base import Chunked, Sampled, out_words, check_status
 from .codes import (MAX_SYMBOLS, Code, weights_from_probabilities,
                     read_lengths, chunk_count, write_chunks, read_chunks)
 
 
 
-class RLH(Encoder):
+class RLH(Chunked):
     """Run-length Huffman: joint (level, run-length bucket) tokens, Huffman-coded.
 
     >>> import numpy as np, horovod_huffman as hh
@@ -45,11 +45,6 @@ class RLH(Encoder):
     name = "rlh"
     encoder_id = 2
     on_device = True
-
-    def __init__(self, chunk_levels=CHUNK_LEVELS):
-        """``chunk_levels``: levels per independently decodable chunk; runs are cut at chunk
-        boundaries (kernels/chunks.py)."""
-        self.chunk_levels = check_chunk_levels(chunk_levels)
 
     def _encode(self, levels):
         base, window, counts, ends, symbols, chunk_runs = token_counts(levels, self.chunk_levels)
@@ -177,7 +172,7 @@ def window_with_zero(lo, hi, max_window):
     return base, min(max_window, hi - base + 1)
 
 
-class SHS(Sampled, Encoder):
+class SHS(Sampled, Chunked):
     """Sample Huffman with sparsity (paper: SHS), sparsity factor ``k`` (paper: 200)."""
     name = "shs"
     encoder_id = 4
@@ -188,8 +183,8 @@ class SHS(Sampled, Encoder):
             raise ValueError(f"sample_size must be a positive integer, got {sample_size!r}")
         if not isinstance(k, (int, np.integer)) or not 1 <= k <= SHS_MAX_K:
             raise ValueError(f"k must be an integer in [1, {SHS_MAX_K}], got {k!r}")
+        super().__init__(chunk_levels)
         self.sample_size, self.k, self.seed = int(sample_size), int(k), seed
-        self.chunk_levels = check_chunk_levels(chunk_levels)
         self._rng = np.random.default_rng(seed)
 
     def _config(self):
