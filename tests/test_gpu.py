@@ -177,6 +177,21 @@ def test_rla_contexts_on_the_device():
         assert (host_out is None) == (device is None)
 
 
+def test_rla_past_its_token_limit_is_coded_on_the_host():
+    """More distinct tokens than ANS_MAX_TOKENS: the rarer take the escape, which the device
+    leaves to the host (the same bytes); the device decodes the escapes."""
+    from horovod_huffman.encoders.runlength import token_counts
+    from horovod_huffman.kernels.maxima import ANS_MAX_TOKENS
+    rng = np.random.default_rng(5)
+    values = rng.integers(-450, 451, 8000).astype(np.int16)      # within rlh's window
+    levels = np.repeat(values, rng.integers(1, 4, values.size))
+    assert np.count_nonzero(token_counts(levels, CHUNK)[2]) > ANS_MAX_TOKENS
+    rla = encoder("rla")
+    host = rla.encode(levels)
+    assert bytes(rla.encode(cuda.to_device(levels))) == bytes(host)
+    np.testing.assert_array_equal(hh.decode(host, device="cuda").copy_to_host(), levels)
+
+
 QUANTIZERS = [hh.QSGD(levels=8, bucket_size=64, seed=1), hh.QSGD(levels=127, seed=2),
               hh.TernGrad(seed=3), hh.TernGrad(clip=2.5, bucket_size=100, seed=4)]
 
