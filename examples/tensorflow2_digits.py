@@ -20,6 +20,7 @@ Rank 0 prints per-epoch loss, test accuracy and compression statistics, then a J
 """
 import argparse
 import json
+import math
 import os
 import time
 
@@ -63,10 +64,17 @@ def cnn():
             layers.Flatten(), layers.Dense(128, activation="relu"), layers.Dense(10)]
 
 
-def tape_step(model, compression, loss_fn, lr):
-    """A tf.function train step of ``model`` through DistributedGradientTape, with an
-    optimizer of its own (fresh state)."""
-    opt = tf.keras.optimizers.SGD(lr, momentum=0.9)
+def learning_rate(lr, schedule, epoch, epochs):
+    """The learning rate of 0-based ``epoch`` of ``epochs``: ``lr`` throughout ("constant"), or
+    decayed from ``lr`` at epoch 0 towards 0 along half a cosine ("cosine")."""
+    if schedule == "constant":
+        return lr
+    return lr * 0.5 * (1 + math.cos(math.pi * epoch / epochs))
+
+
+def tape_step(model, compression, loss_fn, opt):
+    """A tf.function train step of ``model`` through DistributedGradientTape with the Keras
+    optimizer ``opt``."""
 
     @tf.function
     def step(xb, yb):
@@ -110,6 +118,8 @@ def main():
     p.add_argument("--epochs", type=int, default=8)
     p.add_argument("--batch-size", type=int, default=32, help="per rank")
     p.add_argument("--lr", type=float, default=0.02, help="scaled by the number of ranks")
+    p.add_argument("--schedule", default="constant", choices=["constant", "cosine"],
+                   help="the learning rate per epoch: --lr throughout, or cosine decay to 0")
     p.add_argument("--levels", type=int, default=8, help="QSGD levels s")
     p.add_argument("--no-error-feedback", action="store_true")
     p.add_argument("--pufferfish", action="store_true",
@@ -135,6 +145,7 @@ def main():
     compression = make_compression(args.compression, args)
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     lr = args.lr * hvd.size()
+    rate = tf.Variable(lr, trainable=False)   # the epoch's learning rate, for --mode optimizer
 
     callbacks = []
     if args.mode == "fit":
@@ -148,7 +159,8 @@ def main():
                      hvd_keras.callbacks.MetricAverageCallback()]
     elif args.mode == "keras":
         model = TapeModel(compression, loss_fn)
-        model.compile(optimizer=tf.keras.optimizers.SGD(lr, momentum=0.9), loss=loss_fn)
+        opt = tf.keras.optimizers.SGD(lr, momentum=0.9)
+        model.compile(optimizer=opt, loss=loss_fn)
         model(x[:1])
         hvd.broadcast_variables(tf_variables(model.variables), root_rank=0)
     else:
@@ -156,9 +168,10 @@ def main():
         model(x[:1])
         hvd.broadcast_variables(tf_variables(model.variables), root_rank=0)
         if args.mode == "tape":
-            step = tape_step(model, compression, loss_fn, lr)
+            opt = tf.keras.optimizers.SGD(lr, momentum=0.9)
+            step = tape_step(model, compression, loss_fn, opt)
         else:
-            opt = hvd.DistributedOptimizer(tf.compat.v1.train.MomentumOptimizer(lr, 0.9),
+            opt = hvd.DistributedOptimizer(tf.compat.v1.train.MomentumOptimizer(rate, 0.9),
                                            compression=compression)
             variables = tf_variables(model.trainable_variables)
 
@@ -172,18 +185,23 @@ def main():
     switched_identical = None
 
     def switch(model):
-        """End of the warm-up: the low-rank model and a train step with a fresh optimizer."""
+        """End of the warm-up: the low-rank model, a fresh optimizer and its train step."""
         model, report = switch_to_low_rank(model, rank_ratio=args.rank_ratio,
                                            extra_bn=args.extra_bn)
         if hvd.rank() == 0:
             print(f"pufferfish: {report.summary()}", flush=True)
-        return model, tape_step(model, compression, loss_fn, lr), identical(model)
+        opt = tf.keras.optimizers.SGD(lr, momentum=0.9)
+        return model, opt, tape_step(model, compression, loss_fn, opt), identical(model)
 
     if args.pufferfish and args.warmup_epochs == 0:
-        model, step, switched_identical = switch(model)
+        model, opt, step, switched_identical = switch(model)
     rng = np.random.default_rng(args.seed + hvd.rank())
     t0 = time.perf_counter()
     for epoch in range(args.epochs):
+        if args.schedule != "constant":
+            rate.assign(learning_rate(lr, args.schedule, epoch, args.epochs))
+            if args.mode != "optimizer":
+                opt.learning_rate = float(rate)
         order = rng.permutation(len(y))
         if args.mode in ("keras", "fit"):
             hist = model.fit(x[order], y[order], batch_size=args.batch_size, epochs=1,
@@ -202,7 +220,7 @@ def main():
                 line += f", {t['bits_per_coord']:.3f} bits/coord, {t['ratio']:.1f}x smaller"
             print(line, flush=True)
         if args.pufferfish and epoch + 1 == args.warmup_epochs:
-            model, step, switched_identical = switch(model)
+            model, opt, step, switched_identical = switch(model)
     same = identical(model)
     if hvd.rank() == 0:
         result = {"compression": args.compression, "mode": args.mode, "ranks": hvd.size(),

@@ -56,9 +56,12 @@ def test_training_matches_uncompressed_accuracy(mode, keras):
 def test_pufferfish_alone_and_with_rlh_matches_full_rank_accuracy():
     """Keras's CNN factorized after three epochs (3.4x fewer parameters), trained nine more
     through DistributedGradientTape: identical variables on both ranks after the switch and at
-    the end, mean test accuracy over three seeds within 1 point of full-rank training."""
+    the end, mean test accuracy over three seeds within 1 point of full-rank training. Every run
+    decays its learning rate along a cosine (as Pufferfish's own training does): at a constant
+    rate the last epoch's accuracy swings by up to 4 points from seed to seed."""
     puffer = ("--pufferfish", "--warmup-epochs", 3)
-    runs = {name: [run_example(compression, "tape", seed, 12, *options) for seed in SEEDS]
+    runs = {name: [run_example(compression, "tape", seed, 12, "--schedule", "cosine", *options)
+                   for seed in SEEDS]
             for name, compression, options in (("full", "none", ()),
                                                ("pufferfish", "none", puffer),
                                                ("pufferfish+rlh", "rlh", puffer))}
