@@ -434,17 +434,36 @@ def decode_chunks(words, starts, chunk_bits, chunk, coder, out, escapes, escape_
 # ---- Contexts (note 6) ---------------------------------------------------------------------
 
 @njit(cache=True, nogil=True)
-def block_statistics(levels, base, block_bits, stride, maxima, counts):
-    """Per block of 2**block_bits levels (the last may be shorter): its largest |level| into
-    ``maxima`` (int64, one per block); and for every ``stride``-th block (0, stride, ...) its
-    symbol counts added to the row of its maximum, counts[maxima[b], level - base] (rows: at
-    least the largest |level| + 1; every level must lie in the window). Four lanes of counts
-    break the chains of increments of one counter (most levels are one symbol)."""
+def block_maxima(levels, block_bits, maxima):
+    """The largest |level| of every block of 2**block_bits levels (the last may be shorter)
+    into ``maxima`` (int64, one per block). A full block is a min/max pass of a fixed count in
+    the levels' own dtype, with selects, not branches: LLVM vectorizes that form (a slice's
+    .max() and .min(), or a pass to a computed end, it does not)."""
+    size = 1 << block_bits
+    full = levels.shape[0] >> block_bits
+    for b in range(full):
+        block = levels[b * size:(b + 1) * size]
+        hi = block[0]
+        lo = hi
+        for i in range(size):
+            v = block[i]
+            hi = v if v > hi else hi
+            lo = v if v < lo else lo
+        maxima[b] = max(int64(hi), -int64(lo))
+    for b in range(full, maxima.shape[0]):
+        block = levels[b * size:]
+        maxima[b] = max(int64(block.max()), -int64(block.min()))
+
+
+@njit(cache=True, nogil=True)
+def class_counts(levels, base, block_bits, stride, maxima, counts):
+    """For every ``stride``-th block of 2**block_bits levels (0, stride, ...) its symbol counts
+    added to the row of its largest |level|: counts[maxima[b], level - base] (``maxima`` from
+    ``block_maxima``; rows: at least the largest |level| + 1; every level must lie in the
+    window). Four lanes of counts break the chains of increments of one counter (most levels
+    are one symbol)."""
     n = levels.shape[0]
     size = 1 << block_bits
-    for b in range(maxima.shape[0]):
-        block = levels[b * size:min(n, (b + 1) * size)]
-        maxima[b] = max(int64(block.max()), -int64(block.min()))
     lanes = np.zeros((STATES, counts.shape[0], counts.shape[1]), dtype=np.int64)
     for b in range(0, maxima.shape[0], stride):
         m = maxima[b]

@@ -16,10 +16,10 @@ from collections import namedtuple
 
 import numpy as np
 
-from horovod_huffman.kernels.ans import (block_statistics, decode_chunks, decode_table,
-                                         encode_chunks, encode_tables, escaped_levels, normalize,
-                                         pack_classes, read_escapes, write_escapes, HEADER_UNITS,
-                                         UNIT_BITS)
+from horovod_huffman.kernels.ans import (block_maxima, class_counts, decode_chunks,
+                                         decode_table, encode_chunks, encode_tables,
+                                         escaped_levels, normalize, pack_classes, read_escapes,
+                                         write_escapes, HEADER_UNITS, UNIT_BITS)
 from horovod_huffman.kernels.bits import WORD_BITS
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, payload_bits
 from horovod_huffman.kernels.maxima import (ANS_MAX_CLASSES, ANS_MAX_WINDOW, ANS_PROB_BITS,
@@ -162,7 +162,8 @@ class Ans(Chunked):
         def statistics(block_bits):
             maxima = np.empty(-(-levels.size >> block_bits), dtype=np.int64)
             counts = np.zeros((_largest_magnitude(lo, hi) + 1, window + 1), dtype=np.int64)
-            block_statistics(levels, base, block_bits, _stride(levels.size), maxima, counts)
+            block_maxima(levels, block_bits, maxima)
+            class_counts(levels, base, block_bits, _stride(levels.size), maxima, counts)
             return maxima, counts
         return self._context_plan(levels.size, lo, hi, statistics)
 
