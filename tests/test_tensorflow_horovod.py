@@ -38,13 +38,13 @@ SEEDS = (0, 1, 2)
 KERAS = {"keras3": {"TF_USE_LEGACY_KERAS": "0"}, "legacy": {"TF_USE_LEGACY_KERAS": "1"}}
 
 
-@pytest.mark.parametrize("mode,keras", [("tape", "keras3"), ("keras", "keras3"),
-                                        ("optimizer", "keras3"), ("fit", "keras3"),
-                                        ("fit", "legacy")])
+@pytest.mark.parametrize("mode,keras", [("keras", "keras3"), ("optimizer", "keras3"),
+                                        ("fit", "keras3"), ("fit", "legacy")])
 def test_training_matches_uncompressed_accuracy(mode, keras):
     """Mean test accuracy over three seeds within 2 points of uncompressed training: single runs
     of this small problem differ by up to 3 points from seed to seed either way. ``fit``:
-    model.fit with Horovod's Keras DistributedOptimizer and callbacks on each Keras route."""
+    model.fit with Horovod's Keras DistributedOptimizer and callbacks on each Keras route. (The
+    plain tape's accuracy with ``rlh`` is the Pufferfish test's below.)"""
     runs = {c: [run_example(c, mode, seed, env=KERAS[keras]) for seed in SEEDS]
             for c in ("none", "rlh")}
     assert all(r["identical_parameters"] for rs in runs.values() for r in rs)
