@@ -40,12 +40,17 @@ from .errors import (OK, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, BAD_STATE, ESCAPE_MI
                      VALUE_OVERFLOW)
 from .maxima import (ANS_BIAS_SHIFT, ANS_COMPLEMENT_SHIFT, ANS_ESCAPE, ANS_FREQ_MASK,
                      ANS_LEVEL_SHIFT, ANS_OFFSET_MASK, ANS_OFFSET_SHIFT, ANS_PROB_BITS,
-                     ANS_PROB_SCALE)
+                     ANS_PROB_SCALE, ANS_RECIPROCAL_BITS, ANS_RECIPROCAL_MASK)
 
 # The states' range [STATE_LOW, 2**STATE_BITS) (note 2) and the unit that renormalizes.
 STATE_LOW = 1 << 15
 STATE_BITS = 31
 UNIT_BITS = 16
+UNIT_MASK = (1 << UNIT_BITS) - 1
+# A payload's 64-bit big-endian words hold 2**UNITS_PER_WORD_LOG2 units; a unit's bit offset
+# in its word is a multiple of 2**UNIT_BITS_LOG2.
+UNITS_PER_WORD_LOG2 = 2
+UNIT_BITS_LOG2 = 4
 # Interleaved states per chunk (note 3), and the units that open a chunk: their final values.
 STATES = 4
 HEADER_UNITS = STATES * 2
@@ -54,6 +59,7 @@ RENORM_SHIFT = STATE_BITS - ANS_PROB_BITS
 
 assert STATE_LOW % ANS_PROB_SCALE == 0 and STATE_LOW << UNIT_BITS == 1 << STATE_BITS
 assert (STATE_LOW >> ANS_PROB_BITS) << UNIT_BITS == 1 << RENORM_SHIFT
+assert UNIT_BITS << UNITS_PER_WORD_LOG2 == 64 and 1 << UNIT_BITS_LOG2 == UNIT_BITS
 
 
 # ---- Frequencies ----------------------------------------------------------------------------
@@ -114,8 +120,8 @@ def cumulative(freqs):
 @njit(cache=True, nogil=True)
 def encode_tables(freqs):
     """(entries, reciprocals) per symbol (uint64; zero for symbols of frequency 0). An entry is
-    maxima.py's ANS encode layout; a reciprocal ``rcp | shift << 32`` gives x // f as
-    ((x * rcp) >> 32) >> shift for every x < 2**31. Frequency 1 takes rcp = 2**32 - 1, shift 0
+    maxima.py's ANS encode layout, a reciprocal its ANS reciprocal layout (x // f as
+    ((x * rcp) >> 32) >> shift for every x < 2**31). Frequency 1 takes rcp = 2**32 - 1, shift 0
     (q = x - 1) and a bias one scale larger, which gives the same C."""
     n = freqs.shape[0]
     cum = cumulative(freqs)
@@ -127,17 +133,17 @@ def encode_tables(freqs):
             continue
         bias = cum[s]
         if f == 1:
-            rcp, shift = (1 << 32) - 1, 0
+            rcp, shift = ANS_RECIPROCAL_MASK, 0
             bias += ANS_PROB_SCALE - 1
         else:
             shift = 0
             while f > (1 << shift):
                 shift += 1
-            rcp = ((1 << (shift + 31)) + f - 1) // f
+            rcp = ((1 << (shift + ANS_RECIPROCAL_BITS - 1)) + f - 1) // f
             shift -= 1
         entries[s] = (uint64(bias) << uint64(ANS_BIAS_SHIFT)) | \
             (uint64(ANS_PROB_SCALE - f) << uint64(ANS_COMPLEMENT_SHIFT)) | uint64(f)
-        rcps[s] = uint64(rcp) | (uint64(shift) << uint64(32))
+        rcps[s] = uint64(rcp) | (uint64(shift) << uint64(ANS_RECIPROCAL_BITS))
     return entries, rcps
 
 
@@ -167,11 +173,12 @@ def put_symbol(x, s, entries, rcps, t, units, u):
     e = entries[t, s]
     f = e & uint64(ANS_FREQ_MASK)
     renorm = x >= f << uint64(RENORM_SHIFT)
-    units[u - uint64(1)] = x & uint64(0xFFFF)           # kept only when renormalizing
+    units[u - uint64(1)] = x & uint64(UNIT_MASK)        # kept only when renormalizing
     u -= uint64(1) if renorm else uint64(0)
     x = x >> uint64(UNIT_BITS) if renorm else x
     r = rcps[t, s]
-    q = ((x * (r & uint64(0xFFFFFFFF))) >> uint64(32)) >> (r >> uint64(32))
+    q = ((x * (r & uint64(ANS_RECIPROCAL_MASK))) >> uint64(ANS_RECIPROCAL_BITS)) >> \
+        (r >> uint64(ANS_RECIPROCAL_BITS))
     return x + (e >> uint64(ANS_BIAS_SHIFT)) + q * \
         ((e >> uint64(ANS_COMPLEMENT_SHIFT)) & uint64(ANS_FREQ_MASK)), u
 
@@ -181,7 +188,7 @@ def close_states(x0, x1, x2, x3, units, u):
     """Write the four final states below unit ``u`` (state 0 first in reading order, each high
     unit first); returns the chunk stream's first unit."""
     for x in (x3, x2, x1, x0):
-        units[u - uint64(1)] = x & uint64(0xFFFF)
+        units[u - uint64(1)] = x & uint64(UNIT_MASK)
         units[u - uint64(2)] = x >> uint64(UNIT_BITS)
         u -= uint64(2)
     return int64(u)
@@ -253,11 +260,11 @@ def store_units(units, first, out32, w):
     unit padded with zeros); returns (the stream's bits, the next word)."""
     count = units.shape[0] - first
     for k in range(0, count - 1, 2):
-        out32[w] = (np.uint32(units[first + k]) << np.uint32(16)) | \
+        out32[w] = (np.uint32(units[first + k]) << np.uint32(UNIT_BITS)) | \
             np.uint32(units[first + k + 1])
         w += 1
     if count % 2:
-        out32[w] = np.uint32(units[first + count - 1]) << np.uint32(16)
+        out32[w] = np.uint32(units[first + count - 1]) << np.uint32(UNIT_BITS)
         w += 1
     return count * UNIT_BITS, w
 
@@ -267,8 +274,9 @@ def store_units(units, first, out32, w):
 @njit(cache=True, inline="always")
 def unit_at(words, u):
     """The 16-bit unit at position u of a payload of big-endian 64-bit words."""
-    return (words[u >> uint64(2)] >> (uint64(48) - ((u & uint64(3)) << uint64(4)))) & \
-        uint64(0xFFFF)
+    last = uint64((1 << UNITS_PER_WORD_LOG2) - 1)
+    return (words[u >> uint64(UNITS_PER_WORD_LOG2)] >>
+            ((last - (u & last)) << uint64(UNIT_BITS_LOG2))) & uint64(UNIT_MASK)
 
 
 @njit(cache=True, inline="always")
@@ -352,7 +360,8 @@ def _unchecked_groups(words, coder, out, states, i, stop, u, end):
     16 / (its symbols' bits) symbols, so batches stay long until the chunk's last units).
     Updates ``states``; returns (status, i, u) after them: ESCAPE_MISMATCH at an escape,
     which a chunk without declared escapes must not hold."""
-    tables, classes, shift = coder[0], coder[1], uint64(coder[2])
+    tables, classes, shift = coder
+    shift = uint64(shift)
     x0, x1, x2, x3 = states[0], states[1], states[2], states[3]
     while True:
         safe = min((stop - i) // uint64(STATES), (end - u) // uint64(STATES))
@@ -384,7 +393,8 @@ def _checked_symbols(words, coder, out, states, i, start, stop, u, end, escapes,
     """Decode elements [i, stop) one at a time (element j on state (j - start) % 4), each
     unit read tested against ``end`` and each escape against the declared ones
     (escapes[k:k_stop]). Updates ``states``; returns (status, u, k) after them."""
-    tables, classes, shift = coder[0], coder[1], uint64(coder[2])
+    tables, classes, shift = coder
+    shift = uint64(shift)
     while i < stop:
         lane = (i - start) & uint64(STATES - 1)
         x, e = get_symbol(states[lane], tables, classes[i >> shift])

@@ -11,15 +11,15 @@ READ ME FIRST
    the payload. Every decoder checks ``bit_pos`` against ``payload_bits`` before each peek.
 4. Hot loops use only the scalar helpers (``push_bits``, ``word_below``, ``settle``,
    ``join64``): passing an array into a jitted helper costs an atomic reference-count pair per
-   call in Numba (measured: 12 ns per call, 12x the whole per-symbol budget). Helpers that take
+   call in Numba, more than the whole per-symbol budget (docs/design.md). Helpers that take
    arrays (``put_bits``, ``put_bits_long``, ``peek64``) are for rare paths: escapes, long codes,
    headers.
 5. Hot loops keep their counters and indices ``uint64``: Numba wraps negative signed indices
    with extra instructions and registers, and the spills that followed put the bit counter's
-   dependency chain through memory (measured: the rlh token loop 1.5x faster unsigned). They
-   store a word on every step and advance ``word_pos`` only when it is complete (``settle``): no
-   unpredictable branch (measured: the Huffman code loop 1.5x faster). That store may land one
-   word past the data, so a buffer needs one spare word (``out_words`` leaves two).
+   dependency chain through memory. They store a word on every step and advance ``word_pos``
+   only when it is complete (``settle``): no unpredictable branch. That store may land one word
+   past the data, so a buffer needs one spare word (``out_words`` leaves two). (docs/design.md
+   has the measurements behind both.)
 6. Table-driven decoders keep a bit buffer per chain: a uint64 whose top bits are the next
    stream bits, then one sentinel 1 bit, then zeros (``buffer_at``). Consuming n bits is one
    shift left; the sentinel's place tells how many bits are left, so the chain state is just

@@ -15,11 +15,12 @@ READ ME FIRST
 """
 from numba import config, cuda, int64, uint32, uint64
 
-from .ans import HEADER_UNITS, STATE_BITS, STATE_LOW, STATES, UNIT_BITS, RENORM_SHIFT
+from .ans import (HEADER_UNITS, STATE_BITS, STATE_LOW, STATES, UNIT_BITS, UNIT_BITS_LOG2,
+                  UNIT_MASK, UNITS_PER_WORD_LOG2, RENORM_SHIFT)
 from .errors import OK, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, BAD_STATE, ESCAPE_MISMATCH
 from .maxima import (ANS_BIAS_SHIFT, ANS_COMPLEMENT_SHIFT, ANS_ESCAPE, ANS_FREQ_MASK,
                      ANS_LEVEL_SHIFT, ANS_OFFSET_MASK, ANS_OFFSET_SHIFT, ANS_PROB_BITS,
-                     ANS_PROB_SCALE)
+                     ANS_PROB_SCALE, ANS_RECIPROCAL_BITS, ANS_RECIPROCAL_MASK)
 
 # Chunks (threads) per block: each thread runs one long serial chain. The simulator gets one:
 # it swaps a module's ``cuda`` for its fake one around every call of a device function from
@@ -35,10 +36,11 @@ def put_symbol(x, s, entries, rcps, t, scratch, u):
     e = entries[t, s]
     if x >= (e & uint64(ANS_FREQ_MASK)) << uint64(RENORM_SHIFT):
         u -= 1
-        scratch[u] = uint32(x & uint64(0xFFFF))
+        scratch[u] = uint32(x & uint64(UNIT_MASK))
         x >>= uint64(UNIT_BITS)
     r = rcps[t, s]
-    q = ((x * (r & uint64(0xFFFFFFFF))) >> uint64(32)) >> (r >> uint64(32))
+    q = ((x * (r & uint64(ANS_RECIPROCAL_MASK))) >> uint64(ANS_RECIPROCAL_BITS)) >> \
+        (r >> uint64(ANS_RECIPROCAL_BITS))
     return x + (e >> uint64(ANS_BIAS_SHIFT)) + q * \
         ((e >> uint64(ANS_COMPLEMENT_SHIFT)) & uint64(ANS_FREQ_MASK)), u
 
@@ -72,7 +74,7 @@ def flush_states(states, scratch, u):
     """Write the final states below unit ``u`` (state 0 first in reading order, each high unit
     first); returns the stream's first unit."""
     for k in range(STATES - 1, -1, -1):
-        scratch[u - 1] = uint32(states[k] & uint64(0xFFFF))
+        scratch[u - 1] = uint32(states[k] & uint64(UNIT_MASK))
         scratch[u - 2] = uint32(states[k] >> uint64(UNIT_BITS))
         u -= 2
     return u
@@ -89,13 +91,15 @@ def pack_chunks(scratch, stride, counts, word_starts, out32):
     w = word_starts[c]
     for k in range(0, counts[c], 2):
         low = scratch[first + k + 1] if k + 1 < counts[c] else uint32(0)
-        out32[w + k // 2] = (scratch[first + k] << uint32(16)) | low
+        out32[w + k // 2] = (scratch[first + k] << uint32(UNIT_BITS)) | low
 
 
 @cuda.jit(device=True, inline=True)
 def unit_at(words, u):
     """The 16-bit unit at position u of a payload of big-endian 64-bit words."""
-    return (words[u >> 2] >> uint64(48 - ((u & 3) << 4))) & uint64(0xFFFF)
+    last = (1 << UNITS_PER_WORD_LOG2) - 1
+    return (words[u >> UNITS_PER_WORD_LOG2] >> uint64((last - (u & last)) << UNIT_BITS_LOG2)) & \
+        uint64(UNIT_MASK)
 
 
 @cuda.jit

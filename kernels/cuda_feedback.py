@@ -1,5 +1,5 @@
 """CUDA element-wise and per-bucket steps of error feedback (the device side of
-exchange.Codec; summing ranks' gradients is cuda_quantize.dequantize_add).
+exchange.Codec; summing ranks' gradients is cuda_quantize.dequantize_add32 / dequantize_add64).
 
 READ ME FIRST
 1. ``contract`` computes, per bucket b, a_b = <x_b, Q_b> / |Q_b|^2 with Q_b = scale_b * levels_b

@@ -6,8 +6,8 @@ READ ME FIRST
 2. Exactness needs the same float64 operations in the same order: a bucket's sum of squares is
    one thread's loop in squares.py's order, and products go through ``dmul_rn``, which the
    compiler never fuses with a following add into an FMA (a fused multiply-add rounds once,
-   not twice, and would change the sum); ``fmul_rn`` likewise in float32. The simulator's libdevice lacks
-   them, so there a plain product stands in.
+   not twice, and would change the sum); ``fmul_rn`` likewise in float32. The simulator's
+   libdevice lacks them, so there a plain product stands in.
 3. Two kernels per quantizer: one thread per bucket for the scale, then one per element.
 Units: buckets count elements; scales are float32, as on the CPU.
 """
@@ -17,7 +17,7 @@ from numba import config, cuda, float32, float64, int64
 
 from .cuda_bits import BLOCK
 from .quantize import splitmix_uniform, clipped_max_norm
-from .squares import LANES
+from .squares import SUM_LANES
 
 if config.ENABLE_CUDASIM:
     @cuda.jit(device=True)
@@ -45,19 +45,19 @@ bucket_max_norm = cuda.jit(device=True, inline=True)(clipped_max_norm)     # qua
 
 @cuda.jit(device=True, inline=True)
 def sum_squares(x, start, stop):
-    """squares.sum_squares on the device, in the same order (squares.py's note): LANES lane
+    """squares.sum_squares on the device, in the same order (squares.py's note): SUM_LANES lane
     sums, a fixed tree over them, then the tail element by element."""
-    lane = cuda.local.array(LANES, float64)
-    for k in range(LANES):
+    lane = cuda.local.array(SUM_LANES, float64)
+    for k in range(SUM_LANES):
         lane[k] = 0.0
-    rows = (stop - start) // LANES
+    rows = (stop - start) // SUM_LANES
     for r in range(rows):
-        for k in range(LANES):
-            v = float64(x[start + LANES * r + k])
+        for k in range(SUM_LANES):
+            v = float64(x[start + SUM_LANES * r + k])
             lane[k] += mul_rn(v, v)
     total = ((lane[0] + lane[4]) + (lane[2] + lane[6])) + \
         ((lane[1] + lane[5]) + (lane[3] + lane[7]))
-    for i in range(start + rows * LANES, stop):
+    for i in range(start + rows * SUM_LANES, stop):
         v = float64(x[i])
         total += mul_rn(v, v)
     return total

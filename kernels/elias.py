@@ -256,9 +256,9 @@ def qsgd_bits(levels):
 
 # ---- one encoder and one decoder for every Elias stream ------------------------------------
 
-SYMBOLS = 0     # elias_gamma/delta/omega: one code per level
-RUNS = 1        # elias_rle: omega(level), omega(run) per run
-GAPS = 2        # qsgd_elias: omega(gap), sign bit, omega(|level|) per non-zero
+LAYOUT_SYMBOLS = 0     # elias_gamma/delta/omega: one code per level
+LAYOUT_RUNS = 1        # elias_rle: omega(level), omega(run) per run
+LAYOUT_GAPS = 2        # qsgd_elias: omega(gap), sign bit, omega(|level|) per non-zero
 
 
 @njit(cache=True, nogil=True)
@@ -278,19 +278,19 @@ def encode_stream(levels, kind, layout, out32):
     while i < n:
         v = int64(levels[i])
         j = i + 1
-        if layout == RUNS:
+        if layout == LAYOUT_RUNS:
             stop = min(n, i + MAX_RUN)
             while j < stop and levels[j] == levels[i]:
                 j += 1
-        elif layout == GAPS and v == 0:
+        elif layout == LAYOUT_GAPS and v == 0:
             i = j
             continue
-        for part in range(3 if layout == GAPS else (2 if layout == RUNS else 1)):
-            if layout == GAPS:
+        for part in range(3 if layout == LAYOUT_GAPS else (2 if layout == LAYOUT_RUNS else 1)):
+            if layout == LAYOUT_GAPS:
                 value = uint64(i - prev) if part == 0 else uint64(abs(v))
             else:
                 value = zigzag(v) + uint64(1) if part == 0 else uint64(j - i)
-            if layout == GAPS and part == 1:
+            if layout == LAYOUT_GAPS and part == 1:
                 code, length = uint64(v < 0), 1          # the sign bit, 1 = negative
             else:
                 code, length = short_code(kind, value)
@@ -313,18 +313,18 @@ def encode_stream(levels, kind, layout, out32):
 def decode_stream(words, total_bits, kind, table, layout, lo, hi, out):
     """Fill ``out`` from an Elias stream of the given layout; returns a status code.
 
-    For GAPS, ``out`` must arrive zero-filled: only the non-zeros are written. Every code is
-    read at one place: a table lookup for codes of <= 12 bits, ``read_long`` otherwise.
+    For LAYOUT_GAPS, ``out`` must arrive zero-filled: only the non-zeros are written. Every code
+    is read at one place: a table lookup for codes of <= 12 bits, ``read_long`` otherwise.
     """
     n = out.shape[0]
-    i = 0               # SYMBOLS, RUNS: next element to write
-    prev = -1           # GAPS: index of the previous non-zero
-    second = False      # RUNS, GAPS: the next code is the second of a pair
+    i = 0               # LAYOUT_SYMBOLS, LAYOUT_RUNS: next element to write
+    prev = -1           # LAYOUT_GAPS: index of the previous non-zero
+    second = False      # LAYOUT_RUNS, LAYOUT_GAPS: the next code is the second of a pair
     level = int64(0)
     negative = False
     bit_pos = int64(0)      # typed: a literal 0 compiles every callee a second time
     while True:
-        if layout == GAPS:
+        if layout == LAYOUT_GAPS:
             if not second and bit_pos >= total_bits:
                 break
         elif i >= n:
@@ -340,21 +340,21 @@ def decode_stream(words, total_bits, kind, table, layout, lo, hi, out):
             value, bit_pos, status = read_long(kind, words, bit_pos, total_bits)
             if status != OK:
                 return status
-        if layout == SYMBOLS or (layout == RUNS and not second):
+        if layout == LAYOUT_SYMBOLS or (layout == LAYOUT_RUNS and not second):
             level, ok = _level_from(value, lo, hi)
             if not ok:
                 return VALUE_OVERFLOW
-            if layout == SYMBOLS:
+            if layout == LAYOUT_SYMBOLS:
                 out[i] = level
                 i += 1
-            second = layout == RUNS
-        elif layout == RUNS:
+            second = layout == LAYOUT_RUNS
+        elif layout == LAYOUT_RUNS:
             if value > uint64(n - i):
                 return RUN_OVERFLOW
             out[i:i + int64(value)] = level
             i += int64(value)
             second = False
-        elif not second:                      # GAPS: the gap, then the sign bit
+        elif not second:                      # LAYOUT_GAPS: the gap, then the sign bit
             if value > uint64(n - 1 - prev):
                 return RUN_OVERFLOW
             prev += int64(value)
@@ -364,7 +364,7 @@ def decode_stream(words, total_bits, kind, table, layout, lo, hi, out):
             negative = (join64(words[j], words[j + 1], bit_pos & 63) >> uint64(63)) == 1
             bit_pos += 1
             second = True
-        else:                                 # GAPS: the magnitude
+        else:                                 # LAYOUT_GAPS: the magnitude
             if value > uint64(1) << uint64(32):
                 return VALUE_OVERFLOW
             level = -int64(value) if negative else int64(value)

@@ -16,9 +16,9 @@ READ ME FIRST
    take) hands the chunk to the one-chunk path, which decodes the rest with every check and
    verifies the chunk ends exactly at its declared bits, and takes the next chunk. With the
    queue empty, a free lane shadows a working one (the same state: the same stores, the same
-   values) until one chunk is left, which the one-chunk path finishes. (Measured: lanes fixed
-   to groups of four chunks left 2.4-7% of s = 127 levels to the one-chunk path, as chunks of
-   one group end at different times.)
+   values) until one chunk is left, which the one-chunk path finishes (lanes fixed to groups of
+   four chunks leave more to the one-chunk path, as chunks of one group end at different
+   times: docs/design.md).
 4. ``code`` and ``tables`` are the decoder's tuples (tokens.py note 3, symbols.py); ``tokens``
    (a compile-time constant) says which decoder's rare and one-chunk paths to call.
 """

@@ -104,6 +104,11 @@ ANS_LEVEL_SHIFT = 32
 #     bias << ANS_BIAS_SHIFT | complement << ANS_COMPLEMENT_SHIFT | frequency
 ANS_COMPLEMENT_SHIFT = 16
 ANS_BIAS_SHIFT = 32
+# The encoder's reciprocal of a frequency f (kernels/ans.py encode_tables), one uint64:
+#     shift << ANS_RECIPROCAL_BITS | rcp,   x // f == ((x * rcp) >> ANS_RECIPROCAL_BITS) >> shift
+# for every state x < 2**31: a 32-bit rcp, so x * rcp stays below 2**63.
+ANS_RECIPROCAL_BITS = 32
+ANS_RECIPROCAL_MASK = (1 << ANS_RECIPROCAL_BITS) - 1
 # ``rla`` (kernels/ans_tokens.py): a token decode entry is an ANS decode entry whose level field
 # holds the token's run bucket and level index:
 #     bucket << ANS_TOKEN_BUCKET_SHIFT | level index
@@ -145,6 +150,8 @@ assert ANS_LEVEL_SHIFT > ANS_ESCAPE.bit_length() - 1 and ANS_LEVEL_SHIFT + 32 <=
 assert ANS_COMPLEMENT_SHIFT >= ANS_FREQ_MASK.bit_length() and \
     ANS_BIAS_SHIFT >= ANS_COMPLEMENT_SHIFT + ANS_FREQ_MASK.bit_length()
 assert 2 * ANS_PROB_SCALE < 1 << 32, "a bias (< 2 * scale) must fit its field"
+assert ANS_RECIPROCAL_BITS + ANS_PROB_BITS.bit_length() <= 64 and \
+    (1 << 31) * ANS_RECIPROCAL_MASK < 1 << 63, "a reciprocal's shift and x * rcp must fit"
 assert ANS_MAX_WINDOW + 1 <= ANS_PROB_SCALE, "every symbol, the escape included, needs a slot"
 assert 2 <= ANS_MAX_CLASSES <= 256, "a block's class is a uint8"
 assert _fits(RLH_MAX_WINDOW - 1, ANS_TOKEN_INDEX_MASK) and \

@@ -13,8 +13,8 @@ READ ME FIRST
    for the test to pay. Same contract as the stores: the caller guarantees room.
 4. ``big_endian`` reverses a word's bytes on a little-endian machine: the payload converts
    between big-endian bytes and native words with one load, swap and store per word
-   (bits.store_payload, bits.load_payload; measured 6-7x faster than NumPy's byte-swapping
-   casts).
+   (bits.store_payload, bits.load_payload), faster than NumPy's byte-swapping casts
+   (docs/design.md).
 """
 import sys
 

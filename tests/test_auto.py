@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 import horovod_huffman as hh
+from horovod_huffman.encoders import SEEDED
 
 CANDIDATES = [n for n in hh.ENCODERS if n != "auto"]
 
@@ -21,7 +22,7 @@ def tensors():
 
 @pytest.mark.parametrize("label,levels", list(tensors()))
 def test_auto_is_within_three_percent_of_the_best(label, levels):
-    sizes = {n: hh.get_encoder(n, seed=0).encode(levels).size if n in ("sh", "shs")
+    sizes = {n: hh.get_encoder(n, seed=0).encode(levels).size if n in SEEDED
              else hh.get_encoder(n).encode(levels).size for n in CANDIDATES}
     auto = hh.get_encoder("auto", seed=0)
     buf = auto.encode(levels)
@@ -35,5 +36,5 @@ def test_estimates_match_real_sizes():
     auto = hh.get_encoder("auto", seed=3)
     est = auto.estimate(levels)
     for name, (size, _) in est.items():
-        enc = hh.get_encoder(name, seed=3) if name in ("sh", "shs") else hh.get_encoder(name)
+        enc = hh.get_encoder(name, seed=3) if name in SEEDED else hh.get_encoder(name)
         assert abs(size - enc.encode(levels).size) <= 0.01 * size + 16, name

@@ -5,7 +5,7 @@ from hypothesis import given, strategies as st
 from numba import njit
 
 import horovod_huffman as hh
-from horovod_huffman.kernels.squares import LANES, sum_squares
+from horovod_huffman.kernels.squares import SUM_LANES, sum_squares
 
 FLOATS = [np.float16, np.float32, np.float64]
 
@@ -81,15 +81,15 @@ def _sum_squares(x, start, stop):
 
 def _sum_squares_in_order(x):
     """kernels/squares.py's order spelled out in Python floats (float64 arithmetic)."""
-    rows = len(x) // LANES
-    lane = [0.0] * LANES
+    rows = len(x) // SUM_LANES
+    lane = [0.0] * SUM_LANES
     for r in range(rows):
-        for k in range(LANES):
-            v = float(x[LANES * r + k])
+        for k in range(SUM_LANES):
+            v = float(x[SUM_LANES * r + k])
             lane[k] += v * v
     total = ((lane[0] + lane[4]) + (lane[2] + lane[6])) + \
         ((lane[1] + lane[5]) + (lane[3] + lane[7]))
-    for v in x[rows * LANES:]:
+    for v in x[rows * SUM_LANES:]:
         total += float(v) * float(v)
     return total
 

@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import horovod_huffman as hh
+from horovod_huffman.encoders import SEEDED
 from strategies import level_arrays
 
 NAMES = list(hh.ENCODERS)
@@ -20,7 +21,7 @@ def test_decode_of_encode_is_identity(name, levels):
     np.testing.assert_array_equal(out, levels)
 
 
-@pytest.mark.parametrize("name", ["sh", "shs", "auto"])
+@pytest.mark.parametrize("name", SEEDED)
 @given(levels=level_arrays(), seed=st.integers(0, 2**32), sample=st.integers(1, 3000))
 def test_sampled_encoders_roundtrip_for_any_sample(name, levels, seed, sample):
     enc = hh.get_encoder(name, sample_size=sample, seed=seed)

@@ -59,11 +59,14 @@ def get_encoder(name, **kwargs):
 def encoder_name(buf):
     """Name of the encoder that wrote a stream (header only; no checksum verification)."""
     data = wire.as_bytes(buf)
-    if len(data) < wire.HEADER.size or bytes(data[:4]) != wire.MAGIC:
+    if len(data) < wire.HEADER.size:
         raise DecodeError("not a horovod-huffman stream")
-    cls = _BY_ID.get(int(data[5]))
+    magic, _, encoder_id = wire.HEADER.unpack_from(data, 0)[:3]
+    if magic != wire.MAGIC:
+        raise DecodeError("not a horovod-huffman stream")
+    cls = _BY_ID.get(encoder_id)
     if cls is None:
-        raise DecodeError(f"unknown encoder id {int(data[5])}")
+        raise DecodeError(f"unknown encoder id {encoder_id}")
     return cls.name
 
 

@@ -18,7 +18,7 @@ class _EliasSymbols(Encoder):
     def _encode(self, levels):
         n_bits = k.encoded_bits(levels, self.kind)
         out32 = out_words(n_bits)
-        n_words, n_bits = k.encode_stream(levels, self.kind, k.SYMBOLS, out32)
+        n_words, n_bits = k.encode_stream(levels, self.kind, k.LAYOUT_SYMBOLS, out32)
         return b"", out32, n_words, n_bits
 
     @classmethod
@@ -26,7 +26,7 @@ class _EliasSymbols(Encoder):
         reader.done()
         lo, hi = dtype_range(out.dtype)
         status = k.decode_stream(words, payload_bits, cls.kind, k.ELIAS_TABLES[cls.kind],
-                                 k.SYMBOLS, lo, hi, out)
+                                 k.LAYOUT_SYMBOLS, lo, hi, out)
         check_status(status, cls.name)
 
 
@@ -51,7 +51,7 @@ class EliasRLE(Encoder):
 
     def _encode(self, levels):
         out32 = out_words(k.rle_bits(levels))
-        n_words, n_bits = k.encode_stream(levels, k.OMEGA, k.RUNS, out32)
+        n_words, n_bits = k.encode_stream(levels, k.OMEGA, k.LAYOUT_RUNS, out32)
         return b"", out32, n_words, n_bits
 
     @classmethod
@@ -59,7 +59,7 @@ class EliasRLE(Encoder):
         reader.done()
         lo, hi = dtype_range(out.dtype)
         check_status(k.decode_stream(words, payload_bits, k.OMEGA, k.ELIAS_TABLES[k.OMEGA],
-                                     k.RUNS, lo, hi, out), cls.name)
+                                     k.LAYOUT_RUNS, lo, hi, out), cls.name)
 
 
 class QSGDElias(Encoder):
@@ -68,7 +68,7 @@ class QSGDElias(Encoder):
 
     def _encode(self, levels):
         out32 = out_words(k.qsgd_bits(levels))
-        n_words, n_bits = k.encode_stream(levels, k.OMEGA, k.GAPS, out32)
+        n_words, n_bits = k.encode_stream(levels, k.OMEGA, k.LAYOUT_GAPS, out32)
         return b"", out32, n_words, n_bits
 
     @classmethod
@@ -77,4 +77,4 @@ class QSGDElias(Encoder):
         lo, hi = dtype_range(out.dtype)
         out.fill(0)
         check_status(k.decode_stream(words, payload_bits, k.OMEGA, k.ELIAS_TABLES[k.OMEGA],
-                                     k.GAPS, lo, hi, out), cls.name)
+                                     k.LAYOUT_GAPS, lo, hi, out), cls.name)

@@ -32,7 +32,8 @@ from ..device import copy_to_host
 from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
 from . import gpu
-from .ans import coder_tables, normalized, read_frequencies, write_frequencies
+from .ans import (TABLE_BYTES_PER_SYMBOL, coder_tables, normalized, read_frequencies,
+                  write_frequencies)
 from .base import Chunked, out_words, check_status
 from .codes import read_chunk_bits, write_chunks
 from .runlength import token_counts
@@ -41,8 +42,6 @@ from .runlength import token_counts
 ESCAPE_RUN_BITS = 32
 # Contexts (kernels/ans_tokens.py, note 5): one table, or two where the window holds level 0.
 ONE_TABLE, TWO_TABLES = 1, 2
-# Parameter bytes of a frequency table per coded symbol (two varints: gap, frequency - 1).
-TABLE_BYTES_PER_SYMBOL = 2
 
 
 class RlaPlan(namedtuple("RlaPlan", "base window counts freqs anchor after_anchor ends symbols "

@@ -36,8 +36,6 @@ from ..exchange import placeholder_values, reduction_scale
 __all__ = ["Compression", "HuffmanCompressor", "DistributedGradientTape", "tf_variables",
            "LowRankDense", "LowRankConv2D", "factorize", "switch_to_low_rank"]
 
-DEFAULT_MIN_NUMEL = UNFUSED_MIN_NUMEL
-
 
 @dataclass
 class _Pending:
@@ -89,7 +87,7 @@ class HuffmanCompressor(CodecStats):
     (``allreduce.choose``).
     """
 
-    def __init__(self, codec, min_numel=DEFAULT_MIN_NUMEL, process_set=None, exchange="auto"):
+    def __init__(self, codec, min_numel=UNFUSED_MIN_NUMEL, process_set=None, exchange="auto"):
         self.codec = codec
         self.min_numel = int(min_numel)
         self.process_set = process_set
@@ -235,7 +233,7 @@ class Compression(ReadyCompressors):
     fp16 = _HorovodCompression.fp16
 
     @staticmethod
-    def build(encoder="rlh", quantizer=None, error_feedback=None, min_numel=DEFAULT_MIN_NUMEL,
+    def build(encoder="rlh", quantizer=None, error_feedback=None, min_numel=UNFUSED_MIN_NUMEL,
               process_set=None, seed=None, exchange="auto", **encoder_kwargs):
         """A HuffmanCompressor; see horovod_huffman.torch.Compression.build (the same
         arguments but ``named_parameters`` and ``bucket_bytes``: each gradient is its own
