@@ -53,6 +53,11 @@ ANS_PROB_SCALE = 1 << ANS_PROB_BITS
 ANS_MAX_WINDOW = ANS_PROB_SCALE - 1
 # Most classes of blocks with their own ANS frequencies (a block's class is a uint8).
 ANS_MAX_CLASSES = 8
+# A context block holds at most 2**ANS_MAX_BLOCK_BITS levels (as many as a stream may declare;
+# a block must also divide the chunk size, which the decoder checks).
+ANS_MAX_BLOCK_BITS = 40
+# Widest field of a ``raw`` stream (bits per level: any int32 level fits).
+RAW_MAX_WIDTH = 32
 
 # ---- Packed layouts -------------------------------------------------------------------------
 
@@ -154,6 +159,7 @@ assert ANS_RECIPROCAL_BITS + ANS_PROB_BITS.bit_length() <= 64 and \
     (1 << 31) * ANS_RECIPROCAL_MASK < 1 << 63, "a reciprocal's shift and x * rcp must fit"
 assert ANS_MAX_WINDOW + 1 <= ANS_PROB_SCALE, "every symbol, the escape included, needs a slot"
 assert 2 <= ANS_MAX_CLASSES <= 256, "a block's class is a uint8"
+assert 1 << ANS_MAX_BLOCK_BITS == MAX_ELEMENTS, "no block is longer than a stream"
 assert _fits(RLH_MAX_WINDOW - 1, ANS_TOKEN_INDEX_MASK) and \
     ANS_TOKEN_BUCKET_SHIFT >= ANS_TOKEN_INDEX_MASK.bit_length() and \
     (RUN_BUCKETS - 1) << ANS_TOKEN_BUCKET_SHIFT < 1 << 31, "a token must fit a level field"

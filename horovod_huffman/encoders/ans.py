@@ -22,8 +22,8 @@ from horovod_huffman.kernels.ans import (block_maxima, class_counts, decode_chun
                                          write_escapes, HEADER_UNITS, UNIT_BITS)
 from horovod_huffman.kernels.bits import WORD_BITS
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, payload_bits
-from horovod_huffman.kernels.maxima import (ANS_MAX_CLASSES, ANS_MAX_WINDOW, ANS_PROB_BITS,
-                                            ANS_PROB_SCALE)
+from horovod_huffman.kernels.maxima import (ANS_MAX_BLOCK_BITS, ANS_MAX_CLASSES, ANS_MAX_WINDOW,
+                                            ANS_PROB_BITS, ANS_PROB_SCALE)
 from horovod_huffman.kernels.stats import level_range
 from horovod_huffman.kernels.symbols import level_histogram
 
@@ -319,7 +319,7 @@ class Ans(Chunked):
         n_classes, block_bits = 1, NO_BLOCKS
         if mode == MODE_CONTEXTS:
             n_classes = reader.uint("classes", 2, ANS_MAX_CLASSES)
-            block_bits = reader.uint("block bits", 2, 40)
+            block_bits = reader.uint("block bits", 2, ANS_MAX_BLOCK_BITS)
         freqs = np.stack([read_frequencies(reader, window + 1, cls.name)
                           for _ in range(n_classes)])
         chunk, starts, chunk_bits, declared = read_chunk_bits(reader, out.size, payload_bits_,

@@ -6,12 +6,11 @@ from horovod_huffman.kernels.fixed import encode_fixed, decode_fixed
 from horovod_huffman.kernels.stats import level_range
 
 from horovod_huffman.kernels.errors import PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN
+from horovod_huffman.kernels.maxima import RAW_MAX_WIDTH
 
 from ..params import ParamWriter, dtype_range
 from . import gpu
 from .base import Encoder, out_words, check_status
-
-MAX_WIDTH = 32
 
 
 def fixed_width(lo, hi):
@@ -40,7 +39,7 @@ class Raw(Encoder):
     def _decode(cls, reader, words, payload_bits, out, stream=None):
         lo, hi = dtype_range(out.dtype)
         base = reader.sint("base", lo, hi)
-        width = reader.uint("width", 0, MAX_WIDTH)
+        width = reader.uint("width", 0, RAW_MAX_WIDTH)
         reader.done()
         if stream is None:
             check_status(decode_fixed(words, payload_bits, base, width, hi, out), cls.name)
