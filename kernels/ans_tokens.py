@@ -154,6 +154,22 @@ def _extra(words, at, n_bits):
 
 
 @njit(cache=True, nogil=True)
+def _escaped_token(words, at, extras_end, vbits, lo, hi):
+    """(level, run, the next extra bit, status) of an escape's extras at bit ``at`` (note 3):
+    its level in [lo, hi] as a zigzag field of ``vbits`` bits, its run a gamma code, both
+    before ``extras_end``. A call of its own (escapes are rare): the token loop stays short."""
+    if at + vbits > extras_end:
+        return int64(0), uint64(0), at, PAYLOAD_OVERRUN
+    level = unzigzag(_extra(words, at, vbits))
+    if level < lo or level > hi:
+        return int64(0), uint64(0), at, VALUE_OVERFLOW
+    run, at, status = read_gamma(words, at + vbits, extras_end)
+    if status == OK and at > extras_end:
+        status = PAYLOAD_OVERRUN
+    return level, run, at, status
+
+
+@njit(cache=True, nogil=True)
 def decode_token_chunk(words, first_bit, n_bits, tables, base, anchor, extras, out, start, stop,
                        lo, hi, vbits):
     """Decode levels out[start:stop] from a chunk's rANS stream (``n_bits`` bits at
@@ -191,16 +207,9 @@ def decode_token_chunk(words, first_bit, n_bits, tables, base, anchor, extras, o
         lane = (lane + 1) & (STATES - 1)
         field = e >> uint64(ANS_LEVEL_SHIFT)
         if e & uint64(ANS_ESCAPE):
-            if at + vbits > extras_end:
-                return PAYLOAD_OVERRUN
-            level = unzigzag(_extra(words, at, vbits))
-            if level < lo or level > hi:
-                return VALUE_OVERFLOW
-            run, at, status = read_gamma(words, at + vbits, extras_end)
+            level, run, at, status = _escaped_token(words, at, extras_end, vbits, lo, hi)
             if status != OK:
                 return status
-            if at > extras_end:
-                return PAYLOAD_OVERRUN
         else:
             b = field >> uint64(ANS_TOKEN_BUCKET_SHIFT)
             extra = BUCKET_EXTRA[b]

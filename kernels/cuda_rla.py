@@ -151,8 +151,26 @@ def decode_chunks(words, starts, chunk_bits, extra_starts, chunk, tables, base, 
 
 
 @cuda.jit(device=True)
+def _escaped_token(words, at, extras_end, vbits, lo, hi):
+    """(status, level, run, the next extra bit) of an escape's extras at bit ``at``
+    (ans_tokens.py note 3; the host's ``_escaped_token``)."""
+    if at + vbits > extras_end:
+        return PAYLOAD_OVERRUN, int64(0), int64(0), at
+    level = unzigzag(peek64(words, at) >> uint64(64 - vbits))
+    if level < lo or level > hi:
+        return VALUE_OVERFLOW, int64(0), int64(0), at
+    st, run, at = read_gamma(words, at + vbits, extras_end)
+    if st == OK and at > extras_end:
+        st = PAYLOAD_OVERRUN
+    return st, level, run, at
+
+
+@cuda.jit(device=True)
 def _decode_chunk(words, first_bit, n_bits, at, extras_end, tables, base, anchor, lo, hi, vbits,
                   bucket_base, bucket_extra, out, i, stop):
+    """Decode levels out[i:stop] from a chunk's rANS stream (``n_bits`` bits at
+    ``first_bit``) and its extras, bits at .. extras_end - 1 (the host's
+    ans_tokens.decode_token_chunk, the same checks); returns a status."""
     states = cuda.local.array(STATES, uint64)
     status, u, end = open_chunk(words, first_bit, n_bits, states)
     if status != OK:
@@ -168,16 +186,9 @@ def _decode_chunk(words, first_bit, n_bits, at, extras_end, tables, base, anchor
         lane = (lane + 1) % STATES
         field = e >> uint64(ANS_LEVEL_SHIFT)
         if e & uint64(ANS_ESCAPE):
-            if at + vbits > extras_end:
-                return PAYLOAD_OVERRUN
-            level = unzigzag(peek64(words, at) >> uint64(64 - vbits))
-            if level < lo or level > hi:
-                return VALUE_OVERFLOW
-            st, run, at = read_gamma(words, at + vbits, extras_end)
+            st, level, run, at = _escaped_token(words, at, extras_end, vbits, lo, hi)
             if st != OK:
                 return st
-            if at > extras_end:
-                return PAYLOAD_OVERRUN
             t = int64(0)
         else:
             b = int64(field >> uint64(ANS_TOKEN_BUCKET_SHIFT))
