@@ -46,6 +46,10 @@ READ_PAD_WORDS = 2
 # overflows the 64-bit accumulator. Longer values go through put_bits_long (Elias codes of
 # 33-bit values reach 65 bits).
 WORD_BITS = 32
+# A bit position's word: position >> WORD_SHIFT; its bit within the word: position & WORD_MASK.
+WORD_SHIFT = 5
+WORD_MASK = WORD_BITS - 1
+assert 1 << WORD_SHIFT == WORD_BITS
 
 
 @njit(cache=True, inline="always")

@@ -21,6 +21,7 @@ from numba import cuda, int64, uint64
 
 from .ans import STATE_LOW, STATES
 from .cuda_ans import end_status, flush_states, get_symbol, open_chunk, put_symbol, refill
+from .bits import WORD_MASK, WORD_SHIFT
 from .cuda_bits import flush, peek64, put, unzigzag
 from .cuda_decode import read_gamma
 from .cuda_tokens import RUNS, run_bucket, token_symbol
@@ -119,8 +120,8 @@ def write_extras(levels, chunk, bucket_extra, bit_starts, out):
         return
     i, stop = _chunk(c, chunk, levels.shape[0])
     at = bit_starts[c]
-    word_pos = at >> 5
-    pending = at & 31                   # zero bits standing for the previous chunk's
+    word_pos = at >> WORD_SHIFT
+    pending = at & WORD_MASK            # zero bits standing for the previous chunk's
     shared = word_pos if pending else int64(-1)
     acc = uint64(0)
     while i < stop:

@@ -20,6 +20,7 @@ Units: positions and offsets are int64 bits of the payload; counts are tokens.
 """
 from numba import cuda, int32, int64, uint32, uint64
 
+from .bits import WORD_MASK, WORD_SHIFT
 from .cuda_bits import BLOCK, bit_length32, zigzag, put, flush, block_scan
 from .maxima import LENGTH_BITS, LENGTH_MASK, RUN_BUCKETS
 
@@ -212,8 +213,8 @@ def write_tokens(levels, chunk, mode, seg_prev, base, window, entries, esc, vbit
     lo, hi, chunk_lo, chunk_hi = _segment(chunk, levels.shape[0])
     idx = int64(cuda.blockIdx.x) * BLOCK + cuda.threadIdx.x
     start = chunk_start[cuda.blockIdx.x] + seg_offset[idx]
-    word_pos = start >> 5
-    pending = start & 31                       # zero bits standing for the previous segment's
+    word_pos = start >> WORD_SHIFT
+    pending = start & WORD_MASK                # zero bits standing for the previous segment's
     shared = word_pos if pending else int64(-1)
     acc = uint64(0)
     prev = seg_prev[idx]

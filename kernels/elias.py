@@ -54,7 +54,9 @@ def omega_code(value):
 
 @njit(cache=True, inline="always")
 def omega_bits(value):
-    return omega_code(value)[1]
+    """The length in bits of omega(value), value >= 1."""
+    _, length = omega_code(value)
+    return length
 
 
 @njit(cache=True, inline="always")

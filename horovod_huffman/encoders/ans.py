@@ -148,7 +148,8 @@ class Ans(Chunked):
     def plan(self, levels):
         """The cheapest ``AnsPlan`` of ``levels``: window from their range, frequencies from
         their full histogram, per class where contexts pay."""
-        return self.sized_plan(levels)[0]
+        plan, _ = self.sized_plan(levels)
+        return plan
 
     def sized_plan(self, levels):
         """(``plan(levels)``, its estimated stream bytes without the fixed header)."""
@@ -242,14 +243,16 @@ class Ans(Chunked):
         if not self._tries_contexts(levels.size, lo, hi, self.block_bits):
             counts = gpu.token_counts(gpu.Tokens(levels, gpu.LEVELS, stream, self.chunk_levels),
                                       base, window, window + 1)
-            return self.plan_from(levels.size, base, window, None, counts[None, :])[0]
+            plan, _ = self.plan_from(levels.size, base, window, None, counts[None, :])
+            return plan
 
         def statistics(block_bits):
             maxima = gpu.block_maxima(levels, block_bits, stream)
             return maxima, gpu.class_histograms(levels, base, window, maxima, block_bits,
                                                 _stride(levels.size),
                                                 _largest_magnitude(lo, hi) + 1, stream)
-        return self._context_plan(levels.size, lo, hi, statistics)[0]
+        plan, _ = self._context_plan(levels.size, lo, hi, statistics)
+        return plan
 
     def _encode_device(self, levels, stream):
         plan = self.plan_device(levels, stream)

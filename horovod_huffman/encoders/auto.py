@@ -4,6 +4,8 @@ One statistics pass (kernels/stats.py) plus the ``sh``/``shs`` samples give ever
 stream size without encoding: exactly for every encoder when [min, max] fits the windows, to
 within the escape cost otherwise. Then only the winner encodes (reusing its plan).
 """
+from collections import namedtuple
+
 import numpy as np
 
 from horovod_huffman.kernels.estimate import elias_level_bits
@@ -31,6 +33,12 @@ CLOSE = 1.06
 PARAM_OVERHEAD_BYTES = 12
 
 
+class Sized(namedtuple("Sized", "bytes plan")):
+    """A candidate's estimated stream ``bytes`` (header and checksum included) and the
+    ``plan`` its encoder would code with (None where it plans anew)."""
+    __slots__ = ()
+
+
 def _param_bytes(code):
     """Parameter bytes of a stream with ``code`` (a codes.Code)."""
     return len(code.codebook()) + PARAM_OVERHEAD_BYTES
@@ -55,7 +63,7 @@ class Auto(Encoder):
         return {"sample_size": self.sh.sample_size, "k": self.shs.k, "seed": self.sh.seed}
 
     def estimate(self, levels):
-        """{encoder name: (estimated stream bytes, plan or None)} for 1-D levels (non-empty)."""
+        """{encoder name: ``Sized``} for 1-D levels (non-empty)."""
         lo, hi = level_range(levels)
         base, window = lo, min(hi - lo + 1, RLH_MAX_WINDOW)
         k = self.shs.k
@@ -69,7 +77,7 @@ class Auto(Encoder):
         sizes = {}
 
         def put(name, payload_bits, param_bytes=0, plan=None):
-            sizes[name] = (wire.OVERHEAD_BYTES + param_bytes + (payload_bits + 7) // 8, plan)
+            sizes[name] = Sized(wire.OVERHEAD_BYTES + param_bytes + (payload_bits + 7) // 8, plan)
 
         # huffman and sh: a level plan applied to the full histogram.
         h_plan = LevelPlan.from_counts(base, window, level_counts)
@@ -107,18 +115,18 @@ class Auto(Encoder):
         # blocks where that pays (exact up to the final states), when no level escapes.
         if n_esc == 0 and window <= ANS_MAX_WINDOW:
             a_plan, a_bytes = self.ans.sized_plan(levels)
-            sizes["ans"] = (wire.OVERHEAD_BYTES + a_bytes, a_plan)
+            sizes["ans"] = Sized(wire.OVERHEAD_BYTES + a_bytes, a_plan)
         # rla: the same for run-length tokens, from their own pass (the plan keeps them).
         r_plan, r_bytes = self.rla.sized_plan(levels)
-        sizes["rla"] = (wire.OVERHEAD_BYTES + r_bytes, r_plan)
+        sizes["rla"] = Sized(wire.OVERHEAD_BYTES + r_bytes, r_plan)
         return sizes
 
     def choose(self, levels):
         """The encoder (and its plan, for sh/shs) with the smallest estimated stream."""
         sizes = self.estimate(levels)
-        name = min(sizes, key=lambda n: sizes[n][0])
+        name = min(sizes, key=lambda n: sizes[n].bytes)
         self.last_choice = name
-        return self._by_name(name), sizes[name][1]
+        return self._by_name(name), sizes[name].plan
 
     def _by_name(self, name):
         for enc in [self.huffman, self.rlh, self.sh, self.shs, self.elias_rle,
@@ -137,18 +145,18 @@ class Auto(Encoder):
             self.last_choice = "raw"
             return self.raw.encoded(levels)
         sizes = self.estimate(levels)
-        name = min(sizes, key=lambda n: sizes[n][0])
+        name = min(sizes, key=lambda n: sizes[n].bytes)
         rival = RIVALS.get(name)
-        if rival in sizes and sizes[rival][0] <= CLOSE * sizes[name][0]:
+        if rival in sizes and sizes[rival].bytes <= CLOSE * sizes[name].bytes:
             # ans's estimate from sampled blocks errs by a few percent: both encode
-            ours = self._emitted(levels, name, sizes[name][1])
-            theirs = self._emitted(levels, rival, sizes[rival][1])
+            ours = self._emitted(levels, name, sizes[name].plan)
+            theirs = self._emitted(levels, rival, sizes[rival].plan)
             if theirs.nbytes() < ours.nbytes():
                 name, ours = rival, theirs
             self.last_choice = name
             return ours
         self.last_choice = name
-        return self._emitted(levels, name, sizes[name][1])
+        return self._emitted(levels, name, sizes[name].plan)
 
     def _emitted(self, levels, name, plan):
         """The stream of encoder ``name`` for ``levels`` with its ``plan`` (or none)."""

@@ -5,12 +5,14 @@ Every function mirrors a CPU step and produces the very same numbers, so an enco
 path writes the bytes its CPU path writes. Copies to the host wait on the stream, never on the
 whole device.
 """
+from collections import namedtuple
+
 import numpy as np
 from numba import cuda
 
 from horovod_huffman.kernels import cuda_ans, cuda_decode, cuda_rla, cuda_tokens
 from horovod_huffman.kernels.ans import HEADER_UNITS
-from horovod_huffman.kernels.bits import bytes_to_words
+from horovod_huffman.kernels.bits import WORD_BITS, bytes_to_words
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, chunk_starts
 from horovod_huffman.kernels.cuda_bits import BLOCK
 from horovod_huffman.kernels.cuda_tokens import LEVELS, RUNS, ZERO_RUNS  # noqa: F401 (modes)
@@ -25,13 +27,16 @@ STRIDE_BLOCK = 256
 _BUCKET_TABLES = {}
 
 
+BucketTables = namedtuple("BucketTables", "base extra")
+
+
 def _bucket_tables():
-    """runs.BUCKET_BASE and runs.BUCKET_EXTRA on the current device (uploaded once per
-    context)."""
+    """``BucketTables``: runs.BUCKET_BASE and runs.BUCKET_EXTRA on the current device
+    (uploaded once per context)."""
     key = 0 if SIMULATED else id(cuda.current_context())
     if key not in _BUCKET_TABLES:
-        _BUCKET_TABLES[key] = tuple(cuda.to_device(np.ascontiguousarray(t))
-                                    for t in (BUCKET_BASE, BUCKET_EXTRA))
+        _BUCKET_TABLES[key] = BucketTables(*(cuda.to_device(np.ascontiguousarray(t))
+                                             for t in (BUCKET_BASE, BUCKET_EXTRA)))
     return _BUCKET_TABLES[key]
 
 
@@ -84,11 +89,11 @@ def token_payload(tokens, base, window, entries, esc, vbits, k=1):
     seg_offset = cuda.device_array(n_chunks * BLOCK, dtype=np.int64, stream=stream)
     bits = cuda.device_array(n_chunks, dtype=np.int64, stream=stream)
     args = (tokens.levels, tokens.chunk, tokens.mode, tokens.seg_prev, base, window, entries, esc,
-            vbits, _bucket_tables()[1], k, seg_offset)
+            vbits, _bucket_tables().extra, k, seg_offset)
     cuda_tokens.segment_bits[n_chunks, BLOCK, stream](*args, bits)
     chunk_bits = copy_to_host(bits, stream)
     starts = chunk_starts(chunk_bits)
-    n_words = int((starts[-1] + chunk_bits[-1] + 31) // 32)
+    n_words = -(-int(starts[-1] + chunk_bits[-1]) // WORD_BITS)
     out = _zeroed_words(n_words + 1, stream)          # + 1: a flush may OR into the next word
     cuda_tokens.write_tokens[n_chunks, BLOCK, stream](*args, cuda.to_device(starts, stream=stream),
                                                       out)
@@ -98,7 +103,7 @@ def token_payload(tokens, base, window, entries, esc, vbits, k=1):
 def fixed_payload(levels, base, width, stream):
     """``raw`` payload of device levels: (host uint32 words, words used, bits)."""
     n_bits = levels.size * width
-    n_words = -(-n_bits // 32)
+    n_words = -(-n_bits // WORD_BITS)
     if n_words == 0:
         return np.zeros(1, np.uint32), 0, 0
     out = cuda.device_array(n_words, dtype=np.uint32, stream=stream)
@@ -187,13 +192,13 @@ def _ans_chunks(code, n, chunk, extra_words, stream):
     code(blocks, stride, scratch, counts)
     chunk_bits = copy_to_host(counts, stream) * 16
     starts = chunk_starts(chunk_bits)
-    n_words = int((starts[-1] + chunk_bits[-1] + 31) // 32)
+    n_words = -(-int(starts[-1] + chunk_bits[-1]) // WORD_BITS)
     if extra_words:
         out = _zeroed_words(n_words + extra_words + 1, stream)
     else:
         out = cuda.device_array(n_words + 1, dtype=np.uint32, stream=stream)
     cuda_ans.pack_chunks[blocks, cuda_ans.ANS_BLOCK, stream](
-        scratch, stride, counts, cuda.to_device(starts // 32, stream=stream), out)
+        scratch, stride, counts, cuda.to_device(starts // WORD_BITS, stream=stream), out)
     return out, n_words, chunk_bits
 
 
@@ -207,7 +212,7 @@ def rla_statistics(levels, chunk, base, window, after_anchor, stream):
     extra_bits = cuda.device_array(n_chunks, dtype=np.int64, stream=stream)
     cuda_rla.token_statistics[-(-n_chunks // cuda_ans.ANS_BLOCK), cuda_ans.ANS_BLOCK, stream](
         levels, chunk, base, window, cuda.to_device(after_anchor, stream=stream),
-        _bucket_tables()[1], counts, n_tokens, extra_bits)
+        _bucket_tables().extra, counts, n_tokens, extra_bits)
     return (copy_to_host(counts, stream), copy_to_host(n_tokens, stream),
             copy_to_host(extra_bits, stream))
 
@@ -224,11 +229,12 @@ def rla_payload(levels, chunk, base, window, entries, rcps, after_anchor, n_toke
             levels, chunk, base, window, cuda.to_device(entries, stream=stream),
             cuda.to_device(rcps, stream=stream), cuda.to_device(after_anchor, stream=stream),
             cuda.to_device(n_tokens, stream=stream), stride, scratch, counts)
-    out, n_words, chunk_bits = _ans_chunks(code, levels.size, chunk, -(-total // 32), stream)
+    out, n_words, chunk_bits = _ans_chunks(code, levels.size, chunk, -(-total // WORD_BITS),
+                                           stream)
     if total:
-        bit_starts = n_words * 32 + np.concatenate(([0], np.cumsum(extra_bits)[:-1]))
+        bit_starts = n_words * WORD_BITS + np.concatenate(([0], np.cumsum(extra_bits)[:-1]))
         cuda_rla.write_extras[-(-bit_starts.size // cuda_ans.ANS_BLOCK), cuda_ans.ANS_BLOCK,
-                              stream](levels, chunk, _bucket_tables()[1],
+                              stream](levels, chunk, _bucket_tables().extra,
                                       cuda.to_device(bit_starts, stream=stream), out)
     return copy_to_host(out, stream), n_words, chunk_bits
 

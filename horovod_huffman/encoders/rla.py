@@ -101,7 +101,8 @@ class RLA(Chunked):
         return plan, _stream_bytes(plan.counts, extras, chunk_runs.size)
 
     def _encode(self, levels):
-        return self.emit(levels, self.sized_plan(levels)[0])
+        plan, _ = self.sized_plan(levels)
+        return self.emit(levels, plan)
 
     def emit(self, levels, plan):
         """Encode ``levels`` with ``plan`` (its tokens are theirs): (params, words, n_words,
