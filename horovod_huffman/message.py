@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from horovod_huffman.kernels.maxima import MAX_NDIM
+
 from . import wire
 from .device import is_device_array, as_device_array, stream_or_default, copy_to_host
 from .encoders import check, decode, get_encoder
@@ -30,7 +32,6 @@ MAGIC = b"HHQT"
 # 2: the checksum became wire.checksum (was CRC-32); 3: the level stream inside is COVERED.
 VERSION = 3
 HEAD = struct.Struct("<4sBBBBQ")
-MAX_NDIM = 32
 FLOAT_CODES = {"float16": 1, "float32": 2, "float64": 3, "bfloat16": 4}
 _FLOAT_NAMES = {code: name for name, code in FLOAT_CODES.items()}
 

@@ -45,6 +45,8 @@ RLH_ESCAPE_RUN_BITS = 63
 # parameter block (codebooks are a few KiB; a larger block is forged).
 MAX_ELEMENTS = 1 << 40
 MAX_PARAM_BYTES = 1 << 20
+# Most dimensions of a tensor message (horovod_huffman/message.py; its ndim is one byte).
+MAX_NDIM = 32
 # ANS (kernels/ans.py): symbol probabilities are multiples of 2**-ANS_PROB_BITS, so a decode
 # table has 2**ANS_PROB_BITS entries (32 KiB of uint64: L1-resident) and at most that many
 # symbols can occur; the window of levels coded directly spans at most ANS_MAX_WINDOW values.
@@ -160,6 +162,7 @@ assert ANS_RECIPROCAL_BITS + ANS_PROB_BITS.bit_length() <= 64 and \
 assert ANS_MAX_WINDOW + 1 <= ANS_PROB_SCALE, "every symbol, the escape included, needs a slot"
 assert 2 <= ANS_MAX_CLASSES <= 256, "a block's class is a uint8"
 assert 1 << ANS_MAX_BLOCK_BITS == MAX_ELEMENTS, "no block is longer than a stream"
+assert MAX_NDIM < 1 << 8, "a message's ndim is one byte"
 assert _fits(RLH_MAX_WINDOW - 1, ANS_TOKEN_INDEX_MASK) and \
     ANS_TOKEN_BUCKET_SHIFT >= ANS_TOKEN_INDEX_MASK.bit_length() and \
     (RUN_BUCKETS - 1) << ANS_TOKEN_BUCKET_SHIFT < 1 << 31, "a token must fit a level field"

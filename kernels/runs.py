@@ -23,11 +23,12 @@ from .elias import put_gamma
 from .stores import load8, sampled_eighths, LITTLE_ENDIAN
 from .maxima import (LENGTH_BITS, LENGTH_MASK, MAX_RUN, PLAIN_CODE_SHIFT,  # noqa: F401
                      PLAIN_LENGTH_MASK, PLAIN_NONE, RUN_BUCKETS, WRITER_CODE_SHIFT,
-                     WRITER_EXTRA_SHIFT, WRITER_FIELD_MASK, WRITER_MAX_BITS)
+                     WRITER_EXTRA_SHIFT, WRITER_FIELD_MASK, WRITER_MAX_BITS, MAX_SYMBOLS)
 from .symbols import put_escape
 
 # Placeholder symbol of a run of 4 or more levels (kernels/vector_runs.py), above any alphabet.
 LONG_RUN_SYMBOL = 1 << 31
+assert LONG_RUN_SYMBOL > MAX_SYMBOLS, "the placeholder must be no symbol of any alphabet"
 
 
 @njit(cache=True, inline="always")
