@@ -79,6 +79,17 @@ def eth0_bytes(container):
                  for d in ("rx", "tx"))
 
 
+def remove_project(compose, env):
+    """Every container of the compose project gone, then its network and volumes: podman-compose's
+    ``down`` knows only the first container of a scaled service, so a second worker would live
+    on into the next run (its image and traffic counters from before)."""
+    ids = sh(["podman", "ps", "-a", "-q", "--filter",
+              "label=com.docker.compose.project=horovod-huffman"]).split()
+    if ids:
+        sh(["podman", "rm", "-f", *ids])
+    subprocess.run([*compose, "down", "-v"], capture_output=True, cwd=ROOT, env=env)
+
+
 @pytest.mark.parametrize("controller", ["gloo", "mpi"])
 def test_digits_job_across_two_containers(image, controller):
     """The launcher runs the README's digits job on 2 worker containers; each worker's own
@@ -86,6 +97,7 @@ def test_digits_job_across_two_containers(image, controller):
     less than the uncompressed fp32 gradients would take."""
     compose = [COMPOSE, "-f", "docker/docker-compose.yml"]
     env = dict(os.environ, WORKERS="2", CONTROLLER=controller)
+    remove_project(compose, env)
     try:
         sh([*compose, "up", "-d", "--scale", "worker=2"], env=env, timeout=600)
         launcher, = containers("launcher")
@@ -94,7 +106,7 @@ def test_digits_job_across_two_containers(image, controller):
         assert code == "0", out[-4000:]
         traffic = {w: eth0_bytes(w) for w in containers("worker")}
     finally:
-        subprocess.run([*compose, "down", "-v"], capture_output=True, cwd=ROOT, env=env)
+        remove_project(compose, env)
     # rank 0's line, behind horovodrun's prefix ("[0]<stdout>:" with gloo, "[1,0]<stdout>:" mpi)
     lines = re.findall(r"RESULT (\{.*\})", out)
     assert lines, out[-4000:]
