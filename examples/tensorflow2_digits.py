@@ -64,11 +64,9 @@ def cnn():
             layers.Flatten(), layers.Dense(128, activation="relu"), layers.Dense(10)]
 
 
-def learning_rate(lr, schedule, epoch, epochs):
-    """The learning rate of 0-based ``epoch`` of ``epochs``: ``lr`` throughout ("constant"), or
-    decayed from ``lr`` at epoch 0 towards 0 along half a cosine ("cosine")."""
-    if schedule == "constant":
-        return lr
+def cosine_rate(lr, epoch, epochs):
+    """The learning rate of 0-based ``epoch`` of ``epochs`` under ``--schedule cosine``: ``lr``
+    at epoch 0, decayed towards 0 along half a cosine."""
     return lr * 0.5 * (1 + math.cos(math.pi * epoch / epochs))
 
 
@@ -198,10 +196,11 @@ def main():
     rng = np.random.default_rng(args.seed + hvd.rank())
     t0 = time.perf_counter()
     for epoch in range(args.epochs):
-        if args.schedule != "constant":
-            rate.assign(learning_rate(lr, args.schedule, epoch, args.epochs))
+        if args.schedule == "cosine":
+            epoch_lr = cosine_rate(lr, epoch, args.epochs)
+            rate.assign(epoch_lr)
             if args.mode != "optimizer":
-                opt.learning_rate = float(rate)
+                opt.learning_rate = epoch_lr
         order = rng.permutation(len(y))
         if args.mode in ("keras", "fit"):
             hist = model.fit(x[order], y[order], batch_size=args.batch_size, epochs=1,
