@@ -80,9 +80,14 @@ def eth0_bytes(container):
 
 
 def remove_project(compose, env):
-    """Every container of the compose project gone, then its network and volumes: podman-compose's
+    """Every container of the compose project gone, then its network and volumes. podman-compose's
     ``down`` knows only the first container of a scaled service, so a second worker would live
-    on into the next run (its image and traffic counters from before)."""
+    on into the next run (its image and traffic counters from before). The launcher goes first:
+    it requires the workers (compose's depends_on), and podman refuses to remove a required
+    container even when the one requiring it is named in the same ``rm``."""
+    launchers = containers("launcher")
+    if launchers:
+        sh(["podman", "rm", "-f", *launchers])
     ids = sh(["podman", "ps", "-a", "-q", "--filter",
               "label=com.docker.compose.project=horovod-huffman"]).split()
     if ids:
