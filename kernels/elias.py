@@ -52,11 +52,23 @@ def omega_code(value):
     return code, total
 
 
+def _omega_length(value):
+    """Length in bits of omega(value), value >= 1 (the terminating 0 and every group)."""
+    length = 1
+    while value > 1:
+        length += value.bit_length()
+        value = value.bit_length() - 1
+    return length
+
+
+# omega's length depends only on the value's bit length: OMEGA_BITS[bit_length(value)].
+OMEGA_BITS = np.array([1] + [_omega_length(1 << (b - 1)) for b in range(1, 65)], dtype=np.int64)
+
+
 @njit(cache=True, inline="always")
 def omega_bits(value):
-    """The length in bits of omega(value), value >= 1."""
-    _, length = omega_code(value)
-    return length
+    """The length in bits of omega(value), value >= 1: one lookup."""
+    return OMEGA_BITS[bit_length(value)]
 
 
 @njit(cache=True, inline="always")

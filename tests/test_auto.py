@@ -38,3 +38,18 @@ def test_estimates_match_real_sizes():
     for name, (size, _) in est.items():
         enc = hh.get_encoder(name, seed=3) if name in SEEDED else hh.get_encoder(name)
         assert abs(size - enc.encode(levels).size) <= 0.01 * size + 16, name
+
+
+def test_elias_run_estimates_are_exact_across_chunk_boundaries():
+    """The run statistics come from rlh's tokens, which chunk boundaries cut; elias_rle codes
+    maximal runs and qsgd_elias gaps between non-zero levels, so runs over one or several
+    boundaries, and a zero run at the end, must be counted whole."""
+    rng = np.random.default_rng(2)
+    sparse = np.zeros(5 << 16, dtype=np.int8)
+    sparse[rng.integers(0, sparse.size, 40)] = rng.integers(-3, 4, 40)
+    steps = np.repeat(rng.integers(-2, 3, 9).astype(np.int8), 40000)
+    for levels in (np.zeros(3 << 16, dtype=np.int8), sparse, steps, steps[::-1].copy(),
+                   np.r_[np.ones(1 << 17, dtype=np.int16), rng.integers(-900, 900, 5000)]):
+        est = hh.get_encoder("auto", seed=0).estimate(levels)
+        for name in ("elias_rle", "qsgd_elias"):
+            assert est[name].bytes == hh.get_encoder(name).encode(levels).size, name

@@ -1,7 +1,8 @@
 """``auto``: encode with whichever encoder gives the smallest stream for this tensor.
 
-One statistics pass (kernels/stats.py) plus the ``sh``/``shs`` samples give every candidate's
-stream size without encoding: exactly for every encoder when [min, max] fits the windows, to
+``rlh``'s tokens (one pass, kept for ``rla``), one pass over them (kernels/stats.py), the
+``sh``/``shs`` samples and the ANS coders' plans give every candidate's stream size without
+encoding: the Huffman and Elias coders' payloads exactly when [min, max] fits the windows, to
 within the escape cost otherwise. Then only the winner encodes (reusing its plan).
 """
 from collections import namedtuple
@@ -11,7 +12,7 @@ import numpy as np
 from horovod_huffman.kernels.estimate import elias_level_bits
 from horovod_huffman.kernels.maxima import ANS_MAX_WINDOW
 from horovod_huffman.kernels.runs import RUN_BUCKETS
-from horovod_huffman.kernels.stats import level_range, run_statistics
+from horovod_huffman.kernels.stats import level_range, token_statistics
 
 from .. import wire
 from ..device import is_device_array, as_device_array, stream_or_default, copy_to_host
@@ -22,7 +23,7 @@ from .elias import EliasGamma, EliasDelta, EliasOmega, EliasRLE, QSGDElias
 from .huffman import Huffman, SampleHuffman, LevelPlan, emit, plan_bits
 from .raw import Raw, fixed_width
 from .rla import RLA
-from .runlength import RLH, SHS, RLH_MAX_WINDOW, emit_shs, rlh_payload_bits
+from .runlength import RLH, SHS, emit_shs, rlh_payload_bits, token_counts
 from .codes import Code
 
 # The ANS coders of levels and of run-length tokens: where the runner-up's estimate is within
@@ -65,13 +66,13 @@ class Auto(Encoder):
     def estimate(self, levels):
         """{encoder name: ``Sized``} for 1-D levels (non-empty)."""
         lo, hi = level_range(levels)
-        base, window = lo, min(hi - lo + 1, RLH_MAX_WINDOW)
         k = self.shs.k
+        tokens = token_counts(levels, self.rla.chunk_levels)
+        base, window, rlh_counts, ends, symbols, chunk_runs = tokens
         level_counts = np.zeros(window + 1, dtype=np.int64)
-        rlh_counts = np.zeros(window * RUN_BUCKETS + 1, dtype=np.int64)
-        zero_runs = np.zeros(k, dtype=np.int64)
-        rle_bits, qsgd_bits, chunks = run_statistics(levels, base, window, k, level_counts,
-                                                     rlh_counts, zero_runs)
+        zero_runs = np.zeros(k + 1, dtype=np.int64)
+        rle_bits, qsgd_bits, chunks = token_statistics(levels, ends, symbols.size, chunk_runs,
+                                                       base, window, k, level_counts, zero_runs)
         vbits = value_bits(levels.dtype)
         n_esc = int(level_counts[window])
         sizes = {}
@@ -101,7 +102,7 @@ class Auto(Encoder):
             if 0 <= -base < window:
                 nz[-base] = 0
             bits = int(np.dot(nz, s_len[:window])) + n_esc * (int(s_len[window + k]) + vbits)
-            bits += int(np.dot(zero_runs[1:], s_len[window:window + k - 1]))
+            bits += int(np.dot(zero_runs[1:k], s_len[window:window + k - 1]))
             bits += chunks * int(s_len[window + k - 1])
             put("shs", bits, _param_bytes(s_plan.code), s_plan)
         # per-symbol Elias codes: code length of each level times its count.
@@ -116,8 +117,8 @@ class Auto(Encoder):
         if n_esc == 0 and window <= ANS_MAX_WINDOW:
             a_plan, a_bytes = self.ans.sized_plan(levels)
             sizes["ans"] = Sized(wire.OVERHEAD_BYTES + a_bytes, a_plan)
-        # rla: the same for run-length tokens, from their own pass (the plan keeps them).
-        r_plan, r_bytes = self.rla.sized_plan(levels)
+        # rla: the same for rlh's run-length tokens (the plan keeps them).
+        r_plan, r_bytes = self.rla.sized_plan(levels, tokens)
         sizes["rla"] = Sized(wire.OVERHEAD_BYTES + r_bytes, r_plan)
         return sizes
 

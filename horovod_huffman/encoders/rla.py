@@ -82,11 +82,13 @@ class RLA(Chunked):
     encoder_id = 11
     on_device = True
 
-    def sized_plan(self, levels):
+    def sized_plan(self, levels, tokens=None):
         """(the ``RlaPlan`` of ``levels``, its estimated stream bytes without the fixed
-        header): one table or two, whichever the estimate finds smaller."""
-        base, window, counts, ends, symbols, chunk_runs = token_counts(levels,
-                                                                       self.chunk_levels)
+        header): one table or two, whichever the estimate finds smaller. ``tokens``: what
+        ``token_counts(levels, self.chunk_levels)`` returns, where the caller has it."""
+        if tokens is None:
+            tokens = token_counts(levels, self.chunk_levels)
+        base, window, counts, ends, symbols, chunk_runs = tokens
         escape = window * RUN_BUCKETS
         symbols, counts = _limit_tokens(symbols, counts, escape)
         contexts = None
