@@ -168,6 +168,18 @@ class Ans(Chunked):
             return maxima, counts
         return self._context_plan(levels.size, lo, hi, statistics)
 
+    def counted_bytes(self, levels, plan):
+        """The stream bytes (without the fixed header) of ``levels`` under ``plan``, up to its
+        final states, from every block's symbol counts: ``sized_plan`` counts a sample of
+        blocks above SAMPLED_LEVELS levels, which its estimate extrapolates."""
+        chunks = chunk_count(levels.size, self.chunk_levels)
+        counts = np.zeros((plan.freqs.shape[0], plan.window + 1), dtype=np.int64)
+        if plan.contexts:
+            class_counts(levels, plan.base, plan.block_bits, 1, plan.classes, counts)
+        else:
+            level_histogram(levels, plan.base, plan.window, counts[0])
+        return plan.size_bytes(counts, chunks)
+
     def _tries_contexts(self, n, lo, hi, block_bits):
         """Whether a plan tries classes of blocks of 2**block_bits levels for ``n`` levels in
         [lo, hi]: contexts on, blocks that divide the chunks, at least four of them, class ids
