@@ -23,7 +23,7 @@ from horovod_huffman.kernels.ans_tokens import (decode_token_chunks, encode_toke
                                                 token_contexts, write_extras)
 from horovod_huffman.kernels.bits import WORD_BITS
 from horovod_huffman.kernels.chunks import payload_bits
-from horovod_huffman.kernels.maxima import (ANS_LEVEL_SHIFT, ANS_MAX_TOKENS,
+from horovod_huffman.kernels.maxima import (ANS_LEVEL_SHIFT, ANS_MAX_TOKENS, ANS_PROB_BITS,
                                             ANS_TOKEN_BUCKET_SHIFT, MAX_ELIAS_VALUE_BITS,
                                             RLH_MAX_WINDOW, RUN_BUCKETS)
 from horovod_huffman.kernels.runs import BUCKET_EXTRA
@@ -100,7 +100,7 @@ class RLA(Chunked):
         per_bucket = counts[:escape].reshape(RUN_BUCKETS, window).sum(axis=1)
         extras = int(per_bucket @ BUCKET_EXTRA) + \
             int(counts[escape]) * (value_bits(levels.dtype) + ESCAPE_RUN_BITS)
-        return plan, _stream_bytes(plan.counts, extras, chunk_runs.size)
+        return plan, _stream_bytes(plan, extras, chunk_runs.size)
 
     def _encode(self, levels):
         plan, _ = self.sized_plan(levels)
@@ -218,11 +218,15 @@ def _plan(base, window, counts, contexts, ends=None, symbols=None, chunk_runs=No
     return RlaPlan(base, window, rows, freqs, anchor, after_anchor, ends, symbols, chunk_runs)
 
 
-def _stream_bytes(rows, extras, n_chunks):
-    """Estimated stream bytes without the fixed header: the tokens of ``rows`` (counts per
-    context) and their tables, ``extras`` bits, the chunks' final states and parameters."""
+def _stream_bytes(plan, extras, n_chunks):
+    """Estimated stream bytes without the fixed header: ``plan``'s tokens under its normalized
+    frequencies (not their own: with many rare symbols the slots' rounding costs ~1%) and its
+    tables, ``extras`` bits, the chunks' final states and parameters."""
+    used = plan.counts > 0
+    info = float(np.sum(plan.counts[used] * (ANS_PROB_BITS - np.log2(plan.freqs[used]))))
+    tables = 8 * TABLE_BYTES_PER_SYMBOL * int(np.count_nonzero(used))
     states = n_chunks * (HEADER_UNITS * UNIT_BITS - 4 * 15 + WORD_BITS // 2)
-    return (_table_bits(rows) + extras + states + 7) // 8 + 12 + 6 * n_chunks
+    return (int(np.ceil(info)) + tables + extras + states + 7) // 8 + 12 + 6 * n_chunks
 
 
 def _limit_tokens(symbols, counts, escape):
