@@ -199,11 +199,14 @@ def decode_token_chunk(words, first_bit, n_bits, tables, base, anchor, extras, o
         e0, e1 = tables[0, slot], tables[last, slot]
         e = e1 if t else e0
         x = take_symbol(x, e)
-        low = x < uint64(STATE_LOW)                     # selects: renormalizing is random
-        if low and u >= end:
+        # Selects, not branches: renormalizing is random. The unit is loaded whether it is
+        # taken or not (u <= end; at end, the chunk's last unit), so no branch guards the load.
+        unit = unit_at(words, min(u, end - uint64(1)))
+        low = x < uint64(STATE_LOW)
+        if low & (u >= end):
             return PAYLOAD_OVERRUN
-        states[lane] = (x << uint64(UNIT_BITS)) | unit_at(words, u) if low else x
-        u += uint64(1) if low else uint64(0)
+        states[lane] = (x << uint64(UNIT_BITS)) | unit if low else x
+        u += uint64(low)
         lane = (lane + 1) & (STATES - 1)
         field = e >> uint64(ANS_LEVEL_SHIFT)
         if e & uint64(ANS_ESCAPE):
