@@ -227,8 +227,8 @@ def decode_token_chunk(words, first_bit, n_bits, tables, base, anchor, extras, o
         if i + SHORT_RUN <= stop:
             # Short runs, most tokens, store SHORT_RUN levels whatever their length (the next
             # tokens overwrite the surplus): no branch on the run's length.
-            for j in range(SHORT_RUN):
-                out[i + j] = level
+            for j in range(SHORT_RUN):               # (unsigned: no negative-index wrap)
+                out[uint64(i + j)] = level
             if run > uint64(SHORT_RUN):
                 out[i + SHORT_RUN:i + int64(run)] = level
         else:
