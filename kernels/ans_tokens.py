@@ -112,35 +112,42 @@ def encode_token_chunks(symbols, chunk_runs, entries, rcps, after_anchor, out32,
     return w
 
 
+# Symbols below this many windows (run buckets 0..2: runs of 1..3) have no extra bits.
+PLAIN_BUCKETS = 3
+assert (BUCKET_EXTRA[:PLAIN_BUCKETS] == 0).all() and (BUCKET_EXTRA[PLAIN_BUCKETS:] > 0).all()
+
+
 @njit(cache=True, nogil=True)
 def write_extras(levels, ends, symbols, chunk_runs, chunk, window, vbits, out32, extra_bits):
     """Write every token's extras (note 3) into ``out32`` from word 0; fills ``extra_bits``
-    (the bits of each chunk's extras) and returns the words written."""
+    (the bits of each chunk's extras) and returns the words written. Only tokens of run
+    buckets PLAIN_BUCKETS and up, and escapes, have extras: the others (most tokens of dense
+    levels) cost one compare."""
     acc, n_pending, w = uint64(0), int64(0), int64(0)
     escape = uint64(RUN_BUCKETS) * uint64(window)
+    plain = uint64(PLAIN_BUCKETS) * uint64(window)
     # Each symbol's extra bits, looked up per token (no division by the window per token).
     symbol_extra = np.empty(escape, dtype=np.int64)
-    for s in range(escape):
-        symbol_extra[s] = BUCKET_EXTRA[s // window]
+    for b in range(RUN_BUCKETS):
+        symbol_extra[b * window:(b + 1) * window] = BUCKET_EXTRA[b]
     k = 0
     for c in range(chunk_runs.shape[0]):
-        start = int64(c) * chunk
+        first = k
         bits = int64(0)
         while k < chunk_runs[c]:
-            end = int64(ends[k])
-            run = end + 1 - start
             symbol = uint64(symbols[k])
-            if symbol == escape:
-                acc, n_pending, w = put_bits(out32, acc, n_pending, w, zigzag(levels[end]),
-                                             vbits)
-                acc, n_pending, w, g = put_gamma(out32, acc, n_pending, w, run)
-                bits += vbits + g
-            else:
-                extra = symbol_extra[symbol]
-                if extra:                           # most tokens of dense levels have none
+            if symbol >= plain:
+                end = int64(ends[k])
+                run = end - (int64(ends[k - 1]) if k > first else int64(c) * chunk - 1)
+                if symbol == escape:
+                    acc, n_pending, w = put_bits(out32, acc, n_pending, w,
+                                                 zigzag(levels[end]), vbits)
+                    acc, n_pending, w, g = put_gamma(out32, acc, n_pending, w, run)
+                    bits += vbits + g
+                else:
+                    extra = symbol_extra[symbol]
                     acc, n_pending, w = put_bits_long(out32, acc, n_pending, w, run, extra)
                     bits += extra
-            start = end + 1
             k += 1
         extra_bits[c] = bits
     return flush_bits(out32, acc, n_pending, w)
