@@ -68,6 +68,16 @@ def class_bits(n_classes):
     return max(1, int(n_classes - 1).bit_length())
 
 
+def coded_bits(counts, freqs, chunks):
+    """Estimated rANS payload bits of symbols with ``counts`` (rows: tables) coded with the
+    normalized ``freqs`` (same shape) in ``chunks`` chunks: the information the frequencies
+    give the symbols, plus per chunk the four final states' units (each state holds at least
+    15 of its 31 bits) and a half word of padding."""
+    used = counts > 0
+    info = float(np.sum(counts[used] * (ANS_PROB_BITS - np.log2(freqs[used]))))
+    return int(np.ceil(info)) + chunks * (HEADER_UNITS * UNIT_BITS - 4 * 15 + WORD_BITS // 2)
+
+
 class AnsPlan(namedtuple("AnsPlan", "base window freqs classes block_bits")):
     """An ``ans`` code for one tensor: levels base .. base + window - 1 are symbols 0 ..
     window - 1, symbol ``window`` the escape; ``freqs`` (classes x (window + 1), int64 slots of
@@ -94,13 +104,8 @@ class AnsPlan(namedtuple("AnsPlan", "base window freqs classes block_bits")):
 
     def payload_bits(self, counts, chunks):
         """Estimated payload bits for ``counts`` (per class, escapes excluded) in ``chunks``
-        chunks: the information the frequencies give the symbols, plus per chunk the four final
-        states' units (each state holds at least 15 of its 31 bits) and a half word of
-        padding."""
-        counts = np.atleast_2d(counts)
-        used = counts > 0
-        info = float(np.sum(counts[used] * (ANS_PROB_BITS - np.log2(self.freqs[used]))))
-        return int(np.ceil(info)) + chunks * (HEADER_UNITS * UNIT_BITS - 4 * 15 + WORD_BITS // 2)
+        chunks (``coded_bits``)."""
+        return coded_bits(np.atleast_2d(counts), self.freqs, chunks)
 
     def class_bytes(self):
         """Parameter bytes of the blocks' class ids (none without contexts)."""

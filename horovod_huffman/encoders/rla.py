@@ -23,7 +23,7 @@ from horovod_huffman.kernels.ans_tokens import (decode_token_chunks, encode_toke
                                                 token_contexts, write_extras)
 from horovod_huffman.kernels.bits import WORD_BITS
 from horovod_huffman.kernels.chunks import payload_bits
-from horovod_huffman.kernels.maxima import (ANS_LEVEL_SHIFT, ANS_MAX_TOKENS, ANS_PROB_BITS,
+from horovod_huffman.kernels.maxima import (ANS_LEVEL_SHIFT, ANS_MAX_TOKENS,
                                             ANS_TOKEN_BUCKET_SHIFT, MAX_ELIAS_VALUE_BITS,
                                             RLH_MAX_WINDOW, RUN_BUCKETS)
 from horovod_huffman.kernels.runs import BUCKET_EXTRA
@@ -32,8 +32,8 @@ from ..device import copy_to_host
 from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
 from . import gpu
-from .ans import (TABLE_BYTES_PER_SYMBOL, coder_tables, normalized, read_frequencies,
-                  write_frequencies)
+from .ans import (TABLE_BYTES_PER_SYMBOL, coded_bits, coder_tables, normalized,
+                  read_frequencies, write_frequencies)
 from .base import Chunked, out_words, check_status
 from .codes import read_chunk_bits, write_chunks
 from .runlength import token_counts
@@ -220,13 +220,11 @@ def _plan(base, window, counts, contexts, ends=None, symbols=None, chunk_runs=No
 
 def _stream_bytes(plan, extras, n_chunks):
     """Estimated stream bytes without the fixed header: ``plan``'s tokens under its normalized
-    frequencies (not their own: with many rare symbols the slots' rounding costs ~1%) and its
-    tables, ``extras`` bits, the chunks' final states and parameters."""
-    used = plan.counts > 0
-    info = float(np.sum(plan.counts[used] * (ANS_PROB_BITS - np.log2(plan.freqs[used]))))
-    tables = 8 * TABLE_BYTES_PER_SYMBOL * int(np.count_nonzero(used))
-    states = n_chunks * (HEADER_UNITS * UNIT_BITS - 4 * 15 + WORD_BITS // 2)
-    return (int(np.ceil(info)) + tables + extras + states + 7) // 8 + 12 + 6 * n_chunks
+    frequencies (not their own: with many rare symbols the slots' rounding costs ~1%), the
+    chunks' final states, its tables, ``extras`` bits and the parameters."""
+    tables = 8 * TABLE_BYTES_PER_SYMBOL * int(np.count_nonzero(plan.counts))
+    bits = coded_bits(plan.counts, plan.freqs, n_chunks) + tables + extras
+    return (bits + 7) // 8 + 12 + 6 * n_chunks
 
 
 def _limit_tokens(symbols, counts, escape):
