@@ -57,3 +57,14 @@ def python_run(script, *args, timeout=600):
     proc = subprocess.run([sys.executable, os.path.join(ROOT, script), *map(str, args)], env=env,
                           cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     return proc.returncode, proc.stdout + proc.stderr
+
+
+def excerpt(out, tail=3000, first=3000):
+    """What a failed job's output shows of its cause: the first traceback any rank printed (a job
+    that one rank brings down ends with the others' shut-down tracebacks, which hide it), then the
+    output's last ``tail`` characters."""
+    start = out.find("Traceback (most recent call last)")
+    if start < 0 or start >= len(out) - tail:
+        return out[-tail - first:]
+    start = out.rfind("\n", 0, start) + 1
+    return out[start:start + first] + "\n[...]\n" + out[-tail:]

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from horovod_run import ROOT, mpi_missing, tool
+from horovod_run import ROOT, excerpt, mpi_missing, tool
 
 pytest.importorskip("horovod.torch", exc_type=ImportError)
 
@@ -67,9 +67,9 @@ def launch(hosts, controller="gloo", epochs=1):
     proc = subprocess.run(command, env=dict(os.environ, HH_CLUSTER_DIR=STATE), cwd=ROOT,
                           capture_output=True, text=True, timeout=600)
     out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-4000:]
+    assert proc.returncode == 0, excerpt(out)
     line = next((line for line in out.splitlines() if "RESULT " in line), None)
-    assert line is not None, out[-4000:]
+    assert line is not None, excerpt(out)
     # raw_decode: under MPI another rank's output may follow on the same line.
     return json.JSONDecoder().raw_decode(line.split("RESULT ", 1)[1])[0], out
 

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from horovod_run import horovodrun, python_run
+from horovod_run import excerpt, horovodrun, python_run
 from pufferfish_runs import assert_pufferfish_matches_full_rank
 
 pytest.importorskip("horovod.tensorflow", exc_type=ImportError)
@@ -19,14 +19,14 @@ pytestmark = pytest.mark.horovod
     (4, "tape exchange=two_phase")])
 def test_every_rank_gets_the_exact_reduction_of_all_round_trips(n_ranks, modes):
     rc, out = horovodrun(n_ranks, "tests/workers/tf_exact.py", *modes.split())
-    assert rc == 0 and "OK" in out, out[-4000:]
+    assert rc == 0 and "OK" in out, excerpt(out)
 
 
 def run_example(compression, mode, seed, epochs=8, *options, env=None):
     rc, out = horovodrun(2, "examples/tensorflow2_digits.py", "--compression", compression,
                          "--mode", mode, "--epochs", epochs, "--seed", seed, *options,
                          timeout=600, env=env)
-    assert rc == 0, out[-4000:]
+    assert rc == 0, excerpt(out)
     return json.loads(next(l for l in out.splitlines() if "RESULT " in l).split("RESULT ", 1)[1])
 
 
@@ -76,12 +76,12 @@ def test_keras_fit_reduces_exactly_and_its_callbacks_agree(keras, n_ranks, excha
     the metric-average callback gives every rank the mean of the ranks' metrics."""
     rc, out = horovodrun(n_ranks, "tests/workers/tf_fit.py", f"exchange={exchange}",
                          env=KERAS[keras])
-    assert rc == 0 and "OK" in out, out[-4000:]
+    assert rc == 0 and "OK" in out, excerpt(out)
 
 
 def test_horovod_keras_optimizer_refuses_keras_3_instead_of_training_unreduced():
     rc, out = python_run("tests/workers/tf_refusal.py", timeout=300)
-    assert rc == 0 and "OK" in out, out[-4000:]
+    assert rc == 0 and "OK" in out, excerpt(out)
 
 
 def test_torch_and_tensorflow_adapters_send_the_same_bytes():
@@ -90,13 +90,13 @@ def test_torch_and_tensorflow_adapters_send_the_same_bytes():
     (One process, Horovod of size 1 for both frameworks; the multi-rank paths are tested above.)"""
     pytest.importorskip("horovod.torch")
     rc, out = python_run("tests/workers/tf_torch_bytes.py", timeout=300)
-    assert rc == 0 and "SAME BYTES" in out, out[-4000:]
+    assert rc == 0 and "SAME BYTES" in out, excerpt(out)
 
 
 @pytest.mark.parametrize("n_ranks,case,exchange", [
     (2, "corrupt", "auto"), (2, "min", "auto"), (3, "corrupt", "two_phase")])
 def test_faults_raise_promptly_on_every_rank(n_ranks, case, exchange):
     rc, out = horovodrun(n_ranks, "tests/workers/tf_faults.py", case, exchange, timeout=180)
-    assert rc == 0, out[-4000:]
+    assert rc == 0, excerpt(out)
     for rank in range(n_ranks):
-        assert f"RAISED {rank} " in out, out[-4000:]
+        assert f"RAISED {rank} " in out, excerpt(out)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from horovod_run import horovodrun
+from horovod_run import excerpt, horovodrun
 from pufferfish_runs import assert_pufferfish_matches_full_rank
 
 pytest.importorskip("horovod.torch", exc_type=ImportError)
@@ -27,7 +27,7 @@ def test_every_rank_gets_the_exact_reduction_of_all_round_trips(n_ranks, dtype, 
                                                                 variants):
     rc, out = horovodrun(n_ranks, "tests/workers/torch_exact.py", dtype, exchange,
                          *variants.split())
-    assert rc == 0 and "OK" in out, out[-4000:]
+    assert rc == 0 and "OK" in out, excerpt(out)
 
 
 @pytest.mark.parametrize("n_ranks,case,exchange,error", [
@@ -40,16 +40,16 @@ def test_every_rank_gets_the_exact_reduction_of_all_round_trips(n_ranks, dtype, 
     (2, "min", "auto", "Average or Sum")])
 def test_faults_raise_promptly_on_every_rank(n_ranks, case, exchange, error):
     rc, out = horovodrun(n_ranks, "tests/workers/torch_faults.py", case, exchange, timeout=120)
-    assert rc == 0, out[-4000:]
+    assert rc == 0, excerpt(out)
     for rank in range(n_ranks):
         lines = [l for l in out.splitlines() if f"RAISED {rank} " in l]
-        assert lines and error in lines[0], out[-4000:]
+        assert lines and error in lines[0], excerpt(out)
 
 
 @pytest.mark.parametrize("n_ranks", [2, 3])
 def test_adaptive_routing_agrees_on_every_rank(n_ranks):
     rc, out = horovodrun(n_ranks, "tests/workers/torch_routes.py", timeout=300)
-    assert rc == 0 and "OK routes" in out, out[-4000:]
+    assert rc == 0 and "OK routes" in out, excerpt(out)
 
 
 @functools.lru_cache(maxsize=None)
@@ -57,7 +57,7 @@ def run_example(compression, epochs=8, n_ranks=2, *options):
     """The RESULT of one run of the PyTorch example (runs are deterministic: cached)."""
     rc, out = horovodrun(n_ranks, "examples/pytorch_digits.py", "--compression", compression,
                          "--epochs", epochs, *options, timeout=300)
-    assert rc == 0, out[-4000:]
+    assert rc == 0, excerpt(out)
     line = next(l for l in out.splitlines() if "RESULT " in l)
     return json.loads(line.split("RESULT ", 1)[1])
 
@@ -100,7 +100,7 @@ def test_pufferfish_alone_and_with_rlh_matches_full_rank_accuracy(n_ranks):
 def run_train_job(*options):
     """The RESULT of benchmarks/train_job.py on 2 local ranks (bytes counted on loopback)."""
     rc, out = horovodrun(2, "benchmarks/train_job.py", "--iface", "lo", *options, timeout=300)
-    assert rc == 0, out[-4000:]
+    assert rc == 0, excerpt(out)
     return json.loads(next(l for l in out.splitlines() if "RESULT " in l).split("RESULT ", 1)[1])
 
 
@@ -117,4 +117,4 @@ def test_pufferfish_lstm_ends_within_3_percent_of_the_full_rank_loss():
 
 def test_process_sets_reduce_over_their_members_only():
     rc, out = horovodrun(3, "tests/workers/torch_process_set.py", timeout=120)
-    assert rc == 0 and "OK process set" in out, out[-4000:]
+    assert rc == 0 and "OK process set" in out, excerpt(out)

@@ -102,7 +102,10 @@ def run_case(encoder, dtype, exchange, variant):
             kept = comp.codec.residuals[(bucket.key, "server", rank)]
             np.testing.assert_array_equal(kept, residuals[rank])
             checks += 1
-    opt.step()
+    # After an explicit synchronize(), Horovod's step() would reduce every (already reduced)
+    # gradient a second time unless told not to (docs/torch-adapter.md, "synchronize()").
+    with opt.skip_synchronize():
+        opt.step()
     flat = torch.cat([p.detach().float().reshape(-1) for p in model.parameters()])
     assert all(torch.equal(flat, o) for o in hvd.allgather_object(flat)), (encoder, variant)
     return checks + 1
