@@ -17,7 +17,8 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from horovod_run import ROOT, excerpt
+
 BASE = "localhost/hh-bookworm-python:3.11"
 WHEELS = os.environ.get("HH_TORCH_WHEELS", "/opt/wheels")
 # podman-compose is a PyPI package: the venv's, as the other tools (tests/test_docker_files.py).
@@ -108,13 +109,13 @@ def test_digits_job_across_two_containers(image, controller):
         launcher, = containers("launcher")
         code = sh(["podman", "wait", launcher], timeout=1200).split()[-1]
         out = sh(["podman", "logs", launcher])
-        assert code == "0", out[-4000:]
+        assert code == "0", excerpt(out)
         traffic = {w: eth0_bytes(w) for w in containers("worker")}
     finally:
         remove_project(compose, env)
     # rank 0's line, behind horovodrun's prefix ("[0]<stdout>:" with gloo, "[1,0]<stdout>:" mpi)
     lines = re.findall(r"RESULT (\{.*\})", out)
-    assert lines, out[-4000:]
+    assert lines, excerpt(out)
     result = json.loads(lines[-1])
     assert result["ranks"] == 2 and result["identical_parameters"], result
     assert result["test_accuracy"] >= 0.95, result          # README: 98.06% at 2 ranks
