@@ -21,12 +21,13 @@ A ``Pending`` has ``done()`` (never blocks) and ``wait()`` (blocks; returns the 
 
 Exchanges, per rank and step, for n coordinates at b bits each over N ranks:
 
-    allgather   send n*b bits, receive (N - 1)*n*b, decode N*n levels; exact sum of what the
-                ranks quantized
+    allgather   send n*b bits, receive (N - 1)*n*b; encode n levels, decode (N - 1)*n; exact
+                sum of what the ranks quantized
     two_phase   shard j of every rank goes to rank j (alltoall), rank j sums its shard and
                 requantizes the sum, then an allgather brings every rank all N summed
-                shards: about 2*(N-1)/N*n*b
-                bits each way and 2*n levels decoded, whatever N; the requantization of the sum is
+                shards: about 2*(N-1)/N*n*b bits each way, n levels encoded (the other
+                ranks' shards, then the summed one; a rank's own shard stays quantized) and
+                2*(N-1)/N*n decoded, whatever N; the requantization of the sum is
                 unbiased for an unbiased quantizer, and with ``Codec.server_error_feedback``
                 its error is kept per shard and added to the next step's sum
 
@@ -134,17 +135,29 @@ def two_phase_sum(codec, ops, coll, job, work, align):
     return result
 
 
+class _NoBody:
+    """The message of a frame that carries no body: this rank's frame to itself in the
+    scatter, whose shard it keeps quantized (``_summed_shard``) and never encodes."""
+    nbytes = 0
+
+    @staticmethod
+    def write(out, pos):
+        pass
+
+
 def _scatter_frames(codec, ops, job, work, bounds, me):
-    """(the frames of every shard of ``work`` in rank order, in one array; their sizes; this
-    rank's own quantized shard)."""
+    """(the frames of every shard of ``work`` in rank order, in one array, this rank's own
+    with an empty body; their sizes; this rank's own quantized shard)."""
     items, mine = [], None
     for j in range(len(bounds) - 1):
         a, b = bounds[j], bounds[j + 1]
         state = (job.key, "client", j) if codec.error_feedback else None
         qt = codec.quantize(ops, work[a:b], (b - a,), f"{job.key}/shard{j}", job.step, state)
-        items.append((phase_tag(job.tag, "scatter", j), job.step, ops.build(qt, codec.encoder)))
         if j == me:
-            mine = qt
+            mine, message = qt, _NoBody
+        else:
+            message = ops.build(qt, codec.encoder)
+        items.append((phase_tag(job.tag, "scatter", j), job.step, message))
     data, sizes = frames(items)
     return data, sizes, mine
 

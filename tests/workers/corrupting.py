@@ -1,14 +1,18 @@
 """A faulty link, shared by the fault tests: the bytes a rank hands the network differ from
 the bytes it checksummed."""
 from horovod_huffman import allreduce
+from horovod_huffman.exchange import FRAME
 
 
 def flip_middles(data, sizes):
-    """Flip one byte in the middle of each of the consecutive ``sizes``-byte frames in
-    ``data`` (a uint8 array, changed in place and returned)."""
+    """Flip one byte in the middle of the body of each of the consecutive ``sizes``-byte
+    frames in ``data`` (a uint8 array, changed in place and returned); a frame without a body
+    (a rank's scatter frame to itself) is left as it is."""
     pos = 0
     for size in sizes:
-        data[pos + size // 2] ^= 0x5A
+        body = size - FRAME.size
+        if body > 0:
+            data[pos + FRAME.size + body // 2] ^= 0x5A
         pos += size
     return data
 
