@@ -47,13 +47,19 @@ class Job:
     """What one exchange reduces: collectives and state are named ``key``, frames carry ``tag``
     (buckets.Bucket.tag) and ``step``; ``tensors``, ``coords`` (gradient coordinates, a bucket's
     gaps excluded) and ``raw_bytes`` (bytes of the uncompressed gradients) go to the
-    statistics."""
+    statistics. ``encoder``: the Encoder of this exchange's streams, None for the codec's (the
+    streams name their encoder, so receivers need not know which)."""
     key: str
     tag: int
     step: int
     tensors: int = 1
     coords: int = 0
     raw_bytes: int = 0
+    encoder: object = None
+
+    def encoder_of(self, codec):
+        """The Encoder this exchange encodes with."""
+        return codec.encoder if self.encoder is None else self.encoder
 
 
 def choose(exchange, n_ranks):
@@ -83,7 +89,7 @@ def allgather_sum(codec, ops, coll, job, work):
     with codec.span(key, "encode"):
         state = (key, "all") if codec.error_feedback else None
         qt = codec.quantize(ops, work, (work.size,), f"{key}/all", job.step, state)
-        data = frame(tag, job.step, ops.build(qt, codec.encoder))
+        data = frame(tag, job.step, ops.build(qt, job.encoder_of(codec)))
     with codec.span(key, "network"):
         pending = coll.allgather(data, f"{key}.all")
         yield pending
@@ -156,7 +162,7 @@ def _scatter_frames(codec, ops, job, work, bounds, me):
         if j == me:
             mine, message = qt, _NoBody
         else:
-            message = ops.build(qt, codec.encoder)
+            message = ops.build(qt, job.encoder_of(codec))
         items.append((phase_tag(job.tag, "scatter", j), job.step, message))
     data, sizes = frames(items)
     return data, sizes, mine
@@ -179,4 +185,4 @@ def _summed_shard(codec, ops, coll, job, received, mine, bounds, work_dtype):
         server = (key, "server", me) if codec.server_error_feedback else None
         summed = codec.quantize(ops, total, (size,), f"{key}/sum{me}", job.step, state=server)
         return frame(phase_tag(job.tag, "gather"), job.step,
-                     ops.build(summed, codec.encoder)), summed
+                     ops.build(summed, job.encoder_of(codec))), summed

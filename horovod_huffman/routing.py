@@ -1,6 +1,9 @@
 """Adaptive routing: gradients go the way measured to be fastest, encoded, float16 or float32,
 and every rank takes the same way. The dense routes are the framework's own allreduce of the
-gradients (Horovod's ``Compression.none`` and ``.fp16``), fused by Horovod.
+gradients (Horovod's ``Compression.none`` and ``.fp16``), fused by Horovod. Where the codec's
+encoder is not ``rlh``, the buckets may also go encoded with ``rlh``, the fastest coder
+(``routes_for``): a coder that sends fewer bytes costs more CPU time, which pays only where the
+link, not the cores, bounds the step.
 
 A ``Router`` holds, per key (the PyTorch adapter uses one key for all of an optimizer's buckets,
 which share one route per step), the training step each route gives: the period from one step's
@@ -8,10 +11,10 @@ start to the next step's, which holds the step's compute, the codec's CPU time (
 training where cores are few) and the link, credited to the route of the first step. It runs in
 three phases by step number, which is the same on every rank:
 
-- probing: steps 0 .. 3 * PROBE_ROUNDS - 1 cycle through the routes (encoded, fp16, fp32, ...);
-  the first round only warms up (first calls, first allocations) and is not timed;
-- deciding: at the next step, the ranks allreduce their shortest period per route (a
-  3-element sum; the shortest, because pauses between steps, such as an evaluation, only
+- probing: steps 0 .. R * PROBE_ROUNDS - 1 cycle through the R routes (encoded, rlh, fp16,
+  fp32, ...); the first round only warms up (first calls, first allocations) and is not timed;
+- deciding: at the next step, the ranks allreduce their shortest period per route (an
+  R-element sum; the shortest, because pauses between steps, such as an evaluation, only
   lengthen periods), and every rank picks the route with the least sum, the same on every
   rank because every rank reads the same sums, never its own clock alone;
 - routed: the key keeps that route, and probes again every ``reprobe_steps`` steps, so a link
@@ -19,18 +22,37 @@ three phases by step number, which is the same on every rank:
 """
 import numpy as np
 
+# "encoded": the codec's encoder; "rlh": encoded with rlh instead; the dense routes.
 ROUTES = ("encoded", "fp16", "fp32")
+FAST_ROUTE = "rlh"
+ENCODED_ROUTES = ("encoded", FAST_ROUTE)
 # Rounds of probing per decision: the first warms up, the others are timed.
 PROBE_ROUNDS = 4
 # Steps between two decisions (probing included).
 REPROBE_STEPS = 1000
 
 
-class Router:
-    """Chooses a route per key from step timings every rank agrees on."""
+def routes_for(encoder_name):
+    """The routes probed for a codec whose encoder is named ``encoder_name``: ROUTES, with
+    FAST_ROUTE after "encoded" unless the encoder is that coder already. Every rank must
+    probe the same routes (the same encoder)."""
+    if encoder_name == FAST_ROUTE:
+        return ROUTES
+    return ROUTES[:1] + (FAST_ROUTE,) + ROUTES[1:]
 
-    def __init__(self, probe_rounds=PROBE_ROUNDS, reprobe_steps=REPROBE_STEPS):
-        if probe_rounds < 2 or reprobe_steps <= len(ROUTES) * probe_rounds:
+
+def is_encoded(route):
+    """Whether ``route`` sends the buckets through the compressed exchange."""
+    return route in ENCODED_ROUTES
+
+
+class Router:
+    """Chooses one of ``routes`` (ROUTES or ``routes_for``) per key from step timings every
+    rank agrees on."""
+
+    def __init__(self, probe_rounds=PROBE_ROUNDS, reprobe_steps=REPROBE_STEPS, routes=ROUTES):
+        self.routes = tuple(routes)
+        if probe_rounds < 2 or reprobe_steps <= len(self.routes) * probe_rounds:
             raise ValueError(f"probe_rounds ({probe_rounds}) must be >= 2 and reprobe_steps "
                              f"({reprobe_steps}) longer than the probing")
         self.probe_rounds, self.reprobe_steps = int(probe_rounds), int(reprobe_steps)
@@ -42,9 +64,9 @@ class Router:
         """The route of ``key``'s exchange at ``step``, or None when the ranks must agree on
         one now (``decide``)."""
         phase = step % self.reprobe_steps
-        probing = len(ROUTES) * self.probe_rounds
+        probing = len(self.routes) * self.probe_rounds
         if phase < probing:
-            return ROUTES[phase % len(ROUTES)]
+            return self.routes[phase % len(self.routes)]
         if phase == probing:
             return None
         return self.chosen[key]
@@ -55,7 +77,7 @@ class Router:
         last = self._last.pop(key, None)
         if last is not None and last[0] == step - 1:
             phase = last[0] % self.reprobe_steps
-            if len(ROUTES) <= phase < len(ROUTES) * self.probe_rounds:
+            if len(self.routes) <= phase < len(self.routes) * self.probe_rounds:
                 self._times.setdefault(key, {}).setdefault(last[1], []).append(start - last[2])
 
     def started(self, key, step, route, start):
@@ -63,12 +85,13 @@ class Router:
         self._last[key] = (step, route, start)
 
     def local_times(self, key):
-        """This rank's shortest period per route of ``key``'s timed probes, in ROUTES order."""
+        """This rank's shortest period per route of ``key``'s timed probes, in ``routes``
+        order."""
         times = self._times.pop(key, {})
-        return np.array([min(times[r]) if times.get(r) else np.inf for r in ROUTES],
+        return np.array([min(times[r]) if times.get(r) else np.inf for r in self.routes],
                         dtype=np.float64)
 
     def decide(self, key, summed):
         """The route with the least rank-summed time: the same on every rank."""
-        self.chosen[key] = ROUTES[int(np.argmin(summed))]
+        self.chosen[key] = self.routes[int(np.argmin(summed))]
         return self.chosen[key]

@@ -15,7 +15,7 @@ from horovod_huffman.exchange import (Codec, MismatchError, contract, error_fram
                                       frames, split_frames)
 from horovod_huffman.local import LocalGroup, run_ranks
 from horovod_huffman.message import build
-from horovod_huffman.routing import ROUTES, Router
+from horovod_huffman.routing import ROUTES, Router, is_encoded, routes_for
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "workers"))
 from corrupting import flip_middles  # noqa: E402
@@ -221,6 +221,51 @@ def test_routing_probes_every_route_then_every_rank_takes_the_same():
     assert ROUTES[int(np.argmin(times[0]))] == "fp16"
     assert [router.decide("b", times[0] + times[1]) for router in routers] == ["encoded"] * 2
     assert routers[0].plan("b", 7) == "encoded" and routers[0].plan("b", 100) == "encoded"
+
+
+def test_a_codec_other_than_rlh_also_probes_rlh_and_may_choose_it():
+    assert routes_for("rlh") == ROUTES
+    routes = routes_for("auto")
+    assert routes == ("encoded", "rlh", "fp16", "fp32")
+    assert [is_encoded(r) for r in routes] == [True, True, False, False]
+    router = Router(probe_rounds=2, reprobe_steps=100, routes=routes)
+    period = {"encoded": 0.3, "rlh": 0.2, "fp16": 0.4, "fp32": 0.5}
+    clock = 0.0
+    for step in range(2 * len(routes) + 1):
+        router.observe("b", step, clock)
+        route = router.plan("b", step)
+        if route is None:
+            break
+        assert route == routes[step % len(routes)]
+        router.started("b", step, route, clock)
+        clock += period[route]
+    assert step == 2 * len(routes)
+    assert router.decide("b", router.local_times("b")) == "rlh"
+
+
+@pytest.mark.parametrize("kind", ["allgather", "two_phase"])
+def test_an_exchange_encodes_with_the_jobs_encoder_where_it_names_one(kind):
+    """A codec of ``ans`` told to encode with rlh sends exactly what an rlh codec sends and
+    gets the same sum (the streams name their encoder)."""
+    n, bucket = 3, bucket_of(3000, 64)
+    works = [np.random.default_rng(r).standard_normal(bucket.size).astype(np.float32)
+             for r in range(n)]
+    results = {}
+    for name, job_encoder in [("rlh", None), ("ans", hh.get_encoder("rlh")), ("ans", None)]:
+        cs = [Codec(encoder=name, quantizer=hh.QSGD(levels=4, bucket_size=64), seed=SEED + r)
+              for r in range(n)]
+        job = Job(bucket.key, bucket.tag, 0, 1, bucket.numel, 4 * bucket.numel, job_encoder)
+        group = LocalGroup(n)
+        gens = [two_phase_sum(c, HostOps, group.member(r), job, works[r], 64)
+                if kind == "two_phase" else allgather_sum(c, HostOps, group.member(r), job, works[r])
+                for r, c in enumerate(cs)]
+        sums = run_ranks(gens)
+        results[name, job_encoder is None] = (sums, [c.current.sent_bytes for c in cs])
+    (rlh_sums, rlh_sent), (sums, sent), (ans_sums, ans_sent) = results.values()
+    assert sent == rlh_sent and sent != ans_sent
+    for a, b, c in zip(rlh_sums, sums, ans_sums):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a, c)
 
 
 def test_auto_takes_allgather_up_to_three_ranks_and_two_phase_beyond():

@@ -32,7 +32,8 @@ from ..buckets import DEFAULT_BUCKET_BYTES, DEFAULT_MIN_NUMEL, BucketPlan
 from ..device import cuda_usable
 from ..exchange import placeholder_values, reduction_scale
 from ..pipeline import Pipeline
-from ..routing import Router
+from ..encoders import get_encoder
+from ..routing import FAST_ROUTE, Router, is_encoded, routes_for
 
 # Compression.build(route=...): every bucket encoded, or all the way measured fastest.
 ROUTES = ("encoded", "adaptive")
@@ -118,11 +119,11 @@ class _Pending:
 class _Buckets:
     """The buckets of one optimizer: plan, staging buffers, this step's rounds, collectives."""
 
-    def __init__(self, plan, process_set, exchange, route):
+    def __init__(self, plan, process_set, exchange, route, encoder_name):
         self.plan = plan
         self.coll = _Collectives(process_set)
         self.exchange = choose(exchange, self.coll.size)
-        self.router = Router() if route == "adaptive" else None
+        self.router = Router(routes=routes_for(encoder_name)) if route == "adaptive" else None
         self.staging = {}
         self.rounds = {b.index: _Round() for b in plan.buckets}
         self.steps = {b.index: 0 for b in plan.buckets}
@@ -142,8 +143,9 @@ class HuffmanCompressor(CodecStats):
     Buckets hold ``bucket_bytes`` of float32 gradients (``buckets.BucketPlan``, in the reverse of
     the optimizer's parameter order, roughly the order backward produces them). ``exchange``:
     "allgather", "two_phase" or "auto" (``allreduce.choose``). ``route``: "encoded" sends every
-    bucket encoded; "adaptive" sends the buckets encoded, or as float16 or float32 through
-    Horovod's own allreduce, whichever gave the ranks the fastest steps (routing.Router).
+    bucket encoded; "adaptive" sends the buckets encoded, encoded with ``rlh`` (where the
+    codec's encoder is another), or as float16 or float32 through Horovod's own allreduce,
+    whichever gave the ranks the fastest steps (routing.Router).
     """
 
     def __init__(self, codec, min_numel=DEFAULT_MIN_NUMEL, named_parameters=None,
@@ -165,6 +167,7 @@ class HuffmanCompressor(CodecStats):
         self._states = weakref.WeakKeyDictionary()
         self._unowned = None
         self._pipeline = Pipeline()
+        self._fast_encoder = get_encoder(FAST_ROUTE)
 
     # ---- Horovod's Compressor API --------------------------------------------------------
 
@@ -192,7 +195,7 @@ class HuffmanCompressor(CodecStats):
             current.route = self._route(state, bucket)
         current.filled.add(name)
         full = len(current.filled) == len(bucket.slots)
-        if current.route != "encoded":
+        if not is_encoded(current.route):
             # A dense route is Horovod's own allreduce of the gradient (Compression.none or
             # .fp16), fused by Horovod, with the optimizer's op and scale factors.
             current.closed = full
@@ -253,7 +256,8 @@ class HuffmanCompressor(CodecStats):
                 self._parameters(optimizer))]
             align = getattr(self.codec.quantizer, "bucket_size", None) or 1
             plan = BucketPlan(entries, capacity=max(self.bucket_bytes // 4, 1), align=align)
-            state = _Buckets(plan, process_set, self.exchange, self.route)
+            state = _Buckets(plan, process_set, self.exchange, self.route,
+                             self.codec.encoder.name)
             if optimizer is None:
                 self._unowned = state
             else:
@@ -304,7 +308,7 @@ class HuffmanCompressor(CodecStats):
         dense route is over, even if some of its gradients never came (sparse ones)."""
         for state in list(self._states.values()) + [s for s in [self._unowned] if s]:
             for current in state.rounds.values():
-                if current.route != "encoded" and current.filled:
+                if not is_encoded(current.route) and current.filled:
                     current.closed = True
 
     def _staging(self, state, bucket, device):
@@ -323,7 +327,8 @@ class HuffmanCompressor(CodecStats):
         raw_bytes, state.raw_bytes[bucket.index] = state.raw_bytes[bucket.index], 0
         if staging.is_cuda:
             torch.cuda.current_stream(staging.device).synchronize()
-        exchange = _exchange(self.codec, state, bucket, staging, raw_bytes)
+        encoder = self._fast_encoder if current.route == FAST_ROUTE else None
+        exchange = _exchange(self.codec, state, bucket, staging, raw_bytes, encoder)
         current.future = self._pipeline.submit(exchange)
         current.closed = True
 
@@ -376,12 +381,12 @@ def _kind(param):
     return f"{dtype}@{param.device}"
 
 
-def _exchange(codec, state, bucket, staging, raw_bytes):
-    """The exchange of one bucket (a generator run by the worker thread): on the host, or for a
-    CUDA bucket with the kernels on a stream of the worker's own, synced before the training
-    thread reads the sum."""
+def _exchange(codec, state, bucket, staging, raw_bytes, encoder=None):
+    """The exchange of one bucket (a generator run by the worker thread) with ``encoder`` (None:
+    the codec's): on the host, or for a CUDA bucket with the kernels on a stream of the
+    worker's own, synced before the training thread reads the sum."""
     job = Job(bucket.key, bucket.tag, codec.begin(bucket.key), len(bucket.slots), bucket.numel,
-              raw_bytes)
+              raw_bytes, encoder)
     stream = None
     if staging.is_cuda and cuda_usable():
         with cuda.gpus[staging.device.index or 0]:
@@ -421,8 +426,9 @@ class Compression(ReadyCompressors):
             optimizer's. seed: reproducible quantization per (bucket, shard, step).
             exchange: "allgather", "two_phase" or "auto" (``allreduce.choose``). bucket_bytes:
             bytes of float32 gradients fused into one bucket. route: "encoded", or "adaptive":
-            encoded, or float16 or float32 through Horovod's own allreduce, whichever gave
-            the ranks the fastest steps (``routing.Router``).
+            encoded, encoded with ``rlh`` (the fastest coder, where ``encoder`` is another),
+            or float16 or float32 through Horovod's own allreduce, whichever gave the ranks
+            the fastest steps (``routing.Router``).
         """
         codec = make_codec(encoder, quantizer, error_feedback, seed, **encoder_kwargs)
         named = list(named_parameters) if named_parameters is not None else None
