@@ -69,7 +69,7 @@ class Router:
         phase = step % self.reprobe_steps
         probing = len(self.routes) * self.probe_rounds
         if phase < probing:
-            order = self.routes  # TEMP
+            order = self.routes if (phase // len(self.routes)) % 2 == 0 else self.routes[::-1]
             return order[phase % len(self.routes)]
         if phase == probing:
             return None
