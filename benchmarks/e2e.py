@@ -158,7 +158,8 @@ def main(argv=None):
     p.add_argument("--models", nargs="+", default=["cnn", "lstm"], choices=["cnn", "lstm"])
     p.add_argument("--compressions", nargs="+", default=COMPRESSIONS, choices=COMPRESSIONS)
     p.add_argument("--steps", type=int, default=200)
-    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=20,
+                   help="untimed first steps (the adaptive routes probe for 16)")
     p.add_argument("--last", type=int, default=20, help="steps averaged into the final loss")
     p.add_argument("--levels", type=int, default=16, help="QSGD levels s")
     p.add_argument("--error-feedback", action="store_true",

@@ -143,7 +143,9 @@ def main():
         state = getattr(compression, "_states", {}).get(opt)       # route="adaptive"
         if state is not None and state.router is not None:
             result["routes_chosen"] = state.router.chosen
-            result["route_periods_s"] = state.router.periods
+            result["route_periods_s"] = {          # rank-summed; None: never timed
+                key: {r: t if np.isfinite(t) else None for r, t in periods.items()}
+                for key, periods in state.router.periods.items()}
         print("RESULT " + json.dumps(result), flush=True)
 
 

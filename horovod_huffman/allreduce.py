@@ -68,7 +68,7 @@ def choose(exchange, n_ranks):
     that second quantization's error does not shrink with N as the allgather's mean of N
     quantized gradients does (docs/design.md: 3.2x the allgather's error at N = 3, 3.7x at 4).
     It is taken where it at least halves the bytes: 2*(N-1)/N against N-1 bucket sizes
-    received, and 2 decodes instead of N. At N = 2 both move the same bytes; at N = 3 the
+    received, and as many levels decoded. At N = 2 both move the same bytes; at N = 3 the
     two-phase exchange saves a third."""
     if exchange not in EXCHANGES:
         raise ValueError(f"exchange must be one of {', '.join(EXCHANGES)}, got {exchange!r}")

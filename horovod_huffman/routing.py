@@ -1,9 +1,11 @@
-"""Adaptive routing: gradients go the way measured to be fastest, encoded, float16 or float32,
-and every rank takes the same way. The dense routes are the framework's own allreduce of the
-gradients (Horovod's ``Compression.none`` and ``.fp16``), fused by Horovod. Where the codec's
-encoder is not ``rlh``, the buckets may also go encoded with ``rlh``, the fastest coder
-(``routes_for``): a coder that sends fewer bytes costs more CPU time, which pays only where the
-link, not the cores, bounds the step.
+"""Adaptive routing: gradients go the way measured to be fastest, encoded with the codec's
+encoder, encoded with ``rlh``, as float16 or as float32, and every rank takes the same way. The
+``rlh`` route is there because the coders that send the fewest bytes (``ans``, ``rla``,
+``auto``) cost more CPU time, which pays only where the link, not the cores, bounds the step;
+for a codec of ``rlh`` itself it is the encoded route again. The dense routes are the
+framework's own allreduce of the gradients (Horovod's ``Compression.none`` and ``.fp16``),
+fused by Horovod. The routes do not depend on the encoder, so ranks whose encoders differ
+(their streams name the encoder) still probe and decide alike.
 
 A ``Router`` holds, per key (the PyTorch adapter uses one key for all of an optimizer's buckets,
 which share one route per step), the training step each route gives: the period from one step's
@@ -12,9 +14,9 @@ training where cores are few) and the link, credited to the route of the first s
 three phases by step number, which is the same on every rank:
 
 - probing: steps 0 .. R * PROBE_ROUNDS - 1 go through the R routes (encoded, rlh, fp16,
-  fp32), in reverse order in odd rounds so that no route always follows the same one (a step
-  after a float32 step on a slow link starts with that step's traffic still draining); the
-  first round only warms up (first calls, first allocations) and is not timed;
+  fp32), in reverse order in odd rounds, so that no route's timings all come from steps that
+  follow the same route (a float32 step on a slow link can slow the step after it); the first
+  round only warms up (first calls, first allocations) and is not timed;
 - deciding: at the next step, the ranks allreduce their shortest period per route (an
   R-element sum; the shortest, because pauses between steps, such as an evaluation, only
   lengthen periods), and every rank picks the route with the least sum, the same on every
@@ -25,22 +27,13 @@ three phases by step number, which is the same on every rank:
 import numpy as np
 
 # "encoded": the codec's encoder; "rlh": encoded with rlh instead; the dense routes.
-ROUTES = ("encoded", "fp16", "fp32")
 FAST_ROUTE = "rlh"
+ROUTES = ("encoded", FAST_ROUTE, "fp16", "fp32")
 ENCODED_ROUTES = ("encoded", FAST_ROUTE)
 # Rounds of probing per decision: the first warms up, the others are timed.
 PROBE_ROUNDS = 4
 # Steps between two decisions (probing included).
 REPROBE_STEPS = 1000
-
-
-def routes_for(encoder_name):
-    """The routes probed for a codec whose encoder is named ``encoder_name``: ROUTES, with
-    FAST_ROUTE after "encoded" unless the encoder is that coder already. Every rank must
-    probe the same routes (the same encoder)."""
-    if encoder_name == FAST_ROUTE:
-        return ROUTES
-    return ROUTES[:1] + (FAST_ROUTE,) + ROUTES[1:]
 
 
 def is_encoded(route):
@@ -49,8 +42,7 @@ def is_encoded(route):
 
 
 class Router:
-    """Chooses one of ``routes`` (ROUTES or ``routes_for``) per key from step timings every
-    rank agrees on."""
+    """Chooses one of ``routes`` per key from step timings every rank agrees on."""
 
     def __init__(self, probe_rounds=PROBE_ROUNDS, reprobe_steps=REPROBE_STEPS, routes=ROUTES):
         self.routes = tuple(routes)

@@ -37,15 +37,16 @@ burst_bytes() {
 }
 
 shape() {
-    local rate=$1 i
+    local rate=$1 i burst=
+    [ "$rate" = none ] || burst=$(burst_bytes "$rate")
     for i in $(hosts); do
         for spec in "hhv$i" "netns hh$i eth0"; do
             set -- $spec
             if [ "$1" = netns ]; then run=(ip netns exec "$2"); dev=$3; else run=(); dev=$1; fi
             "${run[@]}" tc qdisc del dev "$dev" root 2>/dev/null || true
             if [ "$rate" != none ]; then
-                "${run[@]}" tc qdisc add dev "$dev" root tbf rate "$rate" \
-                    burst "$(burst_bytes "$rate")" latency 100ms
+                "${run[@]}" tc qdisc add dev "$dev" root tbf rate "$rate" burst "$burst" \
+                    latency 100ms
             fi
         done
     done

@@ -15,7 +15,7 @@ from horovod_huffman.exchange import (Codec, MismatchError, contract, error_fram
                                       frames, split_frames)
 from horovod_huffman.local import LocalGroup, run_ranks
 from horovod_huffman.message import build
-from horovod_huffman.routing import ROUTES, Router, is_encoded, routes_for
+from horovod_huffman.routing import ROUTES, Router, is_encoded
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "workers"))
 from corrupting import flip_middles  # noqa: E402
@@ -202,17 +202,18 @@ def test_allgather_counts_statistics_and_spans():
 
 
 def test_routing_probes_every_route_then_every_rank_takes_the_same():
-    """Two ranks' routers over 6 probe steps (2 rounds, the second timed) and a decision from
-    the summed periods: rank 0 alone would pick fp16, the sum picks encoded on both."""
+    """Two ranks' routers over 8 probe steps (2 rounds, the second timed, in reverse order) and
+    a decision from the summed periods: rank 0 alone would pick fp16, the sum picks encoded on
+    both."""
     routers = [Router(probe_rounds=2, reprobe_steps=100) for _ in range(2)]
-    period = {"encoded": [0.35, 0.2], "fp16": [0.3, 0.3], "fp32": [0.9, 0.8]}
+    period = {"encoded": [0.35, 0.2], "rlh": [0.4, 0.3], "fp16": [0.3, 0.3], "fp32": [0.9, 0.8]}
     clock, seen = [0.0, 0.0], []
-    for step in range(7):
+    for step in range(9):
         for rank, router in enumerate(routers):
             router.observe("b", step, clock[rank])
         routes = [router.plan("b", step) for router in routers]
         seen.append(routes[0])
-        if step < 6:
+        if step < 8:
             for rank, router in enumerate(routers):
                 router.started("b", step, routes[rank], clock[rank])
                 clock[rank] += period[routes[rank]][rank]
@@ -223,24 +224,21 @@ def test_routing_probes_every_route_then_every_rank_takes_the_same():
     assert routers[0].plan("b", 7) == "encoded" and routers[0].plan("b", 100) == "encoded"
 
 
-def test_a_codec_other_than_rlh_also_probes_rlh_and_may_choose_it():
-    assert routes_for("rlh") == ROUTES
-    routes = routes_for("auto")
-    assert routes == ("encoded", "rlh", "fp16", "fp32")
-    assert [is_encoded(r) for r in routes] == [True, True, False, False]
-    router = Router(probe_rounds=2, reprobe_steps=100, routes=routes)
+def test_routing_may_choose_to_encode_with_rlh():
+    assert [is_encoded(r) for r in ROUTES] == [True, True, False, False]
+    router = Router(probe_rounds=2, reprobe_steps=100)
     period = {"encoded": 0.3, "rlh": 0.2, "fp16": 0.4, "fp32": 0.5}
-    clock = 0.0
-    for step in range(2 * len(routes) + 1):
+    clock, seen = 0.0, []
+    for step in range(2 * len(ROUTES) + 1):
         router.observe("b", step, clock)
         route = router.plan("b", step)
-        if route is None:
-            break
-        assert route == (routes if step < len(routes) else routes[::-1])[step % len(routes)]
-        router.started("b", step, route, clock)
-        clock += period[route]
-    assert step == 2 * len(routes)
+        seen.append(route)
+        if route is not None:
+            router.started("b", step, route, clock)
+            clock += period[route]
+    assert seen[-1] is None and None not in seen[:-1]
     assert router.decide("b", router.local_times("b")) == "rlh"
+    assert router.periods["b"] == pytest.approx(period)
 
 
 @pytest.mark.parametrize("kind", ["allgather", "two_phase"])

@@ -46,7 +46,7 @@ def test_faults_raise_promptly_on_every_rank(n_ranks, case, exchange, error):
         assert lines and error in lines[0], excerpt(out)
 
 
-@pytest.mark.parametrize("n_ranks,encoder", [(2, "auto"), (3, "rlh")])
+@pytest.mark.parametrize("n_ranks,encoder", [(2, "auto"), (3, "mixed")])
 def test_adaptive_routing_agrees_on_every_rank(n_ranks, encoder):
     rc, out = horovodrun(n_ranks, "tests/workers/torch_routes.py", encoder, timeout=300)
     assert rc == 0 and "OK routes" in out, excerpt(out)

@@ -33,7 +33,7 @@ from ..device import cuda_usable
 from ..exchange import placeholder_values, reduction_scale
 from ..pipeline import Pipeline
 from ..encoders import get_encoder
-from ..routing import FAST_ROUTE, Router, is_encoded, routes_for
+from ..routing import FAST_ROUTE, Router, is_encoded
 
 # Compression.build(route=...): every bucket encoded, or all the way measured fastest.
 ROUTES = ("encoded", "adaptive")
@@ -119,11 +119,11 @@ class _Pending:
 class _Buckets:
     """The buckets of one optimizer: plan, staging buffers, this step's rounds, collectives."""
 
-    def __init__(self, plan, process_set, exchange, route, encoder_name):
+    def __init__(self, plan, process_set, exchange, route):
         self.plan = plan
         self.coll = _Collectives(process_set)
         self.exchange = choose(exchange, self.coll.size)
-        self.router = Router(routes=routes_for(encoder_name)) if route == "adaptive" else None
+        self.router = Router() if route == "adaptive" else None
         self.staging = {}
         self.rounds = {b.index: _Round() for b in plan.buckets}
         self.steps = {b.index: 0 for b in plan.buckets}
@@ -143,9 +143,9 @@ class HuffmanCompressor(CodecStats):
     Buckets hold ``bucket_bytes`` of float32 gradients (``buckets.BucketPlan``, in the reverse of
     the optimizer's parameter order, roughly the order backward produces them). ``exchange``:
     "allgather", "two_phase" or "auto" (``allreduce.choose``). ``route``: "encoded" sends every
-    bucket encoded; "adaptive" sends the buckets encoded, encoded with ``rlh`` (where the
-    codec's encoder is another), or as float16 or float32 through Horovod's own allreduce,
-    whichever gave the ranks the fastest steps (routing.Router).
+    bucket encoded; "adaptive" sends the buckets encoded, encoded with ``rlh`` (the fastest
+    coder), or as float16 or float32 through Horovod's own allreduce, whichever gave the ranks
+    the fastest steps (routing.Router).
     """
 
     def __init__(self, codec, min_numel=DEFAULT_MIN_NUMEL, named_parameters=None,
@@ -167,7 +167,9 @@ class HuffmanCompressor(CodecStats):
         self._states = weakref.WeakKeyDictionary()
         self._unowned = None
         self._pipeline = Pipeline()
-        self._fast_encoder = get_encoder(FAST_ROUTE)
+        # The encoder of the "rlh" route: None (the codec's) where the codec's is rlh already.
+        self._fast_encoder = None if getattr(codec.encoder, "name", None) == FAST_ROUTE else \
+            get_encoder(FAST_ROUTE)
 
     # ---- Horovod's Compressor API --------------------------------------------------------
 
@@ -256,8 +258,7 @@ class HuffmanCompressor(CodecStats):
                 self._parameters(optimizer))]
             align = getattr(self.codec.quantizer, "bucket_size", None) or 1
             plan = BucketPlan(entries, capacity=max(self.bucket_bytes // 4, 1), align=align)
-            state = _Buckets(plan, process_set, self.exchange, self.route,
-                             self.codec.encoder.name)
+            state = _Buckets(plan, process_set, self.exchange, self.route)
             if optimizer is None:
                 self._unowned = state
             else:
@@ -426,9 +427,9 @@ class Compression(ReadyCompressors):
             optimizer's. seed: reproducible quantization per (bucket, shard, step).
             exchange: "allgather", "two_phase" or "auto" (``allreduce.choose``). bucket_bytes:
             bytes of float32 gradients fused into one bucket. route: "encoded", or "adaptive":
-            encoded, encoded with ``rlh`` (the fastest coder, where ``encoder`` is another),
-            or float16 or float32 through Horovod's own allreduce, whichever gave the ranks
-            the fastest steps (``routing.Router``).
+            encoded, encoded with ``rlh`` (the fastest coder), or float16 or float32 through
+            Horovod's own allreduce, whichever gave the ranks the fastest steps
+            (``routing.Router``).
         """
         codec = make_codec(encoder, quantizer, error_feedback, seed, **encoder_kwargs)
         named = list(named_parameters) if named_parameters is not None else None

@@ -1,9 +1,11 @@
 """Worker: adaptive routing through the stock hvd.DistributedOptimizer, with the encoder named
-by argv[1] (default rlh). Over the probing steps the buckets go encoded, encoded with rlh (where
-the encoder is another), as float16 and as float32; the float32 steps are Horovod's own
-allreduce of the gradient (compared exactly on 2 ranks), the rlh steps send rlh streams, every
-rank decides the same route, and parameters stay identical on all ranks at every step. Prints
-"OK routes <chosen>" on rank 0.
+by argv[1] (default rlh; "mixed": rlh, ans and auto by rank, whose streams name their
+encoder). Over the probing steps the buckets go encoded, encoded with rlh, as
+float16 and as float32; the float32 steps are Horovod's own allreduce of the gradient (compared
+exactly on 2 ranks), the compressor's encoder writes the streams of the encoded steps and, for
+an encoder other than rlh, an rlh encoder those of the rlh steps; every rank decides the same
+route, and parameters stay identical on all ranks at every step. Prints "OK routes <chosen>" on
+rank 0.
 """
 import sys
 
@@ -11,7 +13,7 @@ import torch
 import horovod.torch as hvd
 
 import horovod_huffman as hh
-from horovod_huffman.routing import FAST_ROUTE, PROBE_ROUNDS, routes_for
+from horovod_huffman.routing import FAST_ROUTE, PROBE_ROUNDS, ROUTES
 from horovod_huffman.torch import ROUTER_KEY, Compression
 
 
@@ -20,16 +22,20 @@ def main():
     torch.set_num_threads(1)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
-    encoder = hh.get_encoder(sys.argv[1] if len(sys.argv) > 1 else "rlh")
-    routes = routes_for(encoder.name)
-    # Streams the compressor's own encoder wrote, counted.
-    written, encoded = [0], encoder.encoded
-    encoder.encoded = lambda *a, **k: (written.__setitem__(0, written[0] + 1), encoded(*a, **k))[1]
+    name = sys.argv[1] if len(sys.argv) > 1 else "rlh"
+    if name == "mixed":
+        name = ("rlh", "ans", "auto")[hvd.rank() % 3]
+    encoder = hh.get_encoder(name)
     comp = Compression.build(encoder=encoder, quantizer=hh.QSGD(levels=8, bucket_size=128),
                              route="adaptive", bucket_bytes=4 * 10000, seed=hvd.rank())
     opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05),
                                    named_parameters=model.named_parameters(), compression=comp)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    # Streams written this step by the compressor's encoder ("own") and by the rlh route's.
+    written = {"own": 0, "rlh": 0}
+    counted(encoder, written, "own")
+    if encoder.name != FAST_ROUTE:
+        counted(comp._fast_encoder, written, "rlh")
     gen = torch.Generator().manual_seed(hvd.rank())
     # This rank's own gradients, taken as autograd hands them over: on the float32 route
     # Horovod reduces p.grad in place while backward goes on, so p.grad read after backward
@@ -38,8 +44,8 @@ def main():
     for name, p in model.named_parameters():
         p.register_hook(lambda g, name=name: local.__setitem__(name, g.detach().clone()))
     seen = set()
-    for step in range(len(routes) * PROBE_ROUNDS + 2):
-        written[0] = 0
+    for step in range(len(ROUTES) * PROBE_ROUNDS + 2):
+        written.update(own=0, rlh=0)
         x, y = torch.randn(32, 64, generator=gen), torch.randint(0, 10, (32,), generator=gen)
         opt.zero_grad()
         torch.nn.functional.cross_entropy(model(x), y).backward()
@@ -56,19 +62,30 @@ def main():
                     torch.allclose(p.grad, ref, rtol=1e-6, atol=1e-7)
                 assert same, (step, name, (p.grad - ref).abs().max())
         if encoder.name != FAST_ROUTE:
-            # The compressor's encoder writes every stream of its own route's steps and none
-            # of the rlh route's.
-            assert (written[0] > 0) == (route == "encoded"), (step, route, written)
+            expect = {"own": route == "encoded", "rlh": route == FAST_ROUTE}
+        else:
+            expect = {"own": route in ("encoded", FAST_ROUTE), "rlh": False}
+        assert {k: n > 0 for k, n in written.items()} == expect, (step, route, written)
         with opt.skip_synchronize():
             opt.step()
         flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
         assert all(torch.equal(flat, o) for o in hvd.allgather_object(flat)), step
-    assert seen >= set(routes), seen
+    assert seen == set(ROUTES), seen
     chosen = state.router.chosen
     assert list(chosen) == [ROUTER_KEY], chosen
     assert all(c == chosen for c in hvd.allgather_object(chosen)), chosen
     if hvd.rank() == 0:
         print("OK routes", sorted(chosen.items()), flush=True)
+
+
+def counted(encoder, written, key):
+    """Count the streams ``encoder`` writes under ``written[key]``."""
+    encoded = encoder.encoded
+
+    def counting(*args, **kwargs):
+        written[key] += 1
+        return encoded(*args, **kwargs)
+    encoder.encoded = counting
 
 
 if __name__ == "__main__":
