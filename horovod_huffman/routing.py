@@ -13,12 +13,12 @@ start to the next step's, which holds the step's compute, the codec's CPU time (
 training where cores are few) and the link, credited to the route of the first step. It runs in
 three phases by step number, which is the same on every rank:
 
-- probing: steps 0 .. R * PROBE_ROUNDS - 1 go through the R routes (encoded, rlh, fp16,
+- probing: steps 0 .. 4 * PROBE_ROUNDS - 1 go through the four routes (encoded, rlh, fp16,
   fp32), in reverse order in odd rounds, so that no route's timings all come from steps that
   follow the same route (a float32 step on a slow link can slow the step after it); the first
   round only warms up (first calls, first allocations) and is not timed;
 - deciding: at the next step, the ranks allreduce their shortest period per route (an
-  R-element sum; the shortest, because pauses between steps, such as an evaluation, only
+  4-element sum; the shortest, because pauses between steps, such as an evaluation, only
   lengthen periods), and every rank picks the route with the least sum, the same on every
   rank because every rank reads the same sums, never its own clock alone;
 - routed: the key keeps that route, and probes again every ``reprobe_steps`` steps, so a link
@@ -42,11 +42,10 @@ def is_encoded(route):
 
 
 class Router:
-    """Chooses one of ``routes`` per key from step timings every rank agrees on."""
+    """Chooses a route per key from step timings every rank agrees on."""
 
-    def __init__(self, probe_rounds=PROBE_ROUNDS, reprobe_steps=REPROBE_STEPS, routes=ROUTES):
-        self.routes = tuple(routes)
-        if probe_rounds < 2 or reprobe_steps <= len(self.routes) * probe_rounds:
+    def __init__(self, probe_rounds=PROBE_ROUNDS, reprobe_steps=REPROBE_STEPS):
+        if probe_rounds < 2 or reprobe_steps <= len(ROUTES) * probe_rounds:
             raise ValueError(f"probe_rounds ({probe_rounds}) must be >= 2 and reprobe_steps "
                              f"({reprobe_steps}) longer than the probing")
         self.probe_rounds, self.reprobe_steps = int(probe_rounds), int(reprobe_steps)
@@ -59,10 +58,10 @@ class Router:
         """The route of ``key``'s exchange at ``step``, or None when the ranks must agree on
         one now (``decide``)."""
         phase = step % self.reprobe_steps
-        probing = len(self.routes) * self.probe_rounds
+        probing = len(ROUTES) * self.probe_rounds
         if phase < probing:
-            order = self.routes if (phase // len(self.routes)) % 2 == 0 else self.routes[::-1]
-            return order[phase % len(self.routes)]
+            order = ROUTES if (phase // len(ROUTES)) % 2 == 0 else ROUTES[::-1]
+            return order[phase % len(ROUTES)]
         if phase == probing:
             return None
         return self.chosen[key]
@@ -73,7 +72,7 @@ class Router:
         last = self._last.pop(key, None)
         if last is not None and last[0] == step - 1:
             phase = last[0] % self.reprobe_steps
-            if len(self.routes) <= phase < len(self.routes) * self.probe_rounds:
+            if len(ROUTES) <= phase < len(ROUTES) * self.probe_rounds:
                 self._times.setdefault(key, {}).setdefault(last[1], []).append(start - last[2])
 
     def started(self, key, step, route, start):
@@ -81,14 +80,13 @@ class Router:
         self._last[key] = (step, route, start)
 
     def local_times(self, key):
-        """This rank's shortest period per route of ``key``'s timed probes, in ``routes``
-        order."""
+        """This rank's shortest period per route of ``key``'s timed probes, in ROUTES order."""
         times = self._times.pop(key, {})
-        return np.array([min(times[r]) if times.get(r) else np.inf for r in self.routes],
+        return np.array([min(times[r]) if times.get(r) else np.inf for r in ROUTES],
                         dtype=np.float64)
 
     def decide(self, key, summed):
         """The route with the least rank-summed time: the same on every rank."""
-        self.periods[key] = dict(zip(self.routes, map(float, summed)))
-        self.chosen[key] = self.routes[int(np.argmin(summed))]
+        self.periods[key] = dict(zip(ROUTES, map(float, summed)))
+        self.chosen[key] = ROUTES[int(np.argmin(summed))]
         return self.chosen[key]
