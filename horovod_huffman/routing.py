@@ -17,7 +17,7 @@ three phases by step number, which is the same on every rank:
   fp32), in reverse order in odd rounds, so that no route's timings all come from steps that
   follow the same route (a float32 step on a slow link can slow the step after it); the first
   round only warms up (first calls, first allocations) and is not timed;
-- deciding: at the next step, the ranks allreduce their shortest period per route (an
+- deciding: at the next step, the ranks allreduce their shortest period per route (a
   4-element sum; the shortest, because pauses between steps, such as an evaluation, only
   lengthen periods), and every rank picks the route with the least sum, the same on every
   rank because every rank reads the same sums, never its own clock alone;
