@@ -24,6 +24,8 @@ hosts() { ip netns list | awk '/^hh[0-9]+/ {sub("hh", "", $1); print $1}' | sort
 # it leave at the speed of the veth pair after an idle pause (a 4 Mbit bucket sent 361 KB in
 # 0.5 ms on a "100 Mbit/s" link), so compressed gradients would never see the link's rate.
 # The qdisc's watchdog is an hrtimer, so the bucket need not cover a scheduler tick.
+# HH_LINK_LATENCY (default 100ms): the longest a packet may wait in the link's queue, which
+# sets the queue's depth (docs/benchmarks.md measures 20ms against 100ms at 10 Mbit/s).
 burst_bytes() {
     local rate=$1 bits
     case $rate in
@@ -46,7 +48,7 @@ shape() {
             "${run[@]}" tc qdisc del dev "$dev" root 2>/dev/null || true
             if [ "$rate" != none ]; then
                 "${run[@]}" tc qdisc add dev "$dev" root tbf rate "$rate" burst "$burst" \
-                    latency 100ms
+                    latency "${HH_LINK_LATENCY:-100ms}"
             fi
         done
     done
