@@ -30,9 +30,9 @@ from ..allreduce import Job, allgather_sum, choose, two_phase_sum
 from ..array_ops import DeviceOps, HostOps
 from ..buckets import DEFAULT_BUCKET_BYTES, DEFAULT_MIN_NUMEL, BucketPlan
 from ..device import cuda_usable
+from ..encoders import get_encoder
 from ..exchange import placeholder_values, reduction_scale
 from ..pipeline import Pipeline
-from ..encoders import get_encoder
 from ..routing import FAST_ROUTE, Router, is_encoded
 
 # Compression.build(route=...): every bucket encoded, or all the way measured fastest.
