@@ -34,8 +34,7 @@ COMPRESSIONS = ["none", "fp16", "huffman", "rlh", "sh", "shs", "elias_rle", "qsg
                 "rla", "auto", "rlh/allgather", "rlh/two_phase", "rlh/adaptive", "auto/adaptive",
                 "pufferfish", "pufferfish+rlh"]
 HUFFMAN_BASED = ["huffman", "rlh", "sh", "shs", "auto", "auto/adaptive", "rlh/allgather",
-                 "rlh/two_phase",
-                 "rlh/adaptive", "pufferfish+rlh"]
+                 "rlh/two_phase", "rlh/adaptive", "pufferfish+rlh"]
 RATES = {"10mbit": 0.01, "100mbit": 0.1, "1gbit": 1.0, "10gbit": 10.0}       # link -> Gbit/s
 DEFAULT_RATES = ["100mbit", "1gbit", "10gbit"]
 BEGIN, END = "<!-- bench-e2e:begin -->", "<!-- bench-e2e:end -->"

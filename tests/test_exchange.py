@@ -82,10 +82,11 @@ def codecs(n, levels=4, align=64, **kwargs):
                   seed=SEED + r, **kwargs) for r in range(n)]
 
 
-def exchange(kind, codec, group, rank, bucket, work, align, step=0, coll=None):
+def exchange(kind, codec, group, rank, bucket, work, align, step=0, coll=None, job=None):
     """Rank ``rank``'s exchange of ``bucket`` over ``group`` (or over ``coll``, its
-    collectives)."""
-    job = Job(bucket.key, bucket.tag, step, 1, bucket.numel, 4 * bucket.numel)
+    collectives), as ``job`` (default: the bucket's at ``step``)."""
+    job = Job(bucket.key, bucket.tag, step, 1, bucket.numel, 4 * bucket.numel) if job is None \
+        else job
     coll = group.member(rank) if coll is None else coll
     if kind == "two_phase":
         return two_phase_sum(codec, HostOps, coll, job, work, align)
@@ -254,10 +255,8 @@ def test_an_exchange_encodes_with_the_jobs_encoder_where_it_names_one(kind):
               for r in range(n)]
         job = Job(bucket.key, bucket.tag, 0, 1, bucket.numel, 4 * bucket.numel, job_encoder)
         group = LocalGroup(n)
-        gens = [two_phase_sum(c, HostOps, group.member(r), job, works[r], 64)
-                if kind == "two_phase" else allgather_sum(c, HostOps, group.member(r), job, works[r])
-                for r, c in enumerate(cs)]
-        sums = run_ranks(gens)
+        sums = run_ranks([exchange(kind, c, group, r, bucket, works[r], 64, job=job)
+                          for r, c in enumerate(cs)])
         results[name, job_encoder is None] = (sums, [c.current.sent_bytes for c in cs])
     (rlh_sums, rlh_sent), (sums, sent), (ans_sums, ans_sent) = results.values()
     assert sent == rlh_sent and sent != ans_sent
