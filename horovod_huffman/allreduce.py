@@ -89,7 +89,7 @@ def allgather_sum(codec, ops, coll, job, work):
     with codec.span(key, "encode"):
         state = (key, "all") if codec.error_feedback else None
         qt = codec.quantize(ops, work, (work.size,), f"{key}/all", job.step, state)
-        data = frame(tag, job.step, ops.build(qt, job.encoder_of(codec)))
+        data = frame(tag, job.step, codec.build(ops, qt, job, "all"))
     with codec.span(key, "network"):
         pending = coll.allgather(data, f"{key}.all")
         yield pending
@@ -162,7 +162,7 @@ def _scatter_frames(codec, ops, job, work, bounds, me):
         if j == me:
             mine, message = qt, _NoBody
         else:
-            message = ops.build(qt, job.encoder_of(codec))
+            message = codec.build(ops, qt, job, f"shard{j}")
         items.append((phase_tag(job.tag, "scatter", j), job.step, message))
     data, sizes = frames(items)
     return data, sizes, mine
@@ -185,4 +185,4 @@ def _summed_shard(codec, ops, coll, job, received, mine, bounds, work_dtype):
         server = (key, "server", me) if codec.server_error_feedback else None
         summed = codec.quantize(ops, total, (size,), f"{key}/sum{me}", job.step, state=server)
         return frame(phase_tag(job.tag, "gather"), job.step,
-                     ops.build(summed, job.encoder_of(codec))), summed
+                     codec.build(ops, summed, job, "sum")), summed

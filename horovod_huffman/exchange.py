@@ -32,6 +32,7 @@ import numpy as np
 from .array_ops import contract, work_dtype  # noqa: F401 (contract: public here too)
 from .device import is_device_array
 from .encoders import get_encoder
+from .encoders.auto import Auto
 from .errors import DecodeError
 from .message import verify
 from .quantizers import QSGD
@@ -41,6 +42,11 @@ log = logging.getLogger("horovod_huffman")
 FRAME = struct.Struct("<4sIQQ")
 # Phase spans a Codec keeps (Codec.trace): a few steps of a model with a few dozen buckets.
 TRACE_SPANS = 4096
+# Steps for which ``Codec.build`` encodes a bucket's part with the encoder ``auto`` last chose
+# for it, before ``auto`` chooses again (docs/design.md: on the LSTM's gradients the choice
+# costs more than the chosen encoder's own encoding, and a choice 8 steps old costs 0-0.2%
+# more bytes than choosing every step).
+AUTO_RECHOOSE_STEPS = 8
 FRAME_MAGIC = b"HHGX"
 ERROR_MAGIC = b"HHGE"
 
@@ -190,6 +196,7 @@ class Codec:
     total: StepStats = field(default_factory=StepStats)
     last: StepStats = None
     trace: deque = field(default_factory=lambda: deque(maxlen=TRACE_SPANS))
+    choices: dict = field(default_factory=dict)
     _seen: set = field(default_factory=set)
 
     def __post_init__(self):
@@ -229,6 +236,22 @@ class Codec:
             qt = ops.contract(work, qt)
             self.residuals[state] = ops.residual(work, qt)
         return qt
+
+    def build(self, ops, qt, job, part):
+        """The message of ``qt``, ``part`` ("all", "shard<j>", "sum") of the exchange ``job``
+        (allreduce.Job), encoded with ``job.encoder_of(self)``. Where that is ``auto``, the
+        encoder it chose for (job.key, part) encodes it for AUTO_RECHOOSE_STEPS steps of that
+        key, then ``auto`` chooses again; the stream names its encoder either way."""
+        encoder = job.encoder_of(self)
+        if not isinstance(encoder, Auto):
+            return ops.build(qt, encoder)
+        slot = (job.key, part)
+        chosen = self.choices.get(slot)
+        if chosen is not None and 0 <= job.step - chosen[1] < AUTO_RECHOOSE_STEPS:
+            return ops.build(qt, chosen[0])
+        message = ops.build(qt, encoder)
+        self.choices[slot] = (encoder.member(message.stream.encoder_id), job.step)
+        return message
 
     def decode(self, ops, message, numel, dtype, what, rank):
         """The QuantizedTensor of ``rank``'s message for ``what``, checked to hold ``numel``

@@ -11,8 +11,8 @@ import horovod_huffman as hh
 from horovod_huffman.allreduce import Job, allgather_sum, choose, two_phase_sum
 from horovod_huffman.array_ops import HostOps
 from horovod_huffman.buckets import BucketPlan
-from horovod_huffman.exchange import (Codec, MismatchError, contract, error_frame, frame,
-                                      frames, split_frames)
+from horovod_huffman.exchange import (AUTO_RECHOOSE_STEPS, Codec, MismatchError, contract,
+                                      error_frame, frame, frames, split_frames)
 from horovod_huffman.local import LocalGroup, run_ranks
 from horovod_huffman.message import build
 from horovod_huffman.routing import ROUTES, Router, is_encoded
@@ -263,6 +263,31 @@ def test_an_exchange_encodes_with_the_jobs_encoder_where_it_names_one(kind):
     for a, b, c in zip(rlh_sums, sums, ans_sums):
         np.testing.assert_array_equal(a, b)
         np.testing.assert_array_equal(a, c)
+
+
+def test_auto_chooses_a_parts_encoder_again_only_every_few_steps():
+    """Codec.build keeps auto's choice for a (bucket, part) for AUTO_RECHOOSE_STEPS steps of
+    that bucket, lossless either way; another part chooses for itself."""
+    codec = Codec(encoder="auto", quantizer=hh.QSGD(levels=16, bucket_size=64), seed=SEED)
+    rng = np.random.default_rng(0)
+    sparse = np.zeros(20000, np.float32)
+    sparse[::97] = 1.0
+    dense = rng.standard_normal(20000).astype(np.float32)
+
+    def built(work, step, part="all"):
+        qt = codec.quantize(HostOps, work, (work.size,), "w", step)
+        message = codec.build(HostOps, qt, Job("w", 1, step), part)
+        out = np.empty(message.nbytes, np.uint8)
+        message.write(out, 0)
+        np.testing.assert_array_equal(HostOps.unpack(out, work.size).levels, qt.levels)
+        return message.stream.encoder_id
+
+    first = built(sparse, 0)
+    dense_choice = built(dense, 0, part="shard1")
+    assert dense_choice != first
+    assert [built(dense, step) for step in range(1, AUTO_RECHOOSE_STEPS)] == \
+        [first] * (AUTO_RECHOOSE_STEPS - 1)
+    assert built(dense, AUTO_RECHOOSE_STEPS) == dense_choice
 
 
 def test_auto_takes_allgather_up_to_three_ranks_and_two_phase_beyond():

@@ -137,12 +137,24 @@ class Auto(Encoder):
             name = min(name, rival, key=lambda n: sizes[n].bytes)
         return name, sizes[name].plan
 
+    def members(self):
+        """The encoders this object chooses among (its own instances)."""
+        return [self.huffman, self.rlh, self.sh, self.shs, self.elias_rle, self.qsgd_elias,
+                self.raw, self.ans, self.rla, *self.elias]
+
     def _by_name(self, name):
-        for enc in [self.huffman, self.rlh, self.sh, self.shs, self.elias_rle,
-                    self.qsgd_elias, self.raw, self.ans, self.rla, *self.elias]:
+        for enc in self.members():
             if enc.name == name:
                 return enc
         raise KeyError(name)
+
+    def member(self, encoder_id):
+        """This object's own encoder of ``encoder_id`` (the ``wire.Encoded.encoder_id`` of a
+        stream it wrote), configured as this object configures it."""
+        for enc in self.members():
+            if enc.encoder_id == encoder_id:
+                return enc
+        raise KeyError(encoder_id)
 
     def encoded(self, levels, stream=None):
         """As Encoder.encoded; device levels are copied to the host first (the choice needs

@@ -33,7 +33,10 @@ def main():
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     # Streams written this step by the compressor's encoder ("own") and by the rlh route's.
     written = {"own": 0, "rlh": 0}
-    counted(encoder, written, "own")
+    # auto writes a stream itself where it chooses, and through the encoder it chose for a
+    # bucket on the steps that reuse that choice (Codec.build).
+    for own in [encoder, *getattr(encoder, "members", list)()]:
+        counted(own, written, "own")
     if encoder.name != FAST_ROUTE:
         counted(comp._fast_encoder, written, "rlh")
     gen = torch.Generator().manual_seed(hvd.rank())
