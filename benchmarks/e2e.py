@@ -23,6 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from horovod_huffman.bench.run import write_markdown  # noqa: E402
+from horovod_huffman.buckets import DEFAULT_BUCKET_BYTES  # noqa: E402
 
 CLUSTER = os.path.join(ROOT, "scripts", "netns_cluster.sh")
 LAUNCH = os.path.join(ROOT, "docker", "scripts", "launch.sh")
@@ -65,13 +66,16 @@ def run_job(n_hosts, model, compression, args):
            "--keys", os.path.join(STATE, "ssh"), "--", sys.executable,
            os.path.join(ROOT, "benchmarks", "train_job.py"), "--model", model,
            "--compression", encoder, *options, "--steps", str(args.steps), "--warmup",
-           str(args.warmup), "--last", str(args.last), "--levels", str(args.levels)]
+           str(args.warmup), "--last", str(args.last), "--levels", str(args.levels),
+           "--bucket-bytes", str(args.bucket_bytes), "--step-timeline", str(args.step_timeline)]
     if args.error_feedback:
         cmd.append("--error-feedback")
     proc = subprocess.run(cmd, env=dict(os.environ, HH_CLUSTER_DIR=STATE), cwd=ROOT,
                           capture_output=True, text=True, timeout=1800)
     out = proc.stdout + proc.stderr
     line = next((line for line in out.splitlines() if "RESULT " in line), None)
+    for timeline in (line for line in out.splitlines() if "TIMELINE " in line):
+        print(f"{model}/{compression}: {timeline.split('TIMELINE ', 1)[1]}", file=sys.stderr)
     if proc.returncode != 0 or line is None:
         raise RuntimeError(f"{n_hosts} hosts {model}/{compression} failed:\n{out[-3000:]}")
     return json.loads(line.split("RESULT ", 1)[1])
@@ -85,7 +89,8 @@ def table(results, args):
              f"Run: `python benchmarks/e2e.py --hosts {' '.join(map(str, args.hosts))} "
              f"--rates {' '.join(args.rates)} --models {' '.join(args.models)} --steps "
              f"{args.steps} --warmup {args.warmup} --last {args.last} --levels {args.levels}"
-             f"{' --error-feedback' if args.error_feedback else ''}` on "
+             f"{' --error-feedback' if args.error_feedback else ''}"
+             f"{'' if args.bucket_bytes == DEFAULT_BUCKET_BYTES else f' --bucket-bytes {args.bucket_bytes}'}` on "
              f"{time.strftime('%Y-%m-%d')}; QSGD s = {args.levels}, buckets of 512, error "
              f"feedback {'on' if args.error_feedback else 'off (QSGD is unbiased)'}; step time = "
              "mean over the steps after warm-up; wire = bytes one host sent per step (mean over "
@@ -161,6 +166,10 @@ def main(argv=None):
                    help="untimed first steps (the adaptive routes probe for 16)")
     p.add_argument("--last", type=int, default=20, help="steps averaged into the final loss")
     p.add_argument("--levels", type=int, default=16, help="QSGD levels s")
+    p.add_argument("--bucket-bytes", type=int, default=DEFAULT_BUCKET_BYTES,
+                   help="float32 bytes per fused bucket")
+    p.add_argument("--step-timeline", type=int, default=0, metavar="K",
+                   help="print each job's last K steps' timelines (train_job.py) to stderr")
     p.add_argument("--error-feedback", action="store_true",
                    help="error feedback on (default off: QSGD is unbiased)")
     p.add_argument("--markdown", metavar="MD")

@@ -2,7 +2,10 @@
 steps with one compression and report, from rank 0, a ``RESULT {json}`` line with the mean step
 time after warm-up (seconds), the bytes this job's ranks sent on their network interface during
 those steps (from /proc/net/dev, which is per network namespace, i.e. per host), and the final
-loss (training loss over the last steps, averaged over ranks).
+loss (training loss over the last steps, averaged over ranks). With ``--step-timeline K`` rank 0 also
+prints the last K steps' timelines: each rank's end of backward and the codec's phases (encode,
+network, decode) of every bucket, in ms from the step's earliest start on any rank (the ranks
+share one clock: namespaces on one machine).
 
     horovodrun -np 2 -H hh1:1,hh2:1 python benchmarks/train_job.py --model lstm --compression rlh
 """
@@ -16,6 +19,7 @@ import horovod.torch as hvd
 
 import horovod_huffman as hh
 from horovod_huffman.bench.traces import CharLSTM, cnn, digits_data, stdlib_text
+from horovod_huffman.buckets import DEFAULT_BUCKET_BYTES
 from horovod_huffman.torch import Compression, switch_to_low_rank
 
 COMPRESSIONS = ["none", "fp16"] + list(hh.ENCODERS)
@@ -64,6 +68,10 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--levels", type=int, default=8, help="QSGD levels s")
     p.add_argument("--bucket-size", type=int, default=512)
+    p.add_argument("--bucket-bytes", type=int, default=DEFAULT_BUCKET_BYTES,
+                   help="float32 bytes per fused bucket")
+    p.add_argument("--step-timeline", type=int, default=0, metavar="K",
+                   help="print the last K steps' timelines")
     p.add_argument("--exchange", choices=["auto", "allgather", "two_phase"], default="auto")
     p.add_argument("--route", choices=["encoded", "adaptive"], default="encoded")
     p.add_argument("--error-feedback", action="store_true",
@@ -102,13 +110,13 @@ def main():
             encoder=args.compression,
             quantizer=hh.QSGD(levels=args.levels, bucket_size=args.bucket_size),
             error_feedback=args.error_feedback or None, seed=args.seed * 65536 + hvd.rank(),
-            exchange=args.exchange, route=args.route)
+            exchange=args.exchange, route=args.route, bucket_bytes=args.bucket_bytes)
     opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(),
                                    compression=compression)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(opt, root_rank=0)
 
-    losses, times = [], []
+    losses, times, marks = [], [], []
     for step in range(args.steps):
         if args.pufferfish and step == switch_at:
             opt, _ = switch_to_low_rank(model, make_optimizer, compression=compression)
@@ -120,8 +128,10 @@ def main():
         opt.zero_grad()
         loss = torch.nn.functional.cross_entropy(model(x), y)
         loss.backward()
+        backward_end = time.perf_counter()
         opt.step()
         times.append(time.perf_counter() - t0)
+        marks.append((t0, backward_end, time.perf_counter()))
         losses.append(loss.item())
     sent1, recv1 = interface_bytes(args.iface)
     timed = args.steps - args.warmup
@@ -147,6 +157,30 @@ def main():
                 key: {r: t if np.isfinite(t) else None for r, t in periods.items()}
                 for key, periods in state.router.periods.items()}
         print("RESULT " + json.dumps(result), flush=True)
+    if args.step_timeline:
+        spans = list(compression.codec.trace) if hasattr(compression, "codec") else []
+        print_timeline(hvd.allgather_object((marks[-args.step_timeline:], spans)))
+
+
+def print_timeline(ranks):
+    """On rank 0: per step, every rank's step and backward and each codec span that began in
+    it, in ms from the step's earliest start; ``ranks``: (marks, spans) per rank, marks (start,
+    end of backward, end) per step, spans (key, phase, start, end) in perf_counter seconds."""
+    if hvd.rank() != 0:
+        return
+    for k in range(len(ranks[0][0])):
+        zero = min(marks[k][0] for marks, _ in ranks)
+        rows = []
+        for rank, (marks, spans) in enumerate(ranks):
+            start, backward_end, end = (1e3 * (t - zero) for t in marks[k])
+            rows.append((start, f"rank {rank} step {start:.1f}-{end:.1f}, backward ends "
+                                f"{backward_end:.1f}"))
+            rows += [(1e3 * (a - zero), f"rank {rank}   {key} {phase} {1e3 * (a - zero):.1f}-"
+                      f"{1e3 * (b - zero):.1f}") for key, phase, a, b in spans
+                     if marks[k][0] <= a < marks[k][2]]
+        print(f"TIMELINE step -{len(ranks[0][0]) - k}", flush=True)
+        for _, row in sorted(rows):
+            print("TIMELINE " + row, flush=True)
 
 
 if __name__ == "__main__":
