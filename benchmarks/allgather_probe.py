@@ -24,7 +24,7 @@ import horovod.torch as hvd
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--bytes", type=int, default=381000, help="bytes each rank sends")
-    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--steps", type=int, default=70)
     p.add_argument("--warmup", type=int, default=10, help="steps left out of the summary")
     p.add_argument("--skew-ms", type=float, default=30.0, help="largest random join delay")
     p.add_argument("--one-way", action="store_true", help="only rank 0 sends --bytes")
@@ -36,6 +36,7 @@ def main():
     times = []
     for step in range(args.steps):
         delays = [rng.uniform(0, args.skew_ms / 1e3) for _ in range(hvd.size())]
+        hvd.allreduce(torch.zeros(1), name="probe.barrier")     # delays count from here
         time.sleep(0.05 + delays[hvd.rank()])
         joined = time.perf_counter()
         handle = hvd.allgather_async(data, name=f"probe.{step % 4}")

@@ -75,13 +75,15 @@ def run_job(n_hosts, model, compression, args):
     out = proc.stdout + proc.stderr
     line = next((line for line in out.splitlines() if "RESULT " in line), None)
     for timeline in (line for line in out.splitlines() if "TIMELINE " in line):
-        print(f"{model}/{compression}: {timeline.split('TIMELINE ', 1)[1]}", file=sys.stderr)
+        print(f"{model}/{compression}: {timeline.split('TIMELINE ', 1)[1]}", flush=True)
     if proc.returncode != 0 or line is None:
         raise RuntimeError(f"{n_hosts} hosts {model}/{compression} failed:\n{out[-3000:]}")
     return json.loads(line.split("RESULT ", 1)[1])
 
 
 def table(results, args):
+    bucket_option = "" if args.bucket_bytes == DEFAULT_BUCKET_BYTES else \
+        f" --bucket-bytes {args.bucket_bytes}"
     lines = [f"Machine: {machine()}; N hosts = N network namespaces on it, one rank each (one "
              "thread), linked through a bridge, every link shaped with tc tbf. With 4 or more "
              "hosts the ranks share the machine's cores, so step times there include CPU "
@@ -89,8 +91,7 @@ def table(results, args):
              f"Run: `python benchmarks/e2e.py --hosts {' '.join(map(str, args.hosts))} "
              f"--rates {' '.join(args.rates)} --models {' '.join(args.models)} --steps "
              f"{args.steps} --warmup {args.warmup} --last {args.last} --levels {args.levels}"
-             f"{' --error-feedback' if args.error_feedback else ''}"
-             f"{'' if args.bucket_bytes == DEFAULT_BUCKET_BYTES else f' --bucket-bytes {args.bucket_bytes}'}` on "
+             f"{' --error-feedback' if args.error_feedback else ''}{bucket_option}` on "
              f"{time.strftime('%Y-%m-%d')}; QSGD s = {args.levels}, buckets of 512, error "
              f"feedback {'on' if args.error_feedback else 'off (QSGD is unbiased)'}; step time = "
              "mean over the steps after warm-up; wire = bytes one host sent per step (mean over "
@@ -169,7 +170,7 @@ def main(argv=None):
     p.add_argument("--bucket-bytes", type=int, default=DEFAULT_BUCKET_BYTES,
                    help="float32 bytes per fused bucket")
     p.add_argument("--step-timeline", type=int, default=0, metavar="K",
-                   help="print each job's last K steps' timelines (train_job.py) to stderr")
+                   help="print each job's last K steps' timelines (train_job.py)")
     p.add_argument("--error-feedback", action="store_true",
                    help="error feedback on (default off: QSGD is unbiased)")
     p.add_argument("--markdown", metavar="MD")

@@ -2,10 +2,11 @@
 steps with one compression and report, from rank 0, a ``RESULT {json}`` line with the mean step
 time after warm-up (seconds), the bytes this job's ranks sent on their network interface during
 those steps (from /proc/net/dev, which is per network namespace, i.e. per host), and the final
-loss (training loss over the last steps, averaged over ranks). With ``--step-timeline K`` rank 0 also
-prints the last K steps' timelines: each rank's end of backward and the codec's phases (encode,
-network, decode) of every bucket, in ms from the step's earliest start on any rank (the ranks
-share one clock: namespaces on one machine).
+loss (training loss over the last steps, averaged over ranks). With ``--step-timeline K`` rank 0
+also prints the last K steps' timelines: each rank's end of backward and the codec's phases
+(encode, network, decode) of every bucket, in ms from the step's earliest start on any rank. The
+ranks must share one clock (namespaces or containers on one machine), and the codec keeps its
+last TRACE_SPANS spans (exchange.py), which a large K with many buckets can outrun.
 
     horovodrun -np 2 -H hh1:1,hh2:1 python benchmarks/train_job.py --model lstm --compression rlh
 """

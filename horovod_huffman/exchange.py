@@ -42,10 +42,9 @@ log = logging.getLogger("horovod_huffman")
 FRAME = struct.Struct("<4sIQQ")
 # Phase spans a Codec keeps (Codec.trace): a few steps of a model with a few dozen buckets.
 TRACE_SPANS = 4096
-# Steps for which ``Codec.build`` encodes a bucket's part with the encoder ``auto`` last chose
-# for it, before ``auto`` chooses again (docs/design.md: on the LSTM's gradients the choice
-# costs more than the chosen encoder's own encoding, and a choice 8 steps old costs 0-0.2%
-# more bytes than choosing every step).
+# ``Codec.build``: a choice ``auto`` made for a bucket's part at one step of its bucket encodes
+# that part for the next AUTO_RECHOOSE_STEPS - 1 steps, so that choosing, which costs more than
+# encoding, is paid on one step in this many (docs/design.md has the measurements).
 AUTO_RECHOOSE_STEPS = 8
 FRAME_MAGIC = b"HHGX"
 ERROR_MAGIC = b"HHGE"
@@ -239,18 +238,21 @@ class Codec:
 
     def build(self, ops, qt, job, part):
         """The message of ``qt``, ``part`` ("all", "shard<j>", "sum") of the exchange ``job``
-        (allreduce.Job), encoded with ``job.encoder_of(self)``. Where that is ``auto``, the
-        encoder it chose for (job.key, part) encodes it for AUTO_RECHOOSE_STEPS steps of that
-        key, then ``auto`` chooses again; the stream names its encoder either way."""
+        (allreduce.Job), encoded with ``job.encoder_of(self)``. Where that is an ``Auto``, the
+        encoder it chose for (job.key, part) at step s of that key encodes the part at steps
+        s + 1 .. s + AUTO_RECHOOSE_STEPS - 1, then it chooses again. A choice at a key's step 0
+        is not kept: keys used once (TF's eager gradients) leave nothing behind. The stream names
+        its encoder either way."""
         encoder = job.encoder_of(self)
         if not isinstance(encoder, Auto):
             return ops.build(qt, encoder)
         slot = (job.key, part)
-        chosen = self.choices.get(slot)
-        if chosen is not None and 0 <= job.step - chosen[1] < AUTO_RECHOOSE_STEPS:
-            return ops.build(qt, chosen[0])
+        chooser, member, step = self.choices.get(slot, (None, None, -AUTO_RECHOOSE_STEPS))
+        if chooser is encoder and 0 < job.step - step < AUTO_RECHOOSE_STEPS:
+            return ops.build(qt, member)
         message = ops.build(qt, encoder)
-        self.choices[slot] = (encoder.member(message.stream.encoder_id), job.step)
+        if job.step > 0:
+            self.choices[slot] = (encoder, encoder.member(message.stream.encoder_id), job.step)
         return message
 
     def decode(self, ops, message, numel, dtype, what, rank):

@@ -267,7 +267,8 @@ def test_an_exchange_encodes_with_the_jobs_encoder_where_it_names_one(kind):
 
 def test_auto_chooses_a_parts_encoder_again_only_every_few_steps():
     """Codec.build keeps auto's choice for a (bucket, part) for AUTO_RECHOOSE_STEPS steps of
-    that bucket, lossless either way; another part chooses for itself."""
+    that bucket (from step 1: a choice at step 0 is not kept), lossless either way; another
+    part chooses for itself."""
     codec = Codec(encoder="auto", quantizer=hh.QSGD(levels=16, bucket_size=64), seed=SEED)
     rng = np.random.default_rng(0)
     sparse = np.zeros(20000, np.float32)
@@ -282,12 +283,17 @@ def test_auto_chooses_a_parts_encoder_again_only_every_few_steps():
         np.testing.assert_array_equal(HostOps.unpack(out, work.size).levels, qt.levels)
         return message.stream.encoder_id
 
-    first = built(sparse, 0)
-    dense_choice = built(dense, 0, part="shard1")
+    dense_choice = built(dense, 0)
+    first = built(sparse, 1)
     assert dense_choice != first
-    assert [built(dense, step) for step in range(1, AUTO_RECHOOSE_STEPS)] == \
+    assert built(dense, 1, part="shard1") == dense_choice
+    assert [built(dense, step) for step in range(2, AUTO_RECHOOSE_STEPS + 1)] == \
         [first] * (AUTO_RECHOOSE_STEPS - 1)
-    assert built(dense, AUTO_RECHOOSE_STEPS) == dense_choice
+    assert built(dense, AUTO_RECHOOSE_STEPS + 1) == dense_choice
+    eager = Codec(encoder="auto", quantizer=hh.QSGD(levels=16, bucket_size=64))
+    eager.build(HostOps, eager.quantize(HostOps, dense, (dense.size,), "w", 0), Job("w", 1, 0),
+                "all")
+    assert not eager.choices
 
 
 def test_auto_takes_allgather_up_to_three_ranks_and_two_phase_beyond():
