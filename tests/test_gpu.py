@@ -225,13 +225,15 @@ def test_quantize_encode_decode_dequantize_stays_on_the_device():
                                                 .quantize(grad.copy_to_host())))
 
 
-@pytest.mark.parametrize("kind", ["allgather", "two_phase"])
+@pytest.mark.parametrize("kind,name", [("allgather", "rlh"), ("two_phase", "rlh"),
+                                       ("two_phase", "auto")])
 @pytest.mark.parametrize("quantizer", [hh.QSGD(levels=8, bucket_size=64), hh.TernGrad(clip=2.5)],
                          ids=repr)
-def test_exchanges_run_on_the_device(quantizer, kind):
+def test_exchanges_run_on_the_device(quantizer, kind, name):
     """The exchanges on device buckets (DeviceOps) for 2 in-process ranks: unbiased QSGD (no
     error feedback) sends exactly the host's bytes and sums to the host's result; biased
-    TernGrad exercises error feedback on the device, whose residual contracts."""
+    TernGrad exercises error feedback on the device, whose residual contracts. With ``auto``
+    the third step encodes with the encoder chosen at the second (Codec.build)."""
     from horovod_huffman.allreduce import Job, allgather_sum, two_phase_sum
     from horovod_huffman.array_ops import DeviceOps, HostOps
     from horovod_huffman.exchange import Codec
@@ -250,9 +252,9 @@ def test_exchanges_run_on_the_device(quantizer, kind):
                 for r, c in enumerate(codecs)]
         return run_ranks(gens), group
 
-    host = [Codec(encoder=encoder("rlh"), quantizer=quantizer, seed=r) for r in range(2)]
-    dev = [Codec(encoder=encoder("rlh"), quantizer=quantizer, seed=r) for r in range(2)]
-    for step in range(2):
+    host = [Codec(encoder=encoder(name), quantizer=quantizer, seed=r) for r in range(2)]
+    dev = [Codec(encoder=encoder(name), quantizer=quantizer, seed=r) for r in range(2)]
+    for step in range(3):
         total_h, group_h = run(HostOps, host, step, False)
         total_d, group_d = run(DeviceOps(stream), dev, step, True)
         sent_h = [bytes(d) for v in group_h._submitted.values() for _, d, _ in v.values()]
