@@ -247,7 +247,7 @@ class Codec:
         if not isinstance(encoder, Auto):
             return ops.build(qt, encoder)
         slot = (job.key, part)
-        chooser, member, step = self.choices.get(slot, (None, None, -AUTO_RECHOOSE_STEPS))
+        chooser, member, step = self.choices.get(slot, (None, None, 0))
         if chooser is encoder and 0 < job.step - step < AUTO_RECHOOSE_STEPS:
             return ops.build(qt, member)
         message = ops.build(qt, encoder)
