@@ -142,19 +142,17 @@ class Auto(Encoder):
         return [self.huffman, self.rlh, self.sh, self.shs, self.elias_rle, self.qsgd_elias,
                 self.raw, self.ans, self.rla, *self.elias]
 
-    def _by_name(self, name):
+    def _member(self, attribute, value):
+        """The member whose ``attribute`` ("name" or "encoder_id") is ``value``."""
         for enc in self.members():
-            if enc.name == name:
+            if getattr(enc, attribute) == value:
                 return enc
-        raise KeyError(name)
+        raise KeyError(value)
 
     def member(self, encoder_id):
         """This object's own encoder of ``encoder_id`` (the ``wire.Encoded.encoder_id`` of a
         stream it wrote), configured as this object configures it."""
-        for enc in self.members():
-            if enc.encoder_id == encoder_id:
-                return enc
-        raise KeyError(encoder_id)
+        return self._member("encoder_id", encoder_id)
 
     def encoded(self, levels, stream=None):
         """As Encoder.encoded; device levels are copied to the host first (the choice needs
@@ -171,7 +169,7 @@ class Auto(Encoder):
 
     def _emitted(self, levels, name, plan):
         """The stream of encoder ``name`` for ``levels`` with its ``plan`` (or none)."""
-        enc = self._by_name(name)
+        enc = self._member("name", name)
         if plan is None:
             return enc._result(levels.dtype, levels.size, *enc._encode(levels))
         if enc is self.shs:
