@@ -36,7 +36,7 @@ def main():
     p.add_argument("--encoder", default="rlh")
     p.add_argument("--repeats", type=int, default=7)
     args = p.parse_args()
-    grads = lstm_trace(LSTM_COORDS * args.ranks).astype(np.float32).reshape(args.ranks, -1)
+    grads = lstm_trace(LSTM_COORDS * args.ranks).grad.astype(np.float32).reshape(args.ranks, -1)
     (bucket,) = BucketPlan([("lstm", LSTM_COORDS, "float32")], LSTM_COORDS, 512).buckets
     works = [np.zeros(bucket.size, np.float32) for _ in range(args.ranks)]
     for w, g in zip(works, grads):

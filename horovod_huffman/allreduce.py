@@ -48,7 +48,9 @@ class Job:
     (buckets.Bucket.tag) and ``step``; ``tensors``, ``coords`` (gradient coordinates, a bucket's
     gaps excluded) and ``raw_bytes`` (bytes of the uncompressed gradients) go to the
     statistics. ``encoder``: the Encoder of this exchange's streams, None for the codec's (the
-    streams name their encoder, so receivers need not know which)."""
+    streams name their encoder, so receivers need not know which). ``layout``: the matrices
+    the bucket holds ((rows, row length) pairs from its first coordinate, buckets.bucket_layout;
+    None: unknown), which ``ans``'s row model uses; receivers need not know it either."""
     key: str
     tag: int
     step: int
@@ -56,6 +58,7 @@ class Job:
     coords: int = 0
     raw_bytes: int = 0
     encoder: object = None
+    layout: tuple = None
 
     def encoder_of(self, codec):
         """The Encoder this exchange encodes with."""
@@ -162,7 +165,7 @@ def _scatter_frames(codec, ops, job, work, bounds, me):
         if j == me:
             mine, message = qt, _NoBody
         else:
-            message = codec.build(ops, qt, job, f"shard{j}")
+            message = codec.build(ops, qt, job, f"shard{j}", a)
         items.append((phase_tag(job.tag, "scatter", j), job.step, message))
     data, sizes = frames(items)
     return data, sizes, mine
@@ -185,4 +188,4 @@ def _summed_shard(codec, ops, coll, job, received, mine, bounds, work_dtype):
         server = (key, "server", me) if codec.server_error_feedback else None
         summed = codec.quantize(ops, total, (size,), f"{key}/sum{me}", job.step, state=server)
         return frame(phase_tag(job.tag, "gather"), job.step,
-                     codec.build(ops, summed, job, "sum")), summed
+                     codec.build(ops, summed, job, "sum", bounds[me])), summed

@@ -54,8 +54,8 @@ class HostOps:
         return work - dequantize(qt)
 
     @staticmethod
-    def build(qt, encoder):
-        return build(qt, encoder)
+    def build(qt, encoder, layout=None):
+        return build(qt, encoder, layout=layout)
 
     @staticmethod
     def unpack(message, numel):
@@ -130,8 +130,8 @@ class DeviceOps:
         self._launch(cf.residual, work.size)(work, qt.levels, qt.scales, qt.bucket_size, out)
         return out
 
-    def build(self, qt, encoder):
-        return build(qt, encoder, stream=self.stream)
+    def build(self, qt, encoder, layout=None):
+        return build(qt, encoder, stream=self.stream, layout=layout)
 
     def unpack(self, message, numel):
         return unpack(message, max_elements=numel, device="cuda", stream=self.stream)

@@ -106,3 +106,18 @@ def shard_bounds(size, n_shards, align):
     be empty (a bucket smaller than ``n_shards`` blocks)."""
     blocks = -(-size // align)
     return [min(size, (j * blocks // n_shards) * align) for j in range(n_shards)] + [size]
+
+
+def bucket_layout(bucket, rows):
+    """The layout of ``bucket``'s coordinates (encoders/rows.py): each gradient as ``rows[name]``
+    rows (its shape's first dimension; 1 for a vector) of numel / rows coordinates, each gap
+    as one row."""
+    layout, at = [], 0
+    for slot in bucket.slots:
+        if slot.offset > at:
+            layout.append((1, slot.offset - at))
+        n_rows = rows.get(slot.name, 1) or 1
+        layout.append((n_rows, slot.numel // n_rows) if slot.numel % n_rows == 0
+                      else (1, slot.numel))
+        at = slot.offset + slot.numel
+    return tuple(layout)

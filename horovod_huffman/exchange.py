@@ -33,6 +33,7 @@ from .array_ops import contract, work_dtype  # noqa: F401 (contract: public here
 from .device import is_device_array
 from .encoders import get_encoder
 from .encoders.auto import Auto
+from .encoders.rows import slice_layout
 from .errors import DecodeError
 from .message import verify
 from .quantizers import QSGD
@@ -236,21 +237,24 @@ class Codec:
             self.residuals[state] = ops.residual(work, qt)
         return qt
 
-    def build(self, ops, qt, job, part):
+    def build(self, ops, qt, job, part, start=0):
         """The message of ``qt``, ``part`` ("all", "shard<j>", "sum") of the exchange ``job``
-        (allreduce.Job), encoded with ``job.encoder_of(self)``. Where that is an ``Auto``, the
+        (allreduce.Job), which holds the bucket's coordinates from ``start``, encoded with
+        ``job.encoder_of(self)`` and the part's share of ``job.layout``. Where that is an ``Auto``, the
         encoder it chose for (job.key, part) at step s of that key encodes the part at steps
         s + 1 .. s + AUTO_RECHOOSE_STEPS - 1, then it chooses again. A choice at a key's step 0
         is not kept: keys used once (TF's eager gradients) leave nothing behind. The stream names
         its encoder either way."""
         encoder = job.encoder_of(self)
+        layout = None if job.layout is None else \
+            slice_layout(job.layout, start, start + qt.numel)
         if not isinstance(encoder, Auto):
-            return ops.build(qt, encoder)
+            return ops.build(qt, encoder, layout)
         slot = (job.key, part)
         chooser, member, step = self.choices.get(slot, (None, None, 0))
         if chooser is encoder and 0 < job.step - step < AUTO_RECHOOSE_STEPS:
-            return ops.build(qt, member)
-        message = ops.build(qt, encoder)
+            return ops.build(qt, member, layout)
+        message = ops.build(qt, encoder, layout)
         if job.step > 0:
             self.choices[slot] = (encoder, encoder.member(message.stream.encoder_id), job.step)
         return message

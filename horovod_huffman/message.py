@@ -71,16 +71,19 @@ class Message:
         return pos + wire.CHECKSUM.size
 
 
-def build(qt, encoder="rlh", stream=None):
+def build(qt, encoder="rlh", stream=None, layout=None):
     """The ``Message`` of a QuantizedTensor; ``encoder`` is a name or an Encoder. Device levels
-    and scales are encoded on the GPU (on ``stream``); only bytes come back."""
+    and scales are encoded on the GPU (on ``stream``); only bytes come back. ``layout``: the
+    matrices the levels hold (``Encoder.encode``), for the encoders that use it."""
     enc = get_encoder(encoder) if isinstance(encoder, str) else encoder
     if qt.dtype.name not in FLOAT_CODES:
         raise TypeError(f"unsupported tensor dtype {qt.dtype}")
     if len(qt.shape) > MAX_NDIM:
         raise ValueError(f"tensors of more than {MAX_NDIM} dimensions are not supported")
-    # stream only where there is one: encoders written for the host take just the levels.
-    levels = enc.encoded(qt.levels) if stream is None else enc.encoded(qt.levels, stream=stream)
+    # stream and layout only where there are: encoders written for the host take just the
+    # levels.
+    options = {k: v for k, v in (("stream", stream), ("layout", layout)) if v is not None}
+    levels = enc.encoded(qt.levels, **options)
     scales = qt.scales
     if is_device_array(scales):
         scales = copy_to_host(as_device_array(scales), stream_or_default(stream))

@@ -80,7 +80,7 @@ def run(args):
     from tqdm import tqdm
     stream = stream_or_default(None)
     quantizer = hh.QSGD(levels=args.levels, seed=0)
-    base = tr.TRACES[args.trace](min(max(args.sizes), 1 << 20))
+    base = tr.TRACES[args.trace](min(max(args.sizes), 1 << 20)).grad
     rows = []
     with tqdm(total=len(args.sizes) * (len(args.encoders) + 1), desc="cuda benchmark",
               unit="step") as bar:

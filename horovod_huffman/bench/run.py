@@ -4,8 +4,9 @@ For each trace (bench/traces.py) and quantizer (QSGD s in {1, 2, 4, 8, 16, 127},
 reports, per encoder: bits per coordinate, ratio to the levels' zeroth-order entropy, ratio to
 ``elias_rle`` and ``elias_gamma`` (the paper's comparison), and encode/decode speed in M levels/s
 on one core (best of ``--repeats`` in each of ``--passes`` passes), with zstd -1, zstd -19 and
-lz4 on the same int8 levels measured in the same run. Then it checks the targets and prints the
-machine.
+lz4 on the same int8 levels measured in the same run. ``ans`` and ``auto`` are measured again
+with the trace's layout (``+layout``: the row model, encoders/rows.py). Then it checks the
+targets and prints the machine.
 """
 import argparse
 import datetime
@@ -28,6 +29,8 @@ QUANTIZERS = {f"qsgd-s{s}": (lambda s: lambda: hh.QSGD(levels=s, seed=0))(s)
 QUANTIZERS["terngrad"] = lambda: hh.TernGrad(seed=0)
 ENCODERS = list(hh.ENCODERS)
 REFERENCES = ["zstd-1", "zstd-19", "lz4"]
+# Encoders measured a second time with the trace's layout.
+WITH_LAYOUT = ["ans", "auto"]
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 
 
@@ -66,14 +69,14 @@ def make_encoder(name):
     return hh.get_encoder(name, seed=0) if name in ("sh", "shs", "auto") else hh.get_encoder(name)
 
 
-def measure_encoder(name, levels, repeats):
+def measure_encoder(name, levels, repeats, layout=None):
     enc = make_encoder(name)
-    buf = enc.encode(levels)
+    buf = enc.encode(levels, layout=layout)
     assert np.array_equal(hh.decode(buf), levels), name
-    t_enc = best_time(lambda: make_encoder(name).encode(levels), repeats)
+    t_enc = best_time(lambda: make_encoder(name).encode(levels, layout=layout), repeats)
     t_dec = best_time(lambda: hh.decode(buf), repeats)
     return {"bytes": buf.size, "enc_s": t_enc, "dec_s": t_dec,
-            "choice": enc.last_choice if name == "auto" else None}
+            "choice": getattr(enc, "last_choice", None)}
 
 
 def measure_reference(name, levels, repeats):
@@ -113,11 +116,14 @@ def compile_times():
     return out
 
 
-def measure_row(levels, repeats):
-    """Every encoder and reference, and ``auto``'s statistics pass, on one tensor."""
+def measure_row(levels, repeats, layout):
+    """Every encoder and reference, WITH_LAYOUT's encoders with ``layout``, and ``auto``'s
+    statistics pass, on one tensor."""
     row = {"H0": entropy_bits(levels), "n": levels.size}
     for name in ENCODERS:
         row[name] = measure_encoder(name, levels, repeats)
+    for name in WITH_LAYOUT:
+        row[name + "+layout"] = measure_encoder(name, levels, repeats, layout)
     for name in REFERENCES:
         row[name] = measure_reference(name, levels, repeats)
     plan, _ = make_encoder("rla").sized_plan(levels)
@@ -152,13 +158,13 @@ def run(args):
             bar.set_postfix_str(f"training {t}")
             grads[t] = tr.TRACES[t](args.coords)
             bar.update()
-        levels = {(t, q): QUANTIZERS[q]().quantize(grads[t]).levels for t, q in jobs}
+        levels = {(t, q): QUANTIZERS[q]().quantize(grads[t].grad).levels for t, q in jobs}
         # Passes over every tensor: this VM has slow phases of seconds, longer than one
         # tensor's repeats; the best of passes minutes apart is the machine's speed.
         for p in range(args.passes):
             for t, q in jobs:
                 bar.set_postfix_str(f"pass {p + 1}: {t} {q}")
-                row = measure_row(levels[(t, q)], args.repeats)
+                row = measure_row(levels[(t, q)], args.repeats, grads[t].layout)
                 results[(t, q)] = faster(results[(t, q)], row) if p else row
                 bar.update()
     return results
@@ -189,7 +195,7 @@ def tables(results, compile_s, args):
         add("")
         add("| encoder | bits/coord | x H0 | x elias_rle | x elias_gamma | encode M/s | decode M/s |")
         add("|---|---:|---:|---:|---:|---:|---:|")
-        for name in ENCODERS + REFERENCES:
+        for name in ENCODERS + [n + "+layout" for n in WITH_LAYOUT] + REFERENCES:
             b = bits(row, name)
             label = name + (f" ({row[name]['choice']})" if row[name]["choice"] else "")
             add(f"| {label} | {b:.3f} | {b / row['H0'] if row['H0'] else float('inf'):.2f} | "
@@ -199,10 +205,11 @@ def tables(results, compile_s, args):
     add("### Targets")
     add("")
     add("| tensor | huffman enc/dec M/s | rlh enc/dec M/s | ans enc/dec M/s | rla enc/dec M/s | "
-        "zstd -1 enc/dec M/s | ans / H0 | rla payload / its information | auto / best | "
-        "auto / min(H0, zstd -19) | auto choose cost / encode-all | "
+        "ans+layout enc/dec M/s | zstd -1 enc/dec M/s | ans / H0 | "
+        "rla payload / its information | auto / best | auto / min(H0, zstd -19) | "
+        "auto+layout / min(H0, zstd -19) | auto choose cost / encode-all | "
         "rlh < elias_rle, qsgd_elias |")
-    add("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    add("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for (t, q), row in results.items():
         candidates = [n for n in ENCODERS if n != "auto"]
         best = min(row[n]["bytes"] for n in candidates)
@@ -213,11 +220,14 @@ def tables(results, compile_s, args):
             f"{speed(row, 'rlh', 'enc_s'):.0f} / {speed(row, 'rlh', 'dec_s'):.0f} | "
             f"{speed(row, 'ans', 'enc_s'):.0f} / {speed(row, 'ans', 'dec_s'):.0f} | "
             f"{speed(row, 'rla', 'enc_s'):.0f} / {speed(row, 'rla', 'dec_s'):.0f} | "
+            f"{speed(row, 'ans+layout', 'enc_s'):.0f} / "
+            f"{speed(row, 'ans+layout', 'dec_s'):.0f} | "
             f"{speed(row, 'zstd-1', 'enc_s'):.0f} / {speed(row, 'zstd-1', 'dec_s'):.0f} | "
             f"{bits(row, 'ans') / row['H0'] if row['H0'] else float('inf'):.4f} | "
             f"{row['rla_payload'] / row['rla_information']:.4f} | "
             f"{row['auto']['bytes'] / best:.4f} | "
             f"{bits(row, 'auto') / floor if floor else float('inf'):.4f} | "
+            f"{bits(row, 'auto+layout') / floor if floor else float('inf'):.4f} | "
             f"{row['auto_choose_s'] / encode_all:.3f} | {'yes' if rlh_ok else 'NO'} |")
     return lines
 

@@ -4,10 +4,13 @@
 - ``lstm-stdlib``: a character-level LSTM on the Python standard library's own source files.
 
 Each trace is the flattened gradient of every parameter, gathered at steps spread over a short
-training run and concatenated until it holds ``n_coords`` coordinates (float32).
+training run and concatenated until it holds ``n_coords`` coordinates (float32), with its
+layout: the (rows, row length) of every parameter in it, as the exchange knows them
+(encoders/rows.py).
 """
 import os
 import sysconfig
+from collections import namedtuple
 
 import numpy as np
 
@@ -89,26 +92,47 @@ class CharLSTM:
         return Model()
 
 
+class Trace(namedtuple("Trace", "grad layout")):
+    """A trace: ``grad`` (1-D float32) and ``layout`` ((rows, row length) pairs covering it from
+    its start, each parameter of shape (out, ...) out rows; the last one cut to whole rows)."""
+    __slots__ = ()
+
+
 def _flat_grad(model):
-    return np.concatenate([p.grad.detach().reshape(-1).numpy() for p in model.parameters()
-                           if p.grad is not None])
+    """(the flattened gradient of every parameter, their layout)."""
+    grads = [p.grad.detach() for p in model.parameters() if p.grad is not None]
+    layout = [(g.shape[0], g[0].numel()) if g.dim() > 1 else (1, g.numel()) for g in grads]
+    return np.concatenate([g.reshape(-1).numpy() for g in grads]), layout
+
+
+def _cut(layout, n):
+    """``layout`` cut to its first ``n`` levels (whole rows)."""
+    out, at = [], 0
+    for rows, length in layout:
+        rows = min(rows, (n - at) // length)
+        if rows <= 0:
+            break
+        out.append((rows, length))
+        at += rows * length
+    return out
 
 
 def _collect(model, batches, loss_fn, opt, n_coords, every):
     """Train on ``batches`` and concatenate gradients taken every ``every`` steps."""
-    grads, total = [], 0
+    grads, layout, total = [], [], 0
     for step, (xb, yb) in enumerate(batches):
         opt.zero_grad()
         loss = loss_fn(model(xb), yb)
         loss.backward()
         if step % every == every - 1:
-            g = _flat_grad(model)
+            g, shapes = _flat_grad(model)
             grads.append(g)
+            layout += shapes
             total += g.size
             if total >= n_coords:
                 break
         opt.step()
-    return np.concatenate(grads)[:n_coords].astype(np.float32)
+    return Trace(np.concatenate(grads)[:n_coords].astype(np.float32), _cut(layout, n_coords))
 
 
 def digits_trace(kind, n_coords, seed=0):

@@ -24,6 +24,7 @@ from horovod_huffman.kernels.bits import WORD_BITS
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, payload_bits
 from horovod_huffman.kernels.maxima import (ANS_MAX_BLOCK_BITS, ANS_MAX_CLASSES, ANS_MAX_WINDOW,
                                             ANS_PROB_BITS, ANS_PROB_SCALE)
+from horovod_huffman.kernels.rows import GROUP_BITS, add_predictions, group_maxima, residuals
 from horovod_huffman.kernels.stats import level_range
 from horovod_huffman.kernels.symbols import level_histogram
 
@@ -34,10 +35,12 @@ from . import gpu
 from .base import Chunked, out_words, check_status
 from .codes import chunk_count, read_chunk_bits, write_chunks
 from .huffman import fill
+from .rows import RowModel, fit
 
 MODE_CODED = 0
 MODE_CONSTANT = 1
 MODE_CONTEXTS = 2
+MODE_ROWS = 3
 # Without contexts: one class, one block of 2**NO_BLOCKS levels (more than any stream holds).
 NO_BLOCKS = 63
 # Class counts a plan with contexts tries (it keeps the cheapest, one class included).
@@ -56,6 +59,9 @@ SAMPLED_LEVELS = 1 << 18
 # blocks 2**LARGER_BLOCK_BITS times larger are tried too (low-entropy levels: s = 1, TernGrad).
 CLASS_ID_SHARE = 32
 LARGER_BLOCK_BITS = 2
+# Where the row model's size (counted over every group) and the level plan's estimate lie
+# within CLOSE of each other, the level plan's size is counted over every block too.
+CLOSE = 1.03
 
 
 def _padded(bits):
@@ -113,14 +119,24 @@ class AnsPlan(namedtuple("AnsPlan", "base window freqs classes block_bits")):
             return 0
         return -(-self.classes.size * class_bits(self.freqs.shape[0]) // 8)
 
-    def param_bytes(self, chunks):
-        """Estimated parameter bytes: frequency tables, chunk bit counts, block classes."""
+    def param_bytes(self, chunks, class_ids=True):
+        """Estimated parameter bytes: frequency tables, chunk bit counts, block classes (none
+        where ``class_ids`` is False: the row model's groups derive theirs)."""
         table = TABLE_BYTES_PER_SYMBOL * int(np.count_nonzero(self.freqs))
-        return 12 + table + 3 * chunks + self.class_bytes()
+        return 12 + table + 3 * chunks + (self.class_bytes() if class_ids else 0)
 
-    def size_bytes(self, counts, chunks):
+    def size_bytes(self, counts, chunks, class_ids=True):
         """Estimated stream bytes (without the fixed header) for ``counts`` per class."""
-        return (self.payload_bits(counts, chunks) + 7) // 8 + self.param_bytes(chunks)
+        return (self.payload_bits(counts, chunks) + 7) // 8 + \
+            self.param_bytes(chunks, class_ids)
+
+
+class RowsPlan(namedtuple("RowsPlan", "code model cuts resid")):
+    """An ``ans`` code with the row model (encoders/rows.py): ``code`` (an AnsPlan over the
+    residuals, level - prediction, one class per group of 2**GROUP_BITS levels), ``model`` (a
+    RowModel), ``cuts`` (int64, ascending: the smallest largest |prediction| of classes 1, 2,
+    ...) and ``resid`` (int32, the residuals)."""
+    __slots__ = ()
 
 
 class Ans(Chunked):
@@ -150,14 +166,27 @@ class Ans(Chunked):
     def _config(self):
         return {"contexts": self.contexts, "block_bits": self.block_bits}
 
-    def plan(self, levels):
+    def plan(self, levels, layout=None):
         """The cheapest ``AnsPlan`` of ``levels``: window from their range, frequencies from
-        their full histogram, per class where contexts pay."""
-        plan, _ = self.sized_plan(levels)
+        their full histogram, per class where contexts pay; with a ``layout`` (encoders/rows.py)
+        the ``RowsPlan`` of its matrices' row model where that is smaller."""
+        plan, _ = self.sized_plan(levels, layout)
         return plan
 
-    def sized_plan(self, levels):
-        """(``plan(levels)``, its estimated stream bytes without the fixed header)."""
+    def sized_plan(self, levels, layout=None):
+        """(``plan(levels, layout)``, its estimated stream bytes without the fixed header)."""
+        plan, cost = self._level_plan(levels)
+        if layout is None:
+            return plan, cost
+        rows = self._rows_plan(levels, layout)
+        if rows is None or rows[1] >= CLOSE * cost:
+            return plan, cost
+        if rows[1] > cost / CLOSE:              # the level plan's sampled estimate is rough
+            cost = self.counted_bytes(levels, plan)
+        return rows if rows[1] < cost else (plan, cost)
+
+    def _level_plan(self, levels):
+        """(plan, estimated bytes) coding the levels themselves."""
         lo, hi = level_range(levels)
         base, window = lo, min(hi - lo + 1, ANS_MAX_WINDOW)
         if not self._tries_contexts(levels.size, lo, hi, self.block_bits):
@@ -178,6 +207,11 @@ class Ans(Chunked):
         final states, from every block's symbol counts: ``sized_plan`` counts a sample of
         blocks above SAMPLED_LEVELS levels, which its estimate extrapolates."""
         chunks = chunk_count(levels.size, self.chunk_levels)
+        if isinstance(plan, RowsPlan):
+            code = plan.code
+            counts = np.zeros((code.freqs.shape[0], code.window + 1), dtype=np.int64)
+            class_counts(plan.resid, code.base, GROUP_BITS, 1, code.classes, counts)
+            return code.size_bytes(counts, chunks, class_ids=False) + _model_bytes(plan)
         counts = np.zeros((plan.freqs.shape[0], plan.window + 1), dtype=np.int64)
         if plan.contexts:
             class_counts(levels, plan.base, plan.block_bits, 1, plan.classes, counts)
@@ -214,7 +248,39 @@ class Ans(Chunked):
                 return other, other_cost
         return plan, cost
 
-    def plan_from(self, n, base, window, maxima, counts, block_bits=None):
+    def _rows_plan(self, levels, layout):
+        """(RowsPlan, estimated bytes) of the row model of ``levels`` for ``layout``, or None
+        where no matrix fits, the predictions exceed ANS_MAX_WINDOW or the residuals' range
+        the window, or the chunks hold no whole groups."""
+        n = levels.size
+        if not self.contexts or self.chunk_levels % (1 << GROUP_BITS):
+            return None
+        model = fit(levels, layout)
+        if model is None or model.clip > ANS_MAX_WINDOW:
+            return None
+        pred = model.predictions(n)
+        resid = np.empty(n, dtype=np.int32)
+        residuals(levels, pred, resid)
+        lo, hi = level_range(resid)
+        window = hi - lo + 1
+        if window > ANS_MAX_WINDOW:
+            return None
+        maxima = np.empty(-(-n >> GROUP_BITS), dtype=np.int64)
+        group_maxima(pred, maxima)
+        counts = np.zeros((model.clip + 1, window + 1), dtype=np.int64)
+        class_counts(resid, lo, GROUP_BITS, _stride(n), maxima, counts)
+        code, _ = self.plan_from(n, lo, window, maxima, counts, GROUP_BITS, class_ids=False)
+        cuts = _cuts(maxima, code.classes, model.clip)
+        classes = _of_magnitude(cuts, model.clip)[maxima]
+        # The frequencies from every group's residuals: each one coded must have a slot.
+        counts = np.zeros((code.freqs.shape[0], window + 1), dtype=np.int64)
+        class_counts(resid, lo, GROUP_BITS, 1, classes, counts)
+        code = AnsPlan.from_counts(lo, window, counts, classes, GROUP_BITS)
+        plan = RowsPlan(code, model, cuts, resid)
+        chunks = chunk_count(n, self.chunk_levels)
+        return plan, code.size_bytes(counts, chunks, class_ids=False) + _model_bytes(plan)
+
+    def plan_from(self, n, base, window, maxima, counts, block_bits=None, class_ids=True):
         """(the cheapest plan, its estimated bytes) from the statistics of ``n`` levels:
         ``maxima`` (the largest |level| of every block of 2**block_bits levels) and ``counts``
         (row m: the symbol counts of every ``_stride(n)``-th block whose largest |level| is m),
@@ -243,13 +309,16 @@ class Ans(Chunked):
                 of_magnitude[used] = of_used
                 plan = AnsPlan.from_counts(base, window, merged,
                                            of_magnitude[maxima].astype(np.uint8), block_bits)
-            size = plan.size_bytes(merged * scale, chunks)
+            size = plan.size_bytes(merged * scale, chunks, class_ids)
             if cost is None or size < cost:
                 best, cost = plan, size
         return best, cost
 
     def _encode(self, levels):
         return self.emit(levels, self.plan(levels))
+
+    def _encode_with(self, levels, layout):
+        return self.emit(levels, self.plan(levels, layout))
 
     def plan_device(self, levels, stream):
         """``plan`` for device levels: the statistics on the GPU."""
@@ -284,7 +353,10 @@ class Ans(Chunked):
                 n_words, payload_bits(chunk_bits))
 
     def emit(self, levels, plan):
-        """Encode ``levels`` with ``plan``: (params, words, n_words, n_bits)."""
+        """Encode ``levels`` with ``plan`` (an AnsPlan or a RowsPlan): (params, words, n_words,
+        n_bits)."""
+        if isinstance(plan, RowsPlan):
+            return self._emit_rows(plan)
         base, window, freqs = plan.base, plan.window, plan.freqs
         n_chunks = chunk_count(levels.size, self.chunk_levels)
         if np.count_nonzero(freqs) == 1 and not plan.escapes():
@@ -308,6 +380,23 @@ class Ans(Chunked):
             bits = _padded(bits) + vbits * escapes.size
         return self._params(plan, chunk_bits, escape_counts), out32, n_words, bits
 
+    def _emit_rows(self, plan):
+        """Encode a RowsPlan's residuals: (params, words, n_words, n_bits)."""
+        code, resid = plan.code, plan.resid
+        chunk_bits = np.zeros(chunk_count(resid.size, self.chunk_levels), dtype=np.int64)
+        out32 = out_words(WORD_BITS * chunk_bits.size * (HEADER_UNITS // 2 + 1) +
+                          UNIT_BITS * resid.size + WORD_BITS)
+        entries, rcps = coder_tables(code.freqs)
+        n_words = encode_chunks(resid, code.base, code.window, entries, rcps, code.classes,
+                                GROUP_BITS, self.chunk_levels, out32, chunk_bits)
+        writer = ParamWriter().uint(MODE_ROWS).sint(code.base).uint(code.window)
+        writer.uint(code.freqs.shape[0]).uints(plan.cuts)
+        for row in code.freqs:
+            write_frequencies(writer, row)
+        write_chunks(writer, self.chunk_levels, chunk_bits)
+        plan.model.write(writer)
+        return writer.getvalue(), out32, n_words, payload_bits(chunk_bits)
+
     def _params(self, plan, chunk_bits, escape_counts):
         mode = MODE_CONTEXTS if plan.contexts else MODE_CODED
         writer = ParamWriter().uint(mode).sint(plan.base).uint(plan.window)
@@ -326,7 +415,10 @@ class Ans(Chunked):
     @classmethod
     def _decode(cls, reader, words, payload_bits_, out, stream=None):
         lo, hi = dtype_range(out.dtype)
-        mode = reader.uint("mode", MODE_CODED, MODE_CONTEXTS)
+        mode = reader.uint("mode", MODE_CODED, MODE_ROWS)
+        if mode == MODE_ROWS:
+            cls._decode_rows(reader, words, payload_bits_, out, stream)
+            return
         if mode == MODE_CONSTANT:
             level = reader.sint("level", lo, hi)
             reader.done()
@@ -376,6 +468,50 @@ class Ans(Chunked):
         check_status(decode_chunks(words, starts, chunk_bits, chunk,
                                    (tables, classes, block_bits), out, escapes, escape_starts),
                      cls.name)
+
+    @classmethod
+    def _decode_rows(cls, reader, words, payload_bits_, out, stream):
+        """Decode a stream with the row model: the residuals as a context stream (one class per
+        group, from the predictions), then the predictions added, every level checked against
+        the dtype. Runs on the host; device arrays are copied."""
+        lo, hi = dtype_range(out.dtype)
+        int32 = np.iinfo(np.int32)
+        base = reader.sint("base", max(lo - ANS_MAX_WINDOW, int32.min),
+                           min(hi + ANS_MAX_WINDOW, int32.max))
+        window = reader.uint("window", 1, min(ANS_MAX_WINDOW, int32.max - base + 1))
+        n_classes = reader.uint("classes", 1, ANS_MAX_CLASSES)
+        cuts = reader.uints("class cuts", n_classes - 1, 1, ANS_MAX_WINDOW)
+        if np.any(np.diff(cuts) <= 0):
+            raise DecodeError(f"{cls.name}: class cuts do not ascend")
+        freqs = np.stack([read_frequencies(reader, window + 1, cls.name)
+                          for _ in range(n_classes)])
+        if freqs[:, window].any():
+            raise DecodeError(f"{cls.name}: a row model stream codes an escape")
+        chunk, starts, chunk_bits, declared = read_chunk_bits(reader, out.size, payload_bits_,
+                                                              cls.name)
+        if chunk % (1 << GROUP_BITS):
+            raise DecodeError(f"{cls.name}: groups of {1 << GROUP_BITS} levels do not divide "
+                              f"chunks of {chunk}")
+        model = RowModel.read(reader, out.size, ANS_MAX_WINDOW, cls.name)
+        reader.done()
+        if declared != payload_bits_:
+            raise DecodeError(f"{cls.name}: chunks add up to {declared} bits, the header "
+                              f"declares {payload_bits_}")
+        pred = model.predictions(out.size)
+        maxima = np.empty(-(-out.size >> GROUP_BITS), dtype=np.int64)
+        group_maxima(pred, maxima)
+        classes = _of_magnitude(cuts, model.clip)[maxima]
+        tables = np.stack([decode_table(row, base, window) for row in freqs])
+        host_words = words if stream is None else copy_to_host(words, stream)
+        resid = np.empty(out.size, dtype=np.int32)
+        check_status(decode_chunks(host_words, starts, chunk_bits, chunk,
+                                   (tables, classes, GROUP_BITS), resid,
+                                   np.zeros(0, dtype=np.int64),
+                                   np.zeros(starts.size + 1, dtype=np.int64)), cls.name)
+        host_out = out if stream is None else np.empty(out.size, dtype=out.dtype)
+        check_status(add_predictions(resid, pred, lo, hi, host_out), cls.name)
+        if stream is not None:
+            out.copy_to_device(host_out, stream=stream)
 
 
 def normalized(counts):
@@ -475,3 +611,28 @@ def read_frequencies(reader, n_symbols, name):
         raise DecodeError(f"{name}: frequencies add up to {int(freqs.sum())}, not "
                           f"{ANS_PROB_SCALE}")
     return freqs
+
+
+def _model_bytes(plan):
+    """Parameter bytes of a RowsPlan's class cuts and row model."""
+    writer = ParamWriter().uints(plan.cuts)
+    plan.model.write(writer)
+    return len(writer.getvalue())
+
+
+def _cuts(maxima, classes, clip):
+    """The class cuts (encoders' ``RowsPlan.cuts``) of groups whose largest |prediction|
+    ``maxima`` fall in ascending ``classes``: the smallest largest |prediction| of each class
+    after the first."""
+    if classes.size < maxima.size:                     # one class: no block classes
+        return np.zeros(0, dtype=np.int64)
+    first = np.full(clip + 1, -1, dtype=np.int64)
+    first[maxima] = np.arange(maxima.size)             # any group of a magnitude will do
+    used = np.flatnonzero(first >= 0)
+    of_used = classes[first[used]]
+    return used[np.flatnonzero(np.diff(of_used.astype(np.int64))) + 1].astype(np.int64)
+
+
+def _of_magnitude(cuts, clip):
+    """Every |prediction| 0..clip's class (uint8) for ascending class ``cuts``."""
+    return np.searchsorted(cuts, np.arange(clip + 1), side="right").astype(np.uint8)

@@ -23,6 +23,7 @@ from .elias import EliasGamma, EliasDelta, EliasOmega, EliasRLE, QSGDElias
 from .huffman import Huffman, SampleHuffman, LevelPlan, emit, plan_bits
 from .raw import Raw, fixed_width
 from .rla import RLA
+from .rows import check_layout
 from .runlength import RLH, SHS, emit_shs, rlh_payload_bits, token_counts
 from .codes import Code
 
@@ -64,8 +65,9 @@ class Auto(Encoder):
     def _config(self):
         return {"sample_size": self.sh.sample_size, "k": self.shs.k, "seed": self.sh.seed}
 
-    def estimate(self, levels):
-        """{encoder name: ``Sized``} for 1-D levels (non-empty)."""
+    def estimate(self, levels, layout=None):
+        """{encoder name: ``Sized``} for 1-D levels (non-empty); ``ans`` may use the row model
+        of ``layout`` (encoders/rows.py)."""
         lo, hi = level_range(levels)
         k = self.shs.k
         tokens = token_counts(levels, self.rla.chunk_levels)
@@ -116,18 +118,18 @@ class Auto(Encoder):
         # ans: the information of the levels under their normalized frequencies, per class of
         # blocks where that pays (exact up to the final states), when no level escapes.
         if n_esc == 0 and window <= ANS_MAX_WINDOW:
-            a_plan, a_bytes = self.ans.sized_plan(levels)
+            a_plan, a_bytes = self.ans.sized_plan(levels, layout)
             sizes["ans"] = Sized(wire.OVERHEAD_BYTES + a_bytes, a_plan)
         # rla: the same for rlh's run-length tokens (the plan keeps them).
         r_plan, r_bytes = self.rla.sized_plan(levels, tokens)
         sizes["rla"] = Sized(wire.OVERHEAD_BYTES + r_bytes, r_plan)
         return sizes
 
-    def choose(self, levels):
+    def choose(self, levels, layout=None):
         """(name, plan) of the encoder with the smallest estimated stream for 1-D levels
         (non-empty). Where ``ans`` and ``rla`` lie within CLOSE of each other, ans's estimate
         (from sampled blocks) is replaced by its count over every block."""
-        sizes = self.estimate(levels)
+        sizes = self.estimate(levels, layout)
         name = min(sizes, key=lambda n: sizes[n].bytes)
         rival = RIVALS.get(name)
         if rival in sizes and sizes[rival].bytes <= CLOSE * sizes[name].bytes:
@@ -154,16 +156,18 @@ class Auto(Encoder):
         stream it wrote), configured as this object configures it."""
         return self._member("encoder_id", encoder_id)
 
-    def encoded(self, levels, stream=None):
+    def encoded(self, levels, stream=None, layout=None):
         """As Encoder.encoded; device levels are copied to the host first (the choice needs
         statistics the device kernels do not gather yet)."""
         if is_device_array(levels):
             levels = copy_to_host(as_device_array(levels), stream_or_default(stream))
         levels = check_levels(levels)
+        if layout is not None:
+            check_layout(layout, levels.size)
         if levels.size == 0:
             self.last_choice = "raw"
             return self.raw.encoded(levels)
-        name, plan = self.choose(levels)
+        name, plan = self.choose(levels, layout)
         self.last_choice = name
         return self._emitted(levels, name, plan)
 

@@ -8,6 +8,7 @@ from .. import wire
 from ..device import is_device_array, as_device_array, stream_or_default, copy_to_host
 from ..errors import check_status  # noqa: F401 (encoders import it from here)
 from .gpu import gather as gpu_gather, level_range as gpu_range
+from .rows import check_layout
 
 _INT32 = np.iinfo(np.int32)
 
@@ -74,25 +75,32 @@ class Encoder:
     # array goes through a host copy).
     on_device = False
 
-    def encode(self, levels, stream=None):
+    def encode(self, levels, stream=None, layout=None):
         """Encode ``levels`` (1-D signed integer array) into a uint8 array (docs/wire-format.md).
+
+        ``layout``: (rows, row length) pairs of the matrices the levels hold row-major, one
+        after another (encoders/rows.py); ``ans`` (and ``auto`` through it) may then code
+        the levels against a rank-one prediction of each matrix's rows. The other encoders,
+        and device arrays, do not use it.
 
         ``levels`` may be a GPU array (``__cuda_array_interface__``: a Numba device array, a torch
         CUDA tensor): the encoders of encoders.ON_DEVICE (huffman, sh, rlh, shs, raw, ans, rla)
         then encode on the device, on ``stream`` (default: the default stream), and return the
         same bytes as for a host copy.
         """
-        return wire.frame(self.encoded(levels, stream))
+        return wire.frame(self.encoded(levels, stream, layout))
 
-    def encoded(self, levels, stream=None):
+    def encoded(self, levels, stream=None, layout=None):
         """As ``encode``, unframed: a ``wire.Encoded`` that a message writes straight into its
         own buffer (message.py)."""
         if is_device_array(levels):
             return self._encoded_on_device(as_device_array(levels), stream_or_default(stream))
         levels = check_levels(levels)
+        if layout is not None:
+            check_layout(layout, levels.size)
         if levels.size == 0:
             return self._empty(levels.dtype)
-        return self._result(levels.dtype, levels.size, *self._encode(levels))
+        return self._result(levels.dtype, levels.size, *self._encode_with(levels, layout))
 
     def _encoded_on_device(self, levels, stream):
         check_device_levels(levels, stream)
@@ -111,6 +119,11 @@ class Encoder:
 
     def _encode(self, levels):
         raise NotImplementedError
+
+    def _encode_with(self, levels, layout):
+        """``_encode``; an encoder with a row model (``ans``) overrides it to use ``layout``
+        (None or checked)."""
+        return self._encode(levels)
 
     def _encode_device(self, levels, stream):
         """As ``_encode`` for a device array (non-empty, checked), kernels on ``stream``."""

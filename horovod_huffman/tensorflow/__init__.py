@@ -28,7 +28,7 @@ from horovod.tensorflow.compression import Compression as _HorovodCompression
 from ..adapters import CodecStats, ReadyCompressors, make_codec, sent_uncompressed
 from ..allreduce import Job, allgather_sum, choose, two_phase_sum
 from ..array_ops import DeviceOps, HostOps
-from ..buckets import UNFUSED_MIN_NUMEL, BucketPlan
+from ..buckets import UNFUSED_MIN_NUMEL, BucketPlan, bucket_layout
 from ..device import SIMULATED, cuda_usable
 from ..dlpack import from_dlpack, to_dlpack
 from ..exchange import placeholder_values, reduction_scale
@@ -115,9 +115,12 @@ class HuffmanCompressor(CodecStats):
         coll = _Relay(process_set.size(), process_set.rank())
         exchange = choose(self.exchange, coll.size)
         raw_bytes = numel * tensor.dtype.size
+        rows = tensor.shape[0] if tensor.shape.rank and tensor.shape.rank > 1 else 1
+        layout = bucket_layout(bucket, {key: rows})
 
         def start(grad):
-            job = Job(bucket.key, bucket.tag, self.codec.begin(bucket.key), 1, numel, raw_bytes)
+            job = Job(bucket.key, bucket.tag, self.codec.begin(bucket.key), 1, numel, raw_bytes,
+                      layout=layout)
             ops = self._ops()
             flat = self._incoming(grad)
             padded = _zeros(ops, bucket.size, flat.dtype)       # the bucket's gap stays zero

@@ -28,7 +28,7 @@ from horovod.torch.compression import Compression as _HorovodCompression
 from ..adapters import CodecStats, ReadyCompressors, make_codec, sent_uncompressed
 from ..allreduce import Job, allgather_sum, choose, two_phase_sum
 from ..array_ops import DeviceOps, HostOps
-from ..buckets import DEFAULT_BUCKET_BYTES, DEFAULT_MIN_NUMEL, BucketPlan
+from ..buckets import DEFAULT_BUCKET_BYTES, DEFAULT_MIN_NUMEL, BucketPlan, bucket_layout
 from ..device import cuda_usable
 from ..encoders import get_encoder
 from ..exchange import placeholder_values, reduction_scale
@@ -117,10 +117,12 @@ class _Pending:
 
 
 class _Buckets:
-    """The buckets of one optimizer: plan, staging buffers, this step's rounds, collectives."""
+    """The buckets of one optimizer: plan, staging buffers, this step's rounds, collectives,
+    and every bucket's layout (``rows``: each gradient's rows, its shape's first dimension)."""
 
-    def __init__(self, plan, process_set, exchange, route):
+    def __init__(self, plan, process_set, exchange, route, rows):
         self.plan = plan
+        self.layouts = {b.index: bucket_layout(b, rows) for b in plan.buckets}
         self.coll = _Collectives(process_set)
         self.exchange = choose(exchange, self.coll.size)
         self.router = Router() if route == "adaptive" else None
@@ -258,7 +260,9 @@ class HuffmanCompressor(CodecStats):
                 self._parameters(optimizer))]
             align = getattr(self.codec.quantizer, "bucket_size", None) or 1
             plan = BucketPlan(entries, capacity=max(self.bucket_bytes // 4, 1), align=align)
-            state = _Buckets(plan, process_set, self.exchange, self.route)
+            rows = {name: p.shape[0] if p.dim() > 1 else 1
+                    for name, p in self._parameters(optimizer)}
+            state = _Buckets(plan, process_set, self.exchange, self.route, rows)
             if optimizer is None:
                 self._unowned = state
             else:
@@ -387,7 +391,7 @@ def _exchange(codec, state, bucket, staging, raw_bytes, encoder=None):
     the codec's): on the host, or for a CUDA bucket with the kernels on a stream of the
     worker's own, synced before the training thread reads the sum."""
     job = Job(bucket.key, bucket.tag, codec.begin(bucket.key), len(bucket.slots), bucket.numel,
-              raw_bytes, encoder)
+              raw_bytes, encoder, state.layouts[bucket.index])
     stream = None
     if staging.is_cuda and cuda_usable():
         with cuda.gpus[staging.device.index or 0]:

@@ -23,13 +23,18 @@ def reseal(body):
 def sources(rng):
     """Level arrays the mutations start from: dense QSGD-like levels, sparse ones spread
     over several small chunks (for encoders that cut chunks), and levels whose scale changes
-    every 256 levels (``ans`` codes them with block contexts)."""
+    every 256 levels (``ans`` codes them with block contexts), and a matrix of rows that are
+    multiples of one profile, with its layout (``ans`` codes it with the row model)."""
     dense = np.clip(np.rint(rng.laplace(0, 1.5, 3000)), -8, 8).astype(np.int8)
     dense[500:900] = 0
     sparse = np.where(rng.random(5000) < 0.05, rng.integers(-3, 4, 5000), 0).astype(np.int8)
     scale = np.repeat(rng.choice([0.2, 1.0, 4.0], 16), 256)
     blocks = np.clip(np.rint(rng.laplace(0, scale)), -16, 16).astype(np.int8)
-    return [(dense, {}), (sparse, {"chunk_levels": 64}), (blocks, {})]
+    rows = np.clip(np.rint(np.outer(rng.normal(0, 1, 48), rng.normal(0, 4, 40)) +
+                           rng.normal(0, 0.5, (48, 40))), -60, 60).astype(np.int8).ravel()
+    rows = np.concatenate([rows, dense[:100]])
+    return [(dense, {}, None), (sparse, {"chunk_levels": 64}, None), (blocks, {}, None),
+            (rows, {"chunk_levels": 256}, [(48, 40)])]
 
 
 def mutations(buf, rng, cases):
@@ -51,9 +56,9 @@ def main():
     streams = 0
     for name in names:
         chunked = name in hh.encoders.CHUNKED
-        for levels, options in sources(rng):
+        for levels, options, layout in sources(rng):
             encoder = hh.get_encoder(name, **(options if chunked else {}))
-            buf = bytes(encoder.encode(levels))
+            buf = bytes(encoder.encode(levels, layout=layout))
             assert np.array_equal(hh.decode(buf), levels)
             for stream in mutations(buf, rng, cases):
                 try:

@@ -1,0 +1,165 @@
+"""The row model of ``ans`` (kernels/rows.py): a rank-one prediction of the levels of every
+matrix in a tensor's ``layout``, fitted on the encoder's side and carried in the parameters.
+
+A layout is a sequence of (rows, row length) pairs: the levels hold these matrices row-major,
+one after another from level 0; levels after the last are not modelled. The exchange and the
+benchmark know it from the parameters' shapes (a weight of shape (out, in, ...) is out rows of
+in * ... levels).
+
+Parameters of a model: clip, the segment count, per segment the gap from the previous one's end
+(levels), its rows and its row length, then every segment's profile and every segment's gains
+as zigzag varints.
+"""
+from collections import namedtuple
+
+import numpy as np
+
+from horovod_huffman.kernels.rows import (GAIN_MAX, PROFILE_MAX, power_step, predict,
+                                          row_energies, row_gains)
+
+from ..errors import DecodeError
+
+# A matrix is modelled where it has at least MIN_ROWS rows of at least MIN_LENGTH levels, and
+# where its prediction leaves at most FIT_SHARE of the levels' energy.
+MIN_ROWS = 4
+MIN_LENGTH = 8
+FIT_SHARE = 0.8
+# Power iterations of the rank-one fit (from the row of most energy).
+ITERATIONS = 4
+
+
+class RowModel(namedtuple("RowModel", "offsets rows lengths profiles gains clip")):
+    """Segments (int64 arrays ``offsets``, ``rows``, ``lengths``), their concatenated
+    ``profiles`` and ``gains`` (int64), and ``clip``, the largest |prediction| (kernels/rows.py
+    note 2)."""
+    __slots__ = ()
+
+    def predictions(self, n):
+        """The prediction of each of ``n`` levels (int32)."""
+        out = np.empty(n, dtype=np.int32)
+        predict(n, self.offsets, self.rows, self.lengths, self.profiles, self.gains, self.clip,
+                out)
+        return out
+
+    def write(self, writer):
+        """Append the model's parameters to a ParamWriter."""
+        ends = self.offsets + self.rows * self.lengths
+        gaps = self.offsets - np.concatenate([[0], ends[:-1]])
+        writer.uint(self.clip).uint(self.offsets.size)
+        writer.uints(np.stack([gaps, self.rows, self.lengths], axis=1).ravel())
+        writer.uints(_zigzag(self.profiles)).uints(_zigzag(self.gains))
+
+    @classmethod
+    def read(cls, reader, n, clip_max, name):
+        """The model in a ParamReader for ``n`` levels, every field bounded: segments in order
+        inside [0, n), profiles and gains in range, clip at most ``clip_max``; each value read
+        takes at least one byte, so no count exceeds the parameters' size."""
+        clip = reader.uint("clip", 0, clip_max)
+        count = reader.uint("segments", 0, reader.remaining() // 3)
+        fields = reader.uints("segments", 3 * count, 0, n).reshape(count, 3)
+        gaps, rows, lengths = fields[:, 0], fields[:, 1], fields[:, 2]
+        sizes = rows * lengths
+        if count and (rows.min() < 1 or lengths.min() < 1):
+            raise DecodeError(f"{name}: a row model segment has no rows or no levels")
+        ends = np.cumsum(gaps + sizes)
+        if count and int(ends[-1]) > n:
+            raise DecodeError(f"{name}: row model segments end at level {int(ends[-1])} of {n}")
+        n_profile, n_gains = int(lengths.sum()), int(rows.sum())
+        if n_profile + n_gains > reader.remaining():
+            raise DecodeError(f"{name}: row model declares {n_profile + n_gains} values, the "
+                              "parameters cannot hold them")
+        profiles = _unzigzag(reader.uints("profile", n_profile, 0, 2 * PROFILE_MAX))
+        gains = _unzigzag(reader.uints("gains", n_gains, 0, 2 * GAIN_MAX))
+        return cls(ends - sizes, rows, lengths, profiles, gains, clip)
+
+
+def check_layout(layout, n):
+    """The layout as an int64 array of (rows, row length) pairs, checked: whole numbers >= 0
+    covering at most ``n`` levels (ValueError otherwise)."""
+    pairs = np.asarray(layout, dtype=np.int64).reshape(-1, 2) if len(layout) else \
+        np.zeros((0, 2), dtype=np.int64)
+    if pairs.size and pairs.min() < 0:
+        raise ValueError(f"a layout holds (rows, row length) pairs >= 0, got {layout!r}")
+    if int((pairs[:, 0] * pairs[:, 1]).sum()) > n:
+        raise ValueError(f"the layout covers {int((pairs[:, 0] * pairs[:, 1]).sum())} levels, "
+                         f"the tensor has {n}")
+    return pairs
+
+
+def slice_layout(layout, start, stop):
+    """The layout of levels [start, stop) of a tensor of ``layout``: the rows of each matrix
+    that lie wholly inside, and a one-row piece (never modelled) for every part of a row."""
+    out, at = [], 0
+    for rows, length in layout:
+        size = rows * length
+        lo, hi = max(start, at), min(stop, at + size)
+        if lo < hi:
+            first, last = -(-(lo - at) // length), (hi - at) // length
+            if first < last:
+                head, tail = at + first * length - lo, hi - at - last * length
+                out += [(1, head)] if head else []
+                out.append((last - first, length))
+                out += [(1, tail)] if tail else []
+            else:
+                out.append((1, hi - lo))
+        at += size
+    return out
+
+
+def fit(levels, layout):
+    """The RowModel of 1-D ``levels`` for ``layout`` (``check_layout``), or None where no
+    matrix is modelled: each matrix's rank-one fit by power iteration, then its profile scaled
+    to PROFILE_MAX and each row's gain its least-squares factor on the integer profile."""
+    offsets, rows, lengths, profiles, gains = [], [], [], [], []
+    at = 0
+    for n_rows, length in check_layout(layout, levels.size):
+        n_rows, length = int(n_rows), int(length)
+        if n_rows >= MIN_ROWS and length >= MIN_LENGTH:
+            fitted = _fit_matrix(levels, at, n_rows, length)
+            if fitted is not None:
+                offsets.append(at)
+                rows.append(n_rows)
+                lengths.append(length)
+                profiles.append(fitted[0])
+                gains.append(fitted[1])
+        at += n_rows * length
+    if not offsets:
+        return None
+    clip = max(abs(int(levels.min())), abs(int(levels.max())))
+    return RowModel(np.array(offsets, dtype=np.int64), np.array(rows, dtype=np.int64),
+                    np.array(lengths, dtype=np.int64), np.concatenate(profiles),
+                    np.concatenate(gains), clip)
+
+
+def _fit_matrix(levels, at, n_rows, length):
+    """(integer profile, integer gains) of a rank-one fit of the ``n_rows`` x ``length``
+    matrix of ``levels`` from ``at``, or None where the fit leaves more than FIT_SHARE of the
+    matrix's energy (or there is none)."""
+    energies = np.empty(n_rows)
+    total = row_energies(levels, at, n_rows, length, energies)
+    if total == 0.0:
+        return None
+    first = at + int(np.argmax(energies)) * length
+    v = levels[first:first + length].astype(np.float64)
+    u, v_next = np.empty(n_rows), np.empty(length)
+    for _ in range(ITERATIONS):
+        # |M v|^2 / |v|^2: the matrix's energy along v, which a rank-one fit keeps at least
+        along = power_step(levels, at, n_rows, length, v, u, v_next) / float(v @ v)
+        norm = float(np.abs(v_next).max())
+        if norm == 0.0:
+            return None
+        v = v_next / norm
+    if along < (1.0 - FIT_SHARE) * total:
+        return None
+    profile = np.rint(v * PROFILE_MAX).astype(np.int64)
+    gains = np.empty(n_rows, dtype=np.int64)
+    row_gains(levels, at, n_rows, length, profile, gains)
+    return profile, gains
+
+
+def _zigzag(values):
+    return (values << 1) ^ (values >> 63)
+
+
+def _unzigzag(values):
+    return (values >> 1) ^ -(values & 1)

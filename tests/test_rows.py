@@ -1,0 +1,156 @@
+"""``ans``'s row model: levels of matrices whose rows are multiples of one profile, coded
+against a rank-one prediction (encoders/rows.py, kernels/rows.py)."""
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st, HealthCheck
+
+import horovod_huffman as hh
+from horovod_huffman import wire
+from horovod_huffman.encoders.ans import MODE_ROWS, RowsPlan
+from horovod_huffman.params import ParamReader
+
+
+def rank_one(rows, length, scale=6.0, noise=0.6, seed=0, dtype=np.int8, limit=127):
+    """Levels of a ``rows`` x ``length`` matrix near a rank-one one, rounded (flattened)."""
+    rng = np.random.default_rng(seed)
+    m = np.outer(rng.normal(0, 1, rows), rng.normal(0, scale, length))
+    m += rng.normal(0, noise, m.shape)
+    return np.clip(np.rint(m), -limit, limit).astype(dtype).ravel()
+
+
+def reseal(body):
+    body = bytes(body[:-wire.CHECKSUM.size])
+    return body + wire.CHECKSUM.pack(wire.checksum(body))
+
+
+def mode_of(buf):
+    return ParamReader(hh.encoders.check(bytes(buf)).params).uint("mode", 0, 10)
+
+
+def test_rank_one_matrices_cost_far_less_with_their_layout():
+    """Two matrices of different profiles and a tail of other levels: with the layout the
+    stream is under 60% of the stream without it, and decodes to the same levels."""
+    levels = np.concatenate([rank_one(300, 200, seed=1), rank_one(100, 512, seed=2),
+                             rank_one(1, 999, seed=3)])
+    layout = [(300, 200), (100, 512)]
+    encoder = hh.get_encoder("ans")
+    plain = encoder.encode(levels)
+    rows = encoder.encode(levels, layout=layout)
+    assert mode_of(rows) == MODE_ROWS
+    assert len(rows) < 0.6 * len(plain)
+    assert np.array_equal(hh.decode(rows), levels)
+
+
+def test_the_estimate_is_the_stream_size():
+    """The row plan's size counts every group's residuals: it is the stream's size but for
+    the final states' bits."""
+    levels = rank_one(400, 300, seed=4)
+    encoder = hh.get_encoder("ans")
+    plan, size = encoder.sized_plan(levels, [(400, 300)])
+    assert isinstance(plan, RowsPlan)
+    body = len(encoder.encode(levels, layout=[(400, 300)])) - wire.OVERHEAD_BYTES
+    assert abs(size - body) <= 0.002 * body + 16
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64])
+@pytest.mark.parametrize("chunk", [4, 64, 1 << 16])
+def test_round_trip_over_dtypes_and_chunks(dtype, chunk):
+    levels = rank_one(64, 48, seed=5, dtype=dtype)
+    encoder = hh.get_encoder("ans", chunk_levels=chunk)
+    buf = encoder.encode(levels, layout=[(64, 48)])
+    assert mode_of(buf) == MODE_ROWS
+    out = hh.decode(buf)
+    assert out.dtype == dtype and np.array_equal(out, levels)
+
+
+def test_unfit_or_unmodelled_matrices_code_as_before():
+    """Noise without a profile, matrices below MIN_ROWS rows, chunks of a size that does not
+    hold whole groups, and ``contexts=False``: the level plan's stream, unchanged."""
+    rng = np.random.default_rng(6)
+    noise = rng.integers(-8, 9, 40 * 50).astype(np.int8)
+    ans = hh.get_encoder("ans")
+    assert bytes(ans.encode(noise, layout=[(40, 50)])) == bytes(ans.encode(noise))
+    levels = rank_one(3, 500, seed=7)
+    assert bytes(ans.encode(levels, layout=[(3, 500)])) == bytes(ans.encode(levels))
+    levels = rank_one(64, 64, seed=8)
+    for encoder in (hh.get_encoder("ans", chunk_levels=30), hh.get_encoder("ans", contexts=False)):
+        buf = encoder.encode(levels, layout=[(64, 64)])
+        assert mode_of(buf) != MODE_ROWS and np.array_equal(hh.decode(buf), levels)
+
+
+def test_auto_passes_the_layout_to_ans():
+    levels = rank_one(256, 256, seed=9)
+    auto = hh.get_encoder("auto")
+    buf = auto.encode(levels, layout=[(256, 256)])
+    assert auto.last_choice == "ans" and mode_of(buf) == MODE_ROWS
+    assert len(buf) < len(auto.encode(levels))
+    assert np.array_equal(hh.decode(buf), levels)
+
+
+@pytest.mark.parametrize("layout", [[(-1, 5)], [(10, 11)], [(1, 2, 3)]])
+def test_a_layout_must_fit_the_levels(layout):
+    with pytest.raises(ValueError):
+        hh.get_encoder("rlh").encode(np.zeros(100, dtype=np.int8), layout=layout)
+
+
+def test_every_truncation_raises():
+    buf = bytes(hh.get_encoder("ans", chunk_levels=256).encode(rank_one(40, 64, seed=10),
+                                                                layout=[(40, 64)]))
+    for cut in range(len(buf)):
+        with pytest.raises(hh.DecodeError):
+            hh.decode(buf[:cut])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_forged_parameters_raise_or_decode_in_bounds(seed):
+    """Resealed streams with bytes of the parameters (cuts, tables, segments, profile, gains)
+    replaced: DecodeError or levels of the declared size, never a crash."""
+    levels = rank_one(48, 40, seed=seed)
+    buf = bytes(hh.get_encoder("ans", chunk_levels=256).encode(levels, layout=[(48, 40)]))
+    frame = hh.encoders.check(buf)
+    params_end = len(buf) - wire.CHECKSUM.size - len(frame.payload)
+    rng = np.random.default_rng(seed)
+    decoded = 0
+    for _ in range(400):
+        forged = bytearray(buf)
+        for pos in rng.integers(wire.HEADER.size, params_end, rng.integers(1, 4)):
+            forged[pos] = rng.integers(0, 256)
+        try:
+            out = hh.decode(reseal(forged), max_elements=10_000)
+        except hh.DecodeError:
+            continue
+        decoded += 1
+        assert out.size <= 10_000
+    assert decoded < 400
+
+
+def test_a_prediction_out_of_the_dtype_raises():
+    """Parameters forged with every gain at its largest: the payload's residuals plus those
+    predictions leave int8, and the decoder says so instead of wrapping the levels."""
+    levels = rank_one(16, 32, scale=60.0, seed=11)
+    encoder = hh.get_encoder("ans")
+    plan = encoder.plan(levels, [(16, 32)])
+    assert plan.model.clip == 127
+    params, out32, n_words, n_bits = encoder.emit(levels, plan)
+    forged = plan._replace(model=plan.model._replace(gains=np.full_like(plan.model.gains,
+                                                                        32767)))
+    forged_params = encoder.emit(levels, forged)[0]
+    assert forged_params != params
+    buf = wire.frame(encoder._result(levels.dtype, levels.size, forged_params, out32, n_words,
+                                     n_bits))
+    with pytest.raises(hh.DecodeError, match="does not fit"):
+        hh.decode(buf)
+    assert np.array_equal(hh.decode(wire.frame(encoder._result(
+        levels.dtype, levels.size, params, out32, n_words, n_bits))), levels)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow], max_examples=40, deadline=None)
+@given(rows=st.integers(1, 40), length=st.integers(1, 40), seed=st.integers(0, 2**32 - 1),
+       tail=st.integers(0, 50), chunk=st.sampled_from([4, 8, 64, 1 << 16]))
+def test_any_layout_round_trips(rows, length, seed, tail, chunk):
+    levels = np.concatenate([rank_one(rows, length, seed=seed),
+                             np.random.default_rng(seed).integers(-5, 6, tail).astype(np.int8)])
+    for name in ("ans", "auto"):
+        buf = hh.get_encoder(name, **({"chunk_levels": chunk} if name == "ans" else {})).encode(
+            levels, layout=[(rows, length)])
+        assert np.array_equal(hh.decode(buf), levels)
