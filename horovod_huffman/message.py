@@ -74,12 +74,15 @@ class Message:
 def build(qt, encoder="rlh", stream=None, layout=None):
     """The ``Message`` of a QuantizedTensor; ``encoder`` is a name or an Encoder. Device levels
     and scales are encoded on the GPU (on ``stream``); only bytes come back. ``layout``: the
-    matrices the levels hold (``Encoder.encode``), for the encoders that use it."""
+    matrices the levels hold (``Encoder.encode``), for the encoders that use it; None: a tensor
+    of two or more dimensions is one matrix of shape[0] rows."""
     enc = get_encoder(encoder) if isinstance(encoder, str) else encoder
     if qt.dtype.name not in FLOAT_CODES:
         raise TypeError(f"unsupported tensor dtype {qt.dtype}")
     if len(qt.shape) > MAX_NDIM:
         raise ValueError(f"tensors of more than {MAX_NDIM} dimensions are not supported")
+    if layout is None and len(qt.shape) > 1 and qt.shape[0] and qt.numel:
+        layout = [(qt.shape[0], qt.numel // qt.shape[0])]
     # stream and layout only where there are: encoders written for the host take just the
     # levels.
     options = {k: v for k, v in (("stream", stream), ("layout", layout)) if v is not None}

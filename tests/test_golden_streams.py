@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import horovod_huffman as hh
-from golden.make import SETS, encoder as golden_encoder, message_input   # beside this file
+from golden.make import (ROW_ENCODERS, ROWS_LAYOUT, SETS, encoder as golden_encoder,  # beside
+                         message_input)                                     # this file
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
 CHANGED = ("the {what} changed: its bytes differ from tests/golden/{file}. If the wire format is "
@@ -34,6 +35,16 @@ def test_every_encoder_writes_the_golden_stream(encoder, name):
         CHANGED.format(what=f"stream of {encoder!r}", file=file)
     back = hh.decode(np.frombuffer(expected, dtype=np.uint8))
     assert back.dtype == values.dtype and np.array_equal(back, values)
+
+
+@pytest.mark.parametrize("encoder", ROW_ENCODERS)
+def test_the_row_model_stream_is_the_golden_one(encoder):
+    file = f"{encoder}.rows.bin"
+    values = levels("rows")
+    expected = golden(file)
+    assert bytes(golden_encoder(encoder).encode(values, layout=ROWS_LAYOUT)) == expected, \
+        CHANGED.format(what=f"row model stream of {encoder!r}", file=file)
+    assert np.array_equal(hh.decode(np.frombuffer(expected, dtype=np.uint8)), values)
 
 
 def test_the_tensor_message_is_the_golden_one():

@@ -158,6 +158,25 @@ def test_ans_contexts_on_the_device(sampled, monkeypatch):
         assert (host_out is None) == (device is None)
 
 
+def test_ans_row_model_streams_decode_on_the_device():
+    """A stream with the row model decodes on the host and lands on the device, forged ones
+    failing there as on the host; device levels encode without the layout (the model is
+    fitted on the host only): the host's bytes without it."""
+    rng = np.random.default_rng(9)
+    levels = np.clip(np.rint(np.outer(rng.normal(0, 1, 24), rng.normal(0, 6, 20)) +
+                             rng.normal(0, 0.5, (24, 20))), -127, 127).astype(np.int8).ravel()
+    ans = encoder("ans")
+    host = ans.encode(levels, layout=[(24, 20)])
+    assert bytes(host) != bytes(ans.encode(levels))
+    np.testing.assert_array_equal(hh.decode(host, device="cuda").copy_to_host(), levels)
+    assert bytes(ans.encode(cuda.to_device(levels), layout=[(24, 20)])) == \
+        bytes(ans.encode(levels))
+    for forged in _mutations(bytes(host), rng, 6 if SIMULATED else 200):
+        device = _decode_or_none(forged, device="cuda")
+        host_out = _decode_or_none(forged)
+        assert (host_out is None) == (device is None)
+
+
 def test_rla_contexts_on_the_device():
     """Sparse levels take two tables (one after a zero run): the device counts the tokens
     under their contexts, plans the same tables, writes the host's bytes (extras spanning

@@ -154,3 +154,31 @@ def test_any_layout_round_trips(rows, length, seed, tail, chunk):
         buf = hh.get_encoder(name, **({"chunk_levels": chunk} if name == "ans" else {})).encode(
             levels, layout=[(rows, length)])
         assert np.array_equal(hh.decode(buf), levels)
+
+
+def test_pack_takes_a_matrix_layout_from_its_shape():
+    """A tensor of two or more dimensions is one matrix of shape[0] rows to ``pack``."""
+    rng = np.random.default_rng(12)
+    grad = np.outer(rng.normal(0, 1, 200), rng.normal(0, 1, 300)).astype(np.float32)
+    matrix = hh.QSGD(levels=16, seed=0).quantize(grad)
+    flat = hh.QSGD(levels=16, seed=0).quantize(grad.ravel())
+    assert np.array_equal(matrix.levels, flat.levels)
+    packed = hh.pack(matrix, "ans")
+    assert len(packed) < 0.8 * len(hh.pack(flat, "ans"))
+    back = hh.unpack(packed)
+    assert back.shape == (200, 300) and np.array_equal(back.levels, matrix.levels)
+
+
+def test_forged_segments_past_the_levels_raise():
+    """Segments whose rows times length, or whose sum, would pass the element count (or wrap
+    a 64-bit product) are refused before anything is allocated."""
+    from horovod_huffman.encoders.rows import RowModel
+    from horovod_huffman.params import ParamWriter
+    for n, gaps, rows, lengths, match in [
+            (2**40, [0], [2**39], [2**39], "more than"),
+            (100, [0, 0], [60, 60], [1, 1], "past level"),
+            (2**40, [2**40, 2**40], [1, 1], [1, 1], "past level")]:
+        writer = ParamWriter().uint(5).uint(len(gaps))
+        writer.uints(np.stack([gaps, rows, lengths], axis=1).ravel())
+        with pytest.raises(hh.DecodeError, match=match):
+            RowModel.read(ParamReader(writer.getvalue() + bytes(200)), n, 4095, "ans")

@@ -58,12 +58,15 @@ class RowModel(namedtuple("RowModel", "offsets rows lengths profiles gains clip"
         count = reader.uint("segments", 0, reader.remaining() // 3)
         fields = reader.uints("segments", 3 * count, 0, n).reshape(count, 3)
         gaps, rows, lengths = fields[:, 0], fields[:, 1], fields[:, 2]
-        sizes = rows * lengths
         if count and (rows.min() < 1 or lengths.min() < 1):
             raise DecodeError(f"{name}: a row model segment has no rows or no levels")
+        if np.any(rows > n // lengths):
+            raise DecodeError(f"{name}: a row model segment holds more than {n} levels")
+        sizes = rows * lengths
+        # (a float sum first: exact up to 2**53, so no integer sum below can wrap)
+        if float(np.sum((gaps + sizes).astype(np.float64))) > n:
+            raise DecodeError(f"{name}: row model segments end past level {n}")
         ends = np.cumsum(gaps + sizes)
-        if count and int(ends[-1]) > n:
-            raise DecodeError(f"{name}: row model segments end at level {int(ends[-1])} of {n}")
         n_profile, n_gains = int(lengths.sum()), int(rows.sum())
         if n_profile + n_gains > reader.remaining():
             raise DecodeError(f"{name}: row model declares {n_profile + n_gains} values, the "

@@ -12,6 +12,9 @@ levels_blocks.npy (4,096 int8 levels whose Laplace scale changes every 256 level
 codes them with block contexts). Outputs: <encoder>.<set>.bin
 (the stand-alone stream of ``encoder(name).encode(levels)``) for every encoder and set,
 and message.rlh.bin (the tensor message of ``pack`` for levels_s8 with fixed scales).
+levels_rows.npy (a 48 x 40 int8 matrix of rows near multiples of one profile, then 100 other
+levels) gives <encoder>.rows.bin for the encoders of ROW_ENCODERS with the layout ROWS_LAYOUT
+(``ans``'s row model).
 """
 import os
 import sys
@@ -26,6 +29,8 @@ import horovod_huffman as hh  # noqa: E402
 from strategies import deterministic_encoder  # noqa: E402
 
 SETS = ("s8", "s127", "ternary", "blocks")
+ROWS_LAYOUT = [(48, 40)]
+ROW_ENCODERS = ("ans", "auto")
 
 
 def encoder(name):
@@ -47,6 +52,13 @@ def make_levels():
             "ternary": ternary.astype(np.int8), "blocks": blocks.astype(np.int8)}
 
 
+def make_rows_levels():
+    rng = np.random.default_rng(20261125)
+    matrix = np.outer(rng.normal(0, 1, 48), rng.normal(0, 6, 40)) + rng.normal(0, 0.6, (48, 40))
+    tail = rng.integers(-4, 5, 100)
+    return np.clip(np.rint(np.concatenate([matrix.ravel(), tail])), -127, 127).astype(np.int8)
+
+
 def message_input(levels):
     """The QuantizedTensor whose tensor message is pinned (float32, 3000 = 6 x 500 elements)."""
     scales = (np.arange(1, 7, dtype=np.float32) / np.float32(64))
@@ -60,6 +72,11 @@ def main():
         for encoder_name in hh.ENCODERS:
             with open(os.path.join(HERE, f"{encoder_name}.{name}.bin"), "wb") as f:
                 f.write(bytes(encoder(encoder_name).encode(values)))
+    rows = make_rows_levels()
+    np.save(os.path.join(HERE, "levels_rows.npy"), rows)
+    for encoder_name in ROW_ENCODERS:
+        with open(os.path.join(HERE, f"{encoder_name}.rows.bin"), "wb") as f:
+            f.write(bytes(encoder(encoder_name).encode(rows, layout=ROWS_LAYOUT)))
     with open(os.path.join(HERE, "message.rlh.bin"), "wb") as f:
         f.write(bytes(hh.pack(message_input(levels["s8"]), "rlh")))
 
