@@ -4,7 +4,8 @@ the char-LSTM's gradients (1.37M coordinates per step, CPython's stdlib text), N
 in this process (horovod_huffman.local), the allgather exchange, QSGD s = 8 and ``rlh``.
 Timings are the exchange's own spans (Codec.trace); best of the repeats. With ``--encoder auto``
 the steps after the first two reuse ``auto``'s choice (``Codec.build``), so its figures are
-those of the encoder it chose, as in training.
+those of the encoder it chose, as in training. ``--layout`` gives the exchange the gradient's
+layout (every parameter's rows), as the adapters do, for ``ans``'s row model.
 
     .venv/bin/python benchmarks/codec_path.py
 """
@@ -23,6 +24,7 @@ from horovod_huffman.allreduce import Job, allgather_sum  # noqa: E402
 from horovod_huffman.array_ops import HostOps  # noqa: E402
 from horovod_huffman.bench.traces import lstm_trace  # noqa: E402
 from horovod_huffman.buckets import BucketPlan  # noqa: E402
+from horovod_huffman.encoders.rows import slice_layout  # noqa: E402
 from horovod_huffman.exchange import Codec  # noqa: E402
 from horovod_huffman.local import LocalGroup, run_ranks  # noqa: E402
 
@@ -35,8 +37,11 @@ def main():
     p.add_argument("--levels", type=int, default=8)
     p.add_argument("--encoder", default="rlh")
     p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--layout", action="store_true", help="pass the parameters' layout")
     args = p.parse_args()
-    grads = lstm_trace(LSTM_COORDS * args.ranks).grad.astype(np.float32).reshape(args.ranks, -1)
+    trace = lstm_trace(LSTM_COORDS * args.ranks)
+    grads = trace.grad.astype(np.float32).reshape(args.ranks, -1)
+    layout = tuple(slice_layout(trace.layout, 0, LSTM_COORDS)) if args.layout else None
     (bucket,) = BucketPlan([("lstm", LSTM_COORDS, "float32")], LSTM_COORDS, 512).buckets
     works = [np.zeros(bucket.size, np.float32) for _ in range(args.ranks)]
     for w, g in zip(works, grads):
@@ -47,7 +52,8 @@ def main():
     for step in range(args.repeats + 1):
         group = LocalGroup(args.ranks)
         run_ranks([allgather_sum(c, HostOps, group.member(r),
-                                 Job(bucket.key, bucket.tag, step, 1, LSTM_COORDS), works[r])
+                                 Job(bucket.key, bucket.tag, step, 1, LSTM_COORDS,
+                                     layout=layout), works[r])
                    for r, c in enumerate(codecs)])
         if step:                                # the first round compiles / warms up
             for _, phase, start, end in list(codecs[0].trace)[-3:]:
@@ -56,8 +62,8 @@ def main():
     fp32_gb = 4 * LSTM_COORDS / 1e9
     bits = 8 * codecs[0].stats()["total"]["sent_bytes"] / codecs[0].stats()["total"]["coords"]
     print(f"{platform.processor() or platform.machine()}, one core; LSTM gradient "
-          f"({LSTM_COORDS} coords), QSGD s = {args.levels}, {args.encoder}, {bits:.3f} bits/coord, "
-          f"N = {args.ranks}")
+          f"({LSTM_COORDS} coords), QSGD s = {args.levels}, {args.encoder}"
+          f"{' with the layout' if args.layout else ''}, {bits:.3f} bits/coord, N = {args.ranks}")
     print(f"quantize + encode:          {1e3 * best['encode']:.2f} ms, "
           f"{fp32_gb / best['encode']:.2f} GB/s of fp32")
     print(f"decode + dequantize + sum:  {1e3 * best['decode']:.2f} ms for {args.ranks} messages, "
