@@ -267,25 +267,25 @@ class Ans(Chunked):
             return None
         maxima = np.empty(-(-n >> GROUP_BITS), dtype=np.int64)
         group_maxima(pred, maxima)
+        # Every group's residuals are counted (each one coded must have a slot), so the
+        # plan's classes are exact, and each group's is the one its cuts give.
         counts = np.zeros((model.clip + 1, window + 1), dtype=np.int64)
-        class_counts(resid, lo, GROUP_BITS, _stride(n), maxima, counts)
-        code, _ = self.plan_from(n, lo, window, maxima, counts, GROUP_BITS, class_ids=False)
-        cuts = _cuts(maxima, code.classes, model.clip)
-        classes = _of_magnitude(cuts, model.clip)[maxima]
-        # The frequencies from every group's residuals: each one coded must have a slot.
-        counts = np.zeros((code.freqs.shape[0], window + 1), dtype=np.int64)
-        class_counts(resid, lo, GROUP_BITS, 1, classes, counts)
-        code = AnsPlan.from_counts(lo, window, counts, classes, GROUP_BITS)
-        plan = RowsPlan(code, model, cuts, resid)
-        chunks = chunk_count(n, self.chunk_levels)
-        return plan, code.size_bytes(counts, chunks, class_ids=False) + _model_bytes(plan)
+        class_counts(resid, lo, GROUP_BITS, 1, maxima, counts)
+        code, size = self.plan_from(n, lo, window, maxima, counts, GROUP_BITS, class_ids=False,
+                                    stride=1)
+        if not code.contexts:                           # one table: every group's class 0
+            code = code._replace(classes=np.zeros(maxima.size, dtype=np.uint8))
+        plan = RowsPlan(code._replace(block_bits=GROUP_BITS), model,
+                        _cuts(maxima, code.classes, model.clip), resid)
+        return plan, size + _model_bytes(plan)
 
-    def plan_from(self, n, base, window, maxima, counts, block_bits=None, class_ids=True):
+    def plan_from(self, n, base, window, maxima, counts, block_bits=None, class_ids=True,
+                  stride=None):
         """(the cheapest plan, its estimated bytes) from the statistics of ``n`` levels:
         ``maxima`` (the largest |level| of every block of 2**block_bits levels) and ``counts``
-        (row m: the symbol counts of every ``_stride(n)``-th block whose largest |level| is m),
-        or None and one row of counts (all levels). Counted over a sample of blocks, every
-        level a class may hold keeps a frequency."""
+        (row m: the symbol counts of every ``stride``-th block whose largest |level| is m;
+        None: ``_stride(n)``), or None and one row of counts (all levels). Counted over a
+        sample of blocks, every level a class may hold keeps a frequency."""
         chunks = chunk_count(n, self.chunk_levels)
         if maxima is None:
             total = counts.sum(axis=0)
@@ -294,24 +294,28 @@ class Ans(Chunked):
         scale = n / max(1, int(counts.sum()))
         weights = np.bincount(maxima, minlength=counts.shape[0])
         used = np.flatnonzero(weights)
-        best, cost = None, None
+        best, cost, best_map = None, None, None
+        # Every count's plan sizes its class ids by their number (zeros, allocated lazily);
+        # only the cheapest one's are looked up.
+        unset = np.zeros(maxima.size, dtype=np.uint8)
         for k in (1,) + CLASS_CHOICES:
             if used.size < k:
                 break
             of_used = _quantile_classes(weights[used], k)
             merged = np.add.reduceat(counts[used], _firsts(of_used), axis=0)
-            if _stride(n) > 1:
+            if (_stride(n) if stride is None else stride) > 1:
                 _cover(merged, base, window, np.maximum.reduceat(used, _firsts(of_used)))
             if merged.shape[0] == 1:
                 plan = AnsPlan.from_counts(base, window, merged)
             else:
-                of_magnitude = np.zeros(counts.shape[0], dtype=np.int64)
-                of_magnitude[used] = of_used
-                plan = AnsPlan.from_counts(base, window, merged,
-                                           of_magnitude[maxima].astype(np.uint8), block_bits)
+                plan = AnsPlan.from_counts(base, window, merged, unset, block_bits)
             size = plan.size_bytes(merged * scale, chunks, class_ids)
             if cost is None or size < cost:
-                best, cost = plan, size
+                best, cost, best_map = plan, size, of_used
+        if best.contexts:
+            of_magnitude = np.zeros(counts.shape[0], dtype=np.uint8)
+            of_magnitude[used] = best_map
+            best = best._replace(classes=of_magnitude[maxima])
         return best, cost
 
     def _encode(self, levels):
@@ -624,8 +628,6 @@ def _cuts(maxima, classes, clip):
     """The class cuts (encoders' ``RowsPlan.cuts``) of groups whose largest |prediction|
     ``maxima`` fall in ascending ``classes``: the smallest largest |prediction| of each class
     after the first."""
-    if classes.size < maxima.size:                     # one class: no block classes
-        return np.zeros(0, dtype=np.int64)
     first = np.full(clip + 1, -1, dtype=np.int64)
     first[maxima] = np.arange(maxima.size)             # any group of a magnitude will do
     used = np.flatnonzero(first >= 0)
