@@ -24,7 +24,7 @@ from horovod_huffman.kernels.maxima import MAX_NDIM
 
 from . import wire
 from .device import is_device_array, as_device_array, stream_or_default, copy_to_host
-from .encoders import check, decode, get_encoder
+from .encoders import Encoder, check, decode, get_encoder
 from .errors import DecodeError
 from .quantizers import QuantizedTensor
 
@@ -86,6 +86,8 @@ def build(qt, encoder="rlh", stream=None, layout=None):
     # stream and layout only where there are: encoders written for the host take just the
     # levels.
     options = {k: v for k, v in (("stream", stream), ("layout", layout)) if v is not None}
+    if not isinstance(enc, Encoder):
+        options.pop("layout", None)
     levels = enc.encoded(qt.levels, **options)
     scales = qt.scales
     if is_device_array(scales):

@@ -91,8 +91,8 @@ def add_predictions(resid, pred, lo, hi, out):
 
 @njit(cache=True, nogil=True, fastmath=True)
 def row_energies(levels, at, rows, length, out):
-    """(fastmath: the fit's floating point need not be reproducible, only its integers are
-    sent.) The energy (sum of squares, float64) of each of ``rows`` rows of ``length`` levels from
+    """(fastmath: the fit's floating point need not be reproducible from one machine to
+    another, only its integers are sent, and the decoder needs nothing else.) The energy (sum of squares, float64) of each of ``rows`` rows of ``length`` levels from
     ``at`` into ``out``; returns their total."""
     total = 0.0
     for r in range(rows):

@@ -38,13 +38,14 @@ def test_every_encoder_writes_the_golden_stream(encoder, name):
 
 
 @pytest.mark.parametrize("encoder", ROW_ENCODERS)
-def test_the_row_model_stream_is_the_golden_one(encoder):
-    file = f"{encoder}.rows.bin"
+def test_the_golden_row_model_streams_decode(encoder):
+    """The row model's streams pin the decoder only: the encoder's fit is floating point
+    (kernels/rows.py), whose last bits may differ from one CPU to another."""
     values = levels("rows")
-    expected = golden(file)
-    assert bytes(golden_encoder(encoder).encode(values, layout=ROWS_LAYOUT)) == expected, \
-        CHANGED.format(what=f"row model stream of {encoder!r}", file=file)
-    assert np.array_equal(hh.decode(np.frombuffer(expected, dtype=np.uint8)), values)
+    got = hh.decode(np.frombuffer(golden(f"{encoder}.rows.bin"), dtype=np.uint8))
+    assert np.array_equal(got, values)
+    assert np.array_equal(hh.decode(golden_encoder(encoder).encode(values, layout=ROWS_LAYOUT)),
+                          values)
 
 
 def test_the_tensor_message_is_the_golden_one():

@@ -87,7 +87,8 @@ def test_auto_passes_the_layout_to_ans():
     assert np.array_equal(hh.decode(buf), levels)
 
 
-@pytest.mark.parametrize("layout", [[(-1, 5)], [(10, 11)], [(1, 2, 3)]])
+@pytest.mark.parametrize("layout", [[(-1, 5)], [(10, 11)], [(1, 2, 3)], [(1, 2, 3, 4)],
+                                    [(4, 2**62)], [(2.5, 4)], [(0, 2**70)]])
 def test_a_layout_must_fit_the_levels(layout):
     with pytest.raises(ValueError):
         hh.get_encoder("rlh").encode(np.zeros(100, dtype=np.int8), layout=layout)

@@ -1,16 +1,21 @@
 """``ans``: every level coded with rANS under its normalized frequency (kernels/ans.py), so a
 level costs log2(M / f) bits, fractions of a bit included, where Huffman spends at least one;
 with contexts, blocks of levels are sorted into classes by their largest |level| and every
-class has its own frequencies.
+class has its own frequencies; with a layout, the row model (encoders/rows.py) codes each
+matrix's levels less their rank-one prediction, in classes of groups of four by their largest
+|prediction|.
 
-Parameters: mode (0 coded, 1 constant, 2 coded with contexts); constant: the level; coded:
+Parameters: mode (0 coded, 1 constant, 2 coded with contexts, 3 row model); constant: the level;
+coded:
 base, window, [contexts: classes K, log2 of the block size], K frequency tables (each: the
 coded-symbol count, then per coded symbol the gap to its id from the previous one's + 1 and its
 frequency - 1; symbol ``window`` is the escape), the chunk size and the bits of every chunk,
 [contexts: every block's class in ceil(log2 K) bits, MSB-first, as bytes], and when an escape
 has a frequency, the escaped levels of every chunk. Payload: the chunks' rANS streams (each on
 a 32-bit word), then, from the next word, the escaped levels as zigzag fields of the dtype's
-value bits.
+value bits. Row model: base and window of the residuals, K, the K - 1 class cuts (the smallest
+largest |prediction| of classes 1 ..), K frequency tables (no escape), the chunks, the model
+(encoders/rows.py); payload: the chunks' rANS streams of the residuals.
 """
 from collections import namedtuple
 
@@ -157,7 +162,8 @@ class Ans(Chunked):
     def __init__(self, chunk_levels=CHUNK_LEVELS, contexts=True, block_bits=6):
         """``chunk_levels``: levels per independently decodable chunk (kernels/chunks.py).
         ``contexts``: try classes of blocks of 2**``block_bits`` levels (2..16; a block must
-        divide the chunk size, else no contexts)."""
+        divide the chunk size, else no contexts), and the row model where a layout is given
+        (off with contexts off)."""
         super().__init__(chunk_levels)
         if not isinstance(block_bits, (int, np.integer)) or not 2 <= block_bits <= 16:
             raise ValueError(f"block_bits must be an integer in [2, 16], got {block_bits!r}")
@@ -250,20 +256,24 @@ class Ans(Chunked):
 
     def _rows_plan(self, levels, layout):
         """(RowsPlan, estimated bytes) of the row model of ``levels`` for ``layout``, or None
-        where no matrix fits, the predictions exceed ANS_MAX_WINDOW or the residuals' range
-        the window, or the chunks hold no whole groups."""
+        where contexts are off, the chunks hold no whole groups, a |level| exceeds
+        ANS_MAX_WINDOW, no matrix fits (encoders/rows.py), or the residuals' range exceeds the
+        window or their statistics MAX_STATISTICS entries."""
         n = levels.size
         if not self.contexts or self.chunk_levels % (1 << GROUP_BITS):
             return None
+        lo, hi = level_range(levels)
+        if _largest_magnitude(lo, hi) > ANS_MAX_WINDOW:
+            return None
         model = fit(levels, layout)
-        if model is None or model.clip > ANS_MAX_WINDOW:
+        if model is None:
             return None
         pred = model.predictions(n)
         resid = np.empty(n, dtype=np.int32)
         residuals(levels, pred, resid)
         lo, hi = level_range(resid)
         window = hi - lo + 1
-        if window > ANS_MAX_WINDOW:
+        if window > ANS_MAX_WINDOW or (model.clip + 1) * (window + 1) > MAX_STATISTICS:
             return None
         maxima = np.empty(-(-n >> GROUP_BITS), dtype=np.int64)
         group_maxima(pred, maxima)

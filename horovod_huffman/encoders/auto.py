@@ -158,9 +158,11 @@ class Auto(Encoder):
 
     def encoded(self, levels, stream=None, layout=None):
         """As Encoder.encoded; device levels are copied to the host first (the choice needs
-        statistics the device kernels do not gather yet)."""
+        statistics the device kernels do not gather yet), and chosen for without the layout,
+        as the encoders' device paths code them (``Encoder.encode``)."""
         if is_device_array(levels):
             levels = copy_to_host(as_device_array(levels), stream_or_default(stream))
+            layout = None
         levels = check_levels(levels)
         if layout is not None:
             check_layout(layout, levels.size)

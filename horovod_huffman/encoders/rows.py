@@ -80,21 +80,26 @@ class RowModel(namedtuple("RowModel", "offsets rows lengths profiles gains clip"
 
 
 def check_layout(layout, n):
-    """The layout as an int64 array of (rows, row length) pairs, checked: whole numbers >= 0
-    covering at most ``n`` levels (ValueError otherwise)."""
-    pairs = np.asarray(layout, dtype=np.int64).reshape(-1, 2) if len(layout) else \
-        np.zeros((0, 2), dtype=np.int64)
-    if pairs.size and pairs.min() < 0:
-        raise ValueError(f"a layout holds (rows, row length) pairs >= 0, got {layout!r}")
-    if int((pairs[:, 0] * pairs[:, 1]).sum()) > n:
-        raise ValueError(f"the layout covers {int((pairs[:, 0] * pairs[:, 1]).sum())} levels, "
-                         f"the tensor has {n}")
-    return pairs
+    """The layout as an int64 array of (rows, row length) pairs, checked: pairs of whole
+    numbers in [0, n] covering at most ``n`` levels in all (ValueError otherwise; the sum is
+    taken in Python integers, so no product wraps)."""
+    pairs, total = [], 0
+    for pair in layout:
+        if len(pair) != 2 or not all(isinstance(v, (int, np.integer)) and 0 <= v <= n
+                                     for v in pair):
+            raise ValueError(f"a layout holds (rows, row length) pairs of whole numbers in "
+                             f"[0, {n}], got {pair!r}")
+        total += int(pair[0]) * int(pair[1])
+        pairs.append((int(pair[0]), int(pair[1])))
+    if total > n:
+        raise ValueError(f"the layout covers {total} levels, the tensor has {n}")
+    return np.array(pairs, dtype=np.int64).reshape(-1, 2)
 
 
 def slice_layout(layout, start, stop):
-    """The layout of levels [start, stop) of a tensor of ``layout``: the rows of each matrix
-    that lie wholly inside, and a one-row piece (never modelled) for every part of a row."""
+    """The layout of levels [start, stop) of a tensor of ``layout``: per matrix, the rows that
+    lie wholly inside, with one-row pieces (never modelled) for the parts of rows before and
+    after them; a matrix cut to less than a whole row is one such piece."""
     out, at = [], 0
     for rows, length in layout:
         size = rows * length

@@ -14,7 +14,7 @@ codes them with block contexts). Outputs: <encoder>.<set>.bin
 and message.rlh.bin (the tensor message of ``pack`` for levels_s8 with fixed scales).
 levels_rows.npy (a 48 x 40 int8 matrix of rows near multiples of one profile, then 100 other
 levels) gives <encoder>.rows.bin for the encoders of ROW_ENCODERS with the layout ROWS_LAYOUT
-(``ans``'s row model).
+(``ans``'s row model; these pin the decoder only, the fit being floating point).
 """
 import os
 import sys
