@@ -10,9 +10,8 @@ READ ME FIRST
    values in [-PROFILE_MAX, PROFILE_MAX]) and a gain u per row (in [-GAIN_MAX, GAIN_MAX]);
    level (r, j) is predicted as (u_r * v_j + 2**(GAIN_SHIFT - 1)) >> GAIN_SHIFT, clipped to
    [-clip, clip]. Levels outside every segment are predicted 0.
-3. The coder codes level - prediction; its table is chosen by the class of the largest
-   |prediction| of the level's group of four (the interleaved rANS states' group,
-   kernels/ans.py note 6), which both sides compute from the model alone.
+3. The coder codes level - prediction as it codes levels (kernels/ans.py); the decoder adds the
+   predictions back.
 Units: levels; offsets and lengths in levels.
 """
 import numpy as np
@@ -23,9 +22,8 @@ from .errors import OK, VALUE_OVERFLOW
 PROFILE_MAX = 127
 GAIN_MAX = 32767
 GAIN_SHIFT = 7
-# Predictions are whole groups of this many levels for the class of a group (kernels/ans.py's
-# interleaved states).
-GROUP_BITS = 2
+# The largest |prediction| a model can make, and so the largest clip.
+PREDICTION_MAX = (GAIN_MAX * PROFILE_MAX + (1 << (GAIN_SHIFT - 1))) >> GAIN_SHIFT
 
 assert PROFILE_MAX * GAIN_MAX < 2**31
 
@@ -50,25 +48,6 @@ def predict(n, offsets, rows, lengths, profiles, gains, clip, out):
                 row[j] = min(max(p, -clip), clip)
         p0 += length
         g0 += rows[k]
-
-
-@njit(cache=True, nogil=True)
-def group_maxima(pred, out):
-    """The largest |prediction| of every group of 2**GROUP_BITS levels (the last may be
-    shorter) into ``out`` (int64); a group's class is a function of it (note 3)."""
-    n = pred.shape[0]
-    size = 1 << GROUP_BITS
-    full = n >> GROUP_BITS
-    for b in range(full):
-        m = int64(0)
-        for k in range(size):
-            m = max(m, abs(int64(pred[b * size + k])))
-        out[b] = m
-    if full < out.shape[0]:
-        m = int64(0)
-        for i in range(full * size, n):
-            m = max(m, abs(int64(pred[i])))
-        out[full] = m
 
 
 @njit(cache=True, nogil=True)

@@ -1,9 +1,8 @@
 """``ans``: every level coded with rANS under its normalized frequency (kernels/ans.py), so a
 level costs log2(M / f) bits, fractions of a bit included, where Huffman spends at least one;
 with contexts, blocks of levels are sorted into classes by their largest |level| and every
-class has its own frequencies; with a layout, the row model (encoders/rows.py) codes each
-matrix's levels less their rank-one prediction, in classes of groups of four by their largest
-|prediction|.
+class has its own frequencies; with a layout, the row model (encoders/rows.py) subtracts each
+matrix's rank-one prediction and codes the residuals as it codes levels.
 
 Parameters: mode (0 coded, 1 constant, 2 coded with contexts, 3 row model); constant: the level;
 coded:
@@ -13,9 +12,8 @@ frequency - 1; symbol ``window`` is the escape), the chunk size and the bits of 
 [contexts: every block's class in ceil(log2 K) bits, MSB-first, as bytes], and when an escape
 has a frequency, the escaped levels of every chunk. Payload: the chunks' rANS streams (each on
 a 32-bit word), then, from the next word, the escaped levels as zigzag fields of the dtype's
-value bits. Row model: base and window of the residuals, K, the K - 1 class cuts (the smallest
-largest |prediction| of classes 1 ..), K frequency tables (no escape), the chunks, the model
-(encoders/rows.py); payload: the chunks' rANS streams of the residuals.
+value bits. Row model: the model (encoders/rows.py), then the parameters of the residuals'
+stream (mode 0, 1 or 2, as above); its payload is the residuals'.
 """
 from collections import namedtuple
 
@@ -29,7 +27,7 @@ from horovod_huffman.kernels.bits import WORD_BITS
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, payload_bits
 from horovod_huffman.kernels.maxima import (ANS_MAX_BLOCK_BITS, ANS_MAX_CLASSES, ANS_MAX_WINDOW,
                                             ANS_PROB_BITS, ANS_PROB_SCALE)
-from horovod_huffman.kernels.rows import GROUP_BITS, add_predictions, group_maxima, residuals
+from horovod_huffman.kernels.rows import PREDICTION_MAX, add_predictions, residuals
 from horovod_huffman.kernels.stats import level_range
 from horovod_huffman.kernels.symbols import level_histogram
 
@@ -46,6 +44,8 @@ MODE_CODED = 0
 MODE_CONSTANT = 1
 MODE_CONTEXTS = 2
 MODE_ROWS = 3
+# The row model takes levels up to this magnitude (their residuals stay within int32).
+ROWS_MAX_LEVEL = 1 << 30
 # Without contexts: one class, one block of 2**NO_BLOCKS levels (more than any stream holds).
 NO_BLOCKS = 63
 # Class counts a plan with contexts tries (it keeps the cheapest, one class included).
@@ -64,8 +64,8 @@ SAMPLED_LEVELS = 1 << 18
 # blocks 2**LARGER_BLOCK_BITS times larger are tried too (low-entropy levels: s = 1, TernGrad).
 CLASS_ID_SHARE = 32
 LARGER_BLOCK_BITS = 2
-# Where the row model's size (counted over every group) and the level plan's estimate lie
-# within CLOSE of each other, the level plan's size is counted over every block too.
+# Where the row model's and the level plan's estimates lie within CLOSE of each other, both
+# are counted over every block.
 CLOSE = 1.03
 
 
@@ -124,23 +124,19 @@ class AnsPlan(namedtuple("AnsPlan", "base window freqs classes block_bits")):
             return 0
         return -(-self.classes.size * class_bits(self.freqs.shape[0]) // 8)
 
-    def param_bytes(self, chunks, class_ids=True):
-        """Estimated parameter bytes: frequency tables, chunk bit counts, block classes (none
-        where ``class_ids`` is False: the row model's groups derive theirs)."""
+    def param_bytes(self, chunks):
+        """Estimated parameter bytes: frequency tables, chunk bit counts, block classes."""
         table = TABLE_BYTES_PER_SYMBOL * int(np.count_nonzero(self.freqs))
-        return 12 + table + 3 * chunks + (self.class_bytes() if class_ids else 0)
+        return 12 + table + 3 * chunks + self.class_bytes()
 
-    def size_bytes(self, counts, chunks, class_ids=True):
+    def size_bytes(self, counts, chunks):
         """Estimated stream bytes (without the fixed header) for ``counts`` per class."""
-        return (self.payload_bits(counts, chunks) + 7) // 8 + \
-            self.param_bytes(chunks, class_ids)
+        return (self.payload_bits(counts, chunks) + 7) // 8 + self.param_bytes(chunks)
 
 
-class RowsPlan(namedtuple("RowsPlan", "code model cuts resid")):
-    """An ``ans`` code with the row model (encoders/rows.py): ``code`` (an AnsPlan over the
-    residuals, level - prediction, one class per group of 2**GROUP_BITS levels), ``model`` (a
-    RowModel), ``cuts`` (int64, ascending: the smallest largest |prediction| of classes 1, 2,
-    ...) and ``resid`` (int32, the residuals)."""
+class RowsPlan(namedtuple("RowsPlan", "code model resid")):
+    """An ``ans`` code with the row model (encoders/rows.py): ``model`` (a RowModel), ``resid``
+    (int32: level - prediction) and ``code`` (the AnsPlan of the residuals)."""
     __slots__ = ()
 
 
@@ -162,8 +158,8 @@ class Ans(Chunked):
     def __init__(self, chunk_levels=CHUNK_LEVELS, contexts=True, block_bits=6):
         """``chunk_levels``: levels per independently decodable chunk (kernels/chunks.py).
         ``contexts``: try classes of blocks of 2**``block_bits`` levels (2..16; a block must
-        divide the chunk size, else no contexts), and the row model where a layout is given
-        (off with contexts off)."""
+        divide the chunk size, else no contexts), for the levels and for the row model's
+        residuals alike."""
         super().__init__(chunk_levels)
         if not isinstance(block_bits, (int, np.integer)) or not 2 <= block_bits <= 16:
             raise ValueError(f"block_bits must be an integer in [2, 16], got {block_bits!r}")
@@ -187,8 +183,9 @@ class Ans(Chunked):
         rows = self._rows_plan(levels, layout)
         if rows is None or rows[1] >= CLOSE * cost:
             return plan, cost
-        if rows[1] > cost / CLOSE:              # the level plan's sampled estimate is rough
+        if rows[1] > cost / CLOSE:              # both estimates sample blocks: count them
             cost = self.counted_bytes(levels, plan)
+            rows = (rows[0], self.counted_bytes(levels, rows[0]))
         return rows if rows[1] < cost else (plan, cost)
 
     def _level_plan(self, levels):
@@ -212,12 +209,9 @@ class Ans(Chunked):
         """The stream bytes (without the fixed header) of ``levels`` under ``plan``, up to its
         final states, from every block's symbol counts: ``sized_plan`` counts a sample of
         blocks above SAMPLED_LEVELS levels, which its estimate extrapolates."""
-        chunks = chunk_count(levels.size, self.chunk_levels)
         if isinstance(plan, RowsPlan):
-            code = plan.code
-            counts = np.zeros((code.freqs.shape[0], code.window + 1), dtype=np.int64)
-            class_counts(plan.resid, code.base, GROUP_BITS, 1, code.classes, counts)
-            return code.size_bytes(counts, chunks, class_ids=False) + _model_bytes(plan)
+            return self.counted_bytes(plan.resid, plan.code) + _model_bytes(plan.model)
+        chunks = chunk_count(levels.size, self.chunk_levels)
         counts = np.zeros((plan.freqs.shape[0], plan.window + 1), dtype=np.int64)
         if plan.contexts:
             class_counts(levels, plan.base, plan.block_bits, 1, plan.classes, counts)
@@ -255,47 +249,26 @@ class Ans(Chunked):
         return plan, cost
 
     def _rows_plan(self, levels, layout):
-        """(RowsPlan, estimated bytes) of the row model of ``levels`` for ``layout``, or None
-        where contexts are off, the chunks hold no whole groups, a |level| exceeds
-        ANS_MAX_WINDOW, no matrix fits (encoders/rows.py), or the residuals' range exceeds the
-        window or their statistics MAX_STATISTICS entries."""
-        n = levels.size
-        if not self.contexts or self.chunk_levels % (1 << GROUP_BITS):
-            return None
+        """(RowsPlan, estimated bytes) of the row model of ``levels`` for ``layout``: the
+        residuals planned as levels are (``_level_plan``), plus the model's parameters; None
+        where a |level| exceeds ROWS_MAX_LEVEL or no matrix fits (encoders/rows.py)."""
         lo, hi = level_range(levels)
-        if _largest_magnitude(lo, hi) > ANS_MAX_WINDOW:
+        if _largest_magnitude(lo, hi) > ROWS_MAX_LEVEL:
             return None
         model = fit(levels, layout)
         if model is None:
             return None
-        pred = model.predictions(n)
-        resid = np.empty(n, dtype=np.int32)
-        residuals(levels, pred, resid)
-        lo, hi = level_range(resid)
-        window = hi - lo + 1
-        if window > ANS_MAX_WINDOW or (model.clip + 1) * (window + 1) > MAX_STATISTICS:
-            return None
-        maxima = np.empty(-(-n >> GROUP_BITS), dtype=np.int64)
-        group_maxima(pred, maxima)
-        # Every group's residuals are counted (each one coded must have a slot), so the
-        # plan's classes are exact, and each group's is the one its cuts give.
-        counts = np.zeros((model.clip + 1, window + 1), dtype=np.int64)
-        class_counts(resid, lo, GROUP_BITS, 1, maxima, counts)
-        code, size = self.plan_from(n, lo, window, maxima, counts, GROUP_BITS, class_ids=False,
-                                    stride=1)
-        if not code.contexts:                           # one table: every group's class 0
-            code = code._replace(classes=np.zeros(maxima.size, dtype=np.uint8))
-        plan = RowsPlan(code._replace(block_bits=GROUP_BITS), model,
-                        _cuts(maxima, code.classes, model.clip), resid)
-        return plan, size + _model_bytes(plan)
+        resid = np.empty(levels.size, dtype=np.int32)
+        residuals(levels, model.predictions(levels.size), resid)
+        code, cost = self._level_plan(resid)
+        return RowsPlan(code, model, resid), cost + _model_bytes(model)
 
-    def plan_from(self, n, base, window, maxima, counts, block_bits=None, class_ids=True,
-                  stride=None):
+    def plan_from(self, n, base, window, maxima, counts, block_bits=None):
         """(the cheapest plan, its estimated bytes) from the statistics of ``n`` levels:
         ``maxima`` (the largest |level| of every block of 2**block_bits levels) and ``counts``
-        (row m: the symbol counts of every ``stride``-th block whose largest |level| is m;
-        None: ``_stride(n)``), or None and one row of counts (all levels). Counted over a
-        sample of blocks, every level a class may hold keeps a frequency."""
+        (row m: the symbol counts of every ``_stride(n)``-th block whose largest |level| is m),
+        or None and one row of counts (all levels). Counted over a sample of blocks, every
+        level a class may hold keeps a frequency."""
         chunks = chunk_count(n, self.chunk_levels)
         if maxima is None:
             total = counts.sum(axis=0)
@@ -313,13 +286,13 @@ class Ans(Chunked):
                 break
             of_used = _quantile_classes(weights[used], k)
             merged = np.add.reduceat(counts[used], _firsts(of_used), axis=0)
-            if (_stride(n) if stride is None else stride) > 1:
+            if _stride(n) > 1:
                 _cover(merged, base, window, np.maximum.reduceat(used, _firsts(of_used)))
             if merged.shape[0] == 1:
                 plan = AnsPlan.from_counts(base, window, merged)
             else:
                 plan = AnsPlan.from_counts(base, window, merged, unset, block_bits)
-            size = plan.size_bytes(merged * scale, chunks, class_ids)
+            size = plan.size_bytes(merged * scale, chunks)
             if cost is None or size < cost:
                 best, cost, best_map = plan, size, of_used
         if best.contexts:
@@ -395,21 +368,11 @@ class Ans(Chunked):
         return self._params(plan, chunk_bits, escape_counts), out32, n_words, bits
 
     def _emit_rows(self, plan):
-        """Encode a RowsPlan's residuals: (params, words, n_words, n_bits)."""
-        code, resid = plan.code, plan.resid
-        chunk_bits = np.zeros(chunk_count(resid.size, self.chunk_levels), dtype=np.int64)
-        out32 = out_words(WORD_BITS * chunk_bits.size * (HEADER_UNITS // 2 + 1) +
-                          UNIT_BITS * resid.size + WORD_BITS)
-        entries, rcps = coder_tables(code.freqs)
-        n_words = encode_chunks(resid, code.base, code.window, entries, rcps, code.classes,
-                                GROUP_BITS, self.chunk_levels, out32, chunk_bits)
-        writer = ParamWriter().uint(MODE_ROWS).sint(code.base).uint(code.window)
-        writer.uint(code.freqs.shape[0]).uints(plan.cuts)
-        for row in code.freqs:
-            write_frequencies(writer, row)
-        write_chunks(writer, self.chunk_levels, chunk_bits)
+        """Encode a RowsPlan: the mode and the model, then the residuals' stream."""
+        params, out32, n_words, n_bits = self.emit(plan.resid, plan.code)
+        writer = ParamWriter().uint(MODE_ROWS)
         plan.model.write(writer)
-        return writer.getvalue(), out32, n_words, payload_bits(chunk_bits)
+        return writer.getvalue() + params, out32, n_words, n_bits
 
     def _params(self, plan, chunk_bits, escape_counts):
         mode = MODE_CONTEXTS if plan.contexts else MODE_CODED
@@ -428,11 +391,16 @@ class Ans(Chunked):
 
     @classmethod
     def _decode(cls, reader, words, payload_bits_, out, stream=None):
-        lo, hi = dtype_range(out.dtype)
         mode = reader.uint("mode", MODE_CODED, MODE_ROWS)
         if mode == MODE_ROWS:
             cls._decode_rows(reader, words, payload_bits_, out, stream)
             return
+        cls._decode_levels(reader, mode, words, payload_bits_, out, stream)
+
+    @classmethod
+    def _decode_levels(cls, reader, mode, words, payload_bits_, out, stream):
+        """Decode the rest of a mode 0, 1 or 2 stream into ``out``."""
+        lo, hi = dtype_range(out.dtype)
         if mode == MODE_CONSTANT:
             level = reader.sint("level", lo, hi)
             reader.done()
@@ -485,45 +453,18 @@ class Ans(Chunked):
 
     @classmethod
     def _decode_rows(cls, reader, words, payload_bits_, out, stream):
-        """Decode a stream with the row model: the residuals as a context stream (one class per
-        group, from the predictions), then the predictions added, every level checked against
-        the dtype. Runs on the host; device arrays are copied."""
-        lo, hi = dtype_range(out.dtype)
-        int32 = np.iinfo(np.int32)
-        base = reader.sint("base", max(lo - ANS_MAX_WINDOW, int32.min),
-                           min(hi + ANS_MAX_WINDOW, int32.max))
-        window = reader.uint("window", 1, min(ANS_MAX_WINDOW, int32.max - base + 1))
-        n_classes = reader.uint("classes", 1, ANS_MAX_CLASSES)
-        cuts = reader.uints("class cuts", n_classes - 1, 1, ANS_MAX_WINDOW)
-        if np.any(np.diff(cuts) <= 0):
-            raise DecodeError(f"{cls.name}: class cuts do not ascend")
-        freqs = np.stack([read_frequencies(reader, window + 1, cls.name)
-                          for _ in range(n_classes)])
-        if freqs[:, window].any():
-            raise DecodeError(f"{cls.name}: a row model stream codes an escape")
-        chunk, starts, chunk_bits, declared = read_chunk_bits(reader, out.size, payload_bits_,
-                                                              cls.name)
-        if chunk % (1 << GROUP_BITS):
-            raise DecodeError(f"{cls.name}: groups of {1 << GROUP_BITS} levels do not divide "
-                              f"chunks of {chunk}")
-        model = RowModel.read(reader, out.size, ANS_MAX_WINDOW, cls.name)
-        reader.done()
-        if declared != payload_bits_:
-            raise DecodeError(f"{cls.name}: chunks add up to {declared} bits, the header "
-                              f"declares {payload_bits_}")
-        pred = model.predictions(out.size)
-        maxima = np.empty(-(-out.size >> GROUP_BITS), dtype=np.int64)
-        group_maxima(pred, maxima)
-        classes = _of_magnitude(cuts, model.clip)[maxima]
-        tables = np.stack([decode_table(row, base, window) for row in freqs])
-        host_words = words if stream is None else copy_to_host(words, stream)
+        """Decode a stream with the row model: the model, the residuals' stream (mode 0, 1 or
+        2) into int32, then the predictions added, every level checked against the dtype.
+        Runs on the host; device arrays are copied."""
+        model = RowModel.read(reader, out.size, PREDICTION_MAX, cls.name)
+        mode = reader.uint("residual mode", MODE_CODED, MODE_CONTEXTS)
         resid = np.empty(out.size, dtype=np.int32)
-        check_status(decode_chunks(host_words, starts, chunk_bits, chunk,
-                                   (tables, classes, GROUP_BITS), resid,
-                                   np.zeros(0, dtype=np.int64),
-                                   np.zeros(starts.size + 1, dtype=np.int64)), cls.name)
+        host_words = words if stream is None else copy_to_host(words, stream)
+        cls._decode_levels(reader, mode, host_words, payload_bits_, resid, None)
+        lo, hi = dtype_range(out.dtype)
         host_out = out if stream is None else np.empty(out.size, dtype=out.dtype)
-        check_status(add_predictions(resid, pred, lo, hi, host_out), cls.name)
+        check_status(add_predictions(resid, model.predictions(out.size), lo, hi, host_out),
+                     cls.name)
         if stream is not None:
             out.copy_to_device(host_out, stream=stream)
 
@@ -627,24 +568,8 @@ def read_frequencies(reader, n_symbols, name):
     return freqs
 
 
-def _model_bytes(plan):
-    """Parameter bytes of a RowsPlan's class cuts and row model."""
-    writer = ParamWriter().uints(plan.cuts)
-    plan.model.write(writer)
+def _model_bytes(model):
+    """Parameter bytes of a row model, with the mode that announces it."""
+    writer = ParamWriter().uint(MODE_ROWS)
+    model.write(writer)
     return len(writer.getvalue())
-
-
-def _cuts(maxima, classes, clip):
-    """The class cuts (encoders' ``RowsPlan.cuts``) of groups whose largest |prediction|
-    ``maxima`` fall in ascending ``classes``: the smallest largest |prediction| of each class
-    after the first."""
-    first = np.full(clip + 1, -1, dtype=np.int64)
-    first[maxima] = np.arange(maxima.size)             # any group of a magnitude will do
-    used = np.flatnonzero(first >= 0)
-    of_used = classes[first[used]]
-    return used[np.flatnonzero(np.diff(of_used.astype(np.int64))) + 1].astype(np.int64)
-
-
-def _of_magnitude(cuts, clip):
-    """Every |prediction| 0..clip's class (uint8) for ascending class ``cuts``."""
-    return np.searchsorted(cuts, np.arange(clip + 1), side="right").astype(np.uint8)

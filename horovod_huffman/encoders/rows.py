@@ -14,8 +14,8 @@ from collections import namedtuple
 
 import numpy as np
 
-from horovod_huffman.kernels.rows import (GAIN_MAX, PROFILE_MAX, power_step, predict,
-                                          row_energies, row_gains)
+from horovod_huffman.kernels.rows import (GAIN_MAX, PREDICTION_MAX, PROFILE_MAX, power_step,
+                                          predict, row_energies, row_gains)
 
 from ..errors import DecodeError
 
@@ -139,7 +139,7 @@ def fit(levels, layout):
         at += n_rows * length
     if not offsets or kept < MIN_KEPT * energy:
         return None
-    clip = max(abs(int(levels.min())), abs(int(levels.max())))
+    clip = min(max(abs(int(levels.min())), abs(int(levels.max()))), PREDICTION_MAX)
     return RowModel(np.array(offsets, dtype=np.int64), np.array(rows, dtype=np.int64),
                     np.array(lengths, dtype=np.int64), np.concatenate(profiles),
                     np.concatenate(gains), clip)
