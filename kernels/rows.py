@@ -70,9 +70,9 @@ def add_predictions(resid, pred, lo, hi, out):
 
 @njit(cache=True, nogil=True, fastmath=True)
 def row_energies(levels, at, rows, length, out):
-    """(fastmath: the fit's floating point need not be reproducible from one machine to
-    another, only its integers are sent, and the decoder needs nothing else.) The energy (sum of squares, float64) of each of ``rows`` rows of ``length`` levels from
-    ``at`` into ``out``; returns their total."""
+    """The energy (sum of squares, float64) of each of ``rows`` rows of ``length`` levels
+    from ``at`` into ``out``; returns their total. (fastmath here and in ``power_step``: the
+    fit's floating point need not be the same on every machine; only its integers are sent.)"""
     total = 0.0
     for r in range(rows):
         row = levels[at + r * length:at + (r + 1) * length]

@@ -29,6 +29,18 @@ def reseal(buf):
     return body + wire.CHECKSUM.pack(wire.checksum(body))
 
 
+def forged_parameters(buf, rng, count):
+    """``count`` resealed copies of the stream ``buf`` with 1-3 bytes between its header and
+    its payload (the encoder's parameters) replaced."""
+    frame = hh.encoders.check(bytes(buf))
+    params_end = len(buf) - wire.CHECKSUM.size - len(frame.payload)
+    for _ in range(count):
+        forged = bytearray(buf)
+        for pos in rng.integers(wire.HEADER.size, params_end, rng.integers(1, 4)):
+            forged[pos] = rng.integers(0, 256)
+        yield reseal(forged)
+
+
 def decode_or_error(buf, **kw):
     try:
         return hh.decode(buf, **kw)
