@@ -240,11 +240,11 @@ class Codec:
     def build(self, ops, qt, job, part, start=0):
         """The message of ``qt``, ``part`` ("all", "shard<j>", "sum") of the exchange ``job``
         (allreduce.Job), which holds the bucket's coordinates from ``start``, encoded with
-        ``job.encoder_of(self)`` and the part's share of ``job.layout``. Where that is an ``Auto``, the
-        encoder it chose for (job.key, part) at step s of that key encodes the part at steps
-        s + 1 .. s + AUTO_RECHOOSE_STEPS - 1, then it chooses again. A choice at a key's step 0
-        is not kept: keys used once (TF's eager gradients) leave nothing behind. The stream names
-        its encoder either way."""
+        ``job.encoder_of(self)`` and the part's share of ``job.layout``. Where that is an
+        ``Auto``, the encoder it chose for (job.key, part) at step s of that key encodes the part
+        at steps s + 1 .. s + AUTO_RECHOOSE_STEPS - 1, then it chooses again. A choice at a key's
+        step 0 is not kept: keys used once (TF's eager gradients) leave nothing behind. The
+        stream names its encoder either way."""
         encoder = job.encoder_of(self)
         layout = None if job.layout is None else \
             slice_layout(job.layout, start, start + qt.numel)

@@ -302,7 +302,7 @@ class Ans(Chunked):
         return best, cost
 
     def _encode(self, levels):
-        return self.emit(levels, self.plan(levels))
+        return self._encode_with(levels, None)
 
     def _encode_with(self, levels, layout):
         return self.emit(levels, self.plan(levels, layout))
