@@ -183,3 +183,18 @@ def test_sparse_levels_take_larger_blocks():
     plan = encoder.plan(levels)
     assert plan.contexts and plan.block_bits == encoder.block_bits + 2
     assert np.array_equal(hh.decode(encoder.encode(levels)), levels)
+
+
+def test_a_tensor_past_the_class_bytes_takes_larger_blocks(monkeypatch):
+    """Where the class ids of blocks of 2**block_bits levels would pass MAX_CLASS_BYTES (a
+    tensor of over 44M levels at the defaults), the plan keeps its contexts over the smallest
+    larger blocks whose ids fit."""
+    from horovod_huffman.encoders import ans as ans_module
+    levels = blocks_of_scales(n_blocks=256, block=256)       # 1024 blocks of 64: 384 bytes
+    encoder = hh.get_encoder("ans")
+    monkeypatch.setattr(ans_module, "MAX_CLASS_BYTES", 100)  # 256 blocks of 256: 96 bytes
+    plan = encoder.plan(levels)
+    assert plan.contexts and plan.block_bits == encoder.block_bits + 2
+    buf = encoder.encode(levels)
+    assert len(buf) < 0.9 * len(hh.get_encoder("ans", contexts=False).encode(levels))
+    assert np.array_equal(hh.decode(buf), levels)

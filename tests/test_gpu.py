@@ -141,9 +141,9 @@ def test_ans_contexts_on_the_device(sampled, monkeypatch):
     """Blocks of levels in classes with a table each: the device plans the same classes (from
     every block's symbols, or every few blocks'), writes the host's bytes and decodes them,
     forged class ids included."""
-    if sampled:
-        monkeypatch.setattr(hh.encoders.ans, "SAMPLED_LEVELS", 64)
     block_bits = 4 if SIMULATED else 8
+    if sampled:                                  # every 6th of the 24 blocks is counted
+        monkeypatch.setattr(hh.encoders.ans, "SAMPLED_LEVELS", 4 << block_bits)
     rng = np.random.default_rng(8)
     scale = np.repeat(rng.choice([0.2, 1.0, 4.0], 24), 1 << block_bits)
     levels = np.clip(np.rint(rng.laplace(0, scale)), -16, 16).astype(np.int8)

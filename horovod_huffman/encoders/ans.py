@@ -52,7 +52,7 @@ NO_BLOCKS = 63
 CLASS_CHOICES = (2, 4, 8)
 # Parameter bytes of a frequency table per coded symbol (two varints: gap, frequency - 1).
 TABLE_BYTES_PER_SYMBOL = 2
-# Most parameter bytes the block classes may take; a larger tensor is coded without contexts.
+# Most parameter bytes the block classes may take; a larger tensor takes larger blocks.
 MAX_CLASS_BYTES = 1 << 18
 # Most entries of the context statistics (a row of symbol counts per largest |level| of a
 # block); levels wider than that are coded without contexts.
@@ -158,7 +158,8 @@ class Ans(Chunked):
     def __init__(self, chunk_levels=CHUNK_LEVELS, contexts=True, block_bits=6):
         """``chunk_levels``: levels per independently decodable chunk (kernels/chunks.py).
         ``contexts``: try classes of blocks of 2**``block_bits`` levels (2..16; a block must
-        divide the chunk size, else no contexts), for the levels and for the row model's
+        divide the chunk size, else no contexts; a tensor whose class ids would pass
+        MAX_CLASS_BYTES takes larger blocks), for the levels and for the row model's
         residuals alike."""
         super().__init__(chunk_levels)
         if not isinstance(block_bits, (int, np.integer)) or not 2 <= block_bits <= 16:
@@ -192,7 +193,8 @@ class Ans(Chunked):
         """(plan, estimated bytes) coding the levels themselves."""
         lo, hi = level_range(levels)
         base, window = lo, min(hi - lo + 1, ANS_MAX_WINDOW)
-        if not self._tries_contexts(levels.size, lo, hi, self.block_bits):
+        block_bits = self._block_bits(levels.size)
+        if not self._tries_contexts(levels.size, lo, hi, block_bits):
             counts = np.zeros((1, window + 1), dtype=np.int64)
             level_histogram(levels, base, window, counts[0])
             return self.plan_from(levels.size, base, window, None, counts)
@@ -203,7 +205,7 @@ class Ans(Chunked):
             block_maxima(levels, block_bits, maxima)
             class_counts(levels, base, block_bits, _stride(levels.size), maxima, counts)
             return maxima, counts
-        return self._context_plan(levels.size, lo, hi, statistics)
+        return self._context_plan(levels.size, lo, hi, block_bits, statistics)
 
     def counted_bytes(self, levels, plan):
         """The stream bytes (without the fixed header) of ``levels`` under ``plan``, up to its
@@ -219,28 +221,36 @@ class Ans(Chunked):
             level_histogram(levels, plan.base, plan.window, counts[0])
         return plan.size_bytes(counts, chunks)
 
+    def _block_bits(self, n):
+        """log2 of the block size a plan with contexts takes for ``n`` levels: ``block_bits``,
+        or the smallest larger one whose class ids fit in MAX_CLASS_BYTES."""
+        block_bits = self.block_bits
+        while block_bits < ANS_MAX_BLOCK_BITS and \
+                _class_bytes(n, block_bits) > MAX_CLASS_BYTES:
+            block_bits += 1
+        return block_bits
+
     def _tries_contexts(self, n, lo, hi, block_bits):
         """Whether a plan tries classes of blocks of 2**block_bits levels for ``n`` levels in
         [lo, hi]: contexts on, blocks that divide the chunks, at least four of them, class ids
         within MAX_CLASS_BYTES, no escapes, and statistics within MAX_STATISTICS entries."""
         size = 1 << block_bits
-        blocks = -(-n // size)
         window = hi - lo + 1
-        return self.contexts and self.chunk_levels % size == 0 and blocks >= 4 and \
-            -(-blocks * class_bits(ANS_MAX_CLASSES) // 8) <= MAX_CLASS_BYTES and \
+        return self.contexts and self.chunk_levels % size == 0 and -(-n // size) >= 4 and \
+            _class_bytes(n, block_bits) <= MAX_CLASS_BYTES and \
             window <= ANS_MAX_WINDOW and \
             (_largest_magnitude(lo, hi) + 1) * (window + 1) <= MAX_STATISTICS
 
-    def _context_plan(self, n, lo, hi, statistics):
+    def _context_plan(self, n, lo, hi, block_bits, statistics):
         """(plan, estimated bytes) over blocks of 2**block_bits levels, and over blocks
         2**LARGER_BLOCK_BITS times larger where one-bit class ids would take more than
         1/CLASS_ID_SHARE of the estimate; ``statistics(block_bits)`` gives (maxima, counts)
         for ``plan_from``."""
         base, window = lo, hi - lo + 1
-        plan, cost = self.plan_from(n, base, window, *statistics(self.block_bits),
-                                    block_bits=self.block_bits)
-        larger = self.block_bits + LARGER_BLOCK_BITS
-        one_bit_ids = -(-n >> self.block_bits) // 8 + 1
+        plan, cost = self.plan_from(n, base, window, *statistics(block_bits),
+                                    block_bits=block_bits)
+        larger = block_bits + LARGER_BLOCK_BITS
+        one_bit_ids = -(-n >> block_bits) // 8 + 1
         if one_bit_ids * CLASS_ID_SHARE > cost and self._tries_contexts(n, lo, hi, larger):
             other, other_cost = self.plan_from(n, base, window, *statistics(larger),
                                                block_bits=larger)
@@ -313,7 +323,8 @@ class Ans(Chunked):
         if hi - lo + 1 > ANS_MAX_WINDOW:            # escapes: planned and coded on the host
             return self.plan(copy_to_host(levels, stream))
         base, window = lo, hi - lo + 1
-        if not self._tries_contexts(levels.size, lo, hi, self.block_bits):
+        block_bits = self._block_bits(levels.size)
+        if not self._tries_contexts(levels.size, lo, hi, block_bits):
             counts = gpu.token_counts(gpu.Tokens(levels, gpu.LEVELS, stream, self.chunk_levels),
                                       base, window, window + 1)
             plan, _ = self.plan_from(levels.size, base, window, None, counts[None, :])
@@ -324,7 +335,7 @@ class Ans(Chunked):
             return maxima, gpu.class_histograms(levels, base, window, maxima, block_bits,
                                                 _stride(levels.size),
                                                 _largest_magnitude(lo, hi) + 1, stream)
-        plan, _ = self._context_plan(levels.size, lo, hi, statistics)
+        plan, _ = self._context_plan(levels.size, lo, hi, block_bits, statistics)
         return plan
 
     def _encode_device(self, levels, stream):
@@ -483,6 +494,12 @@ def coder_tables(freqs):
     kernels.ans.encode_tables."""
     pairs = [encode_tables(row) for row in freqs]
     return np.stack([e for e, _ in pairs]), np.stack([r for _, r in pairs])
+
+
+def _class_bytes(n, block_bits):
+    """Most bytes the class ids of ``n`` levels in blocks of 2**block_bits levels take."""
+    blocks = -(-n >> block_bits)
+    return -(-blocks * class_bits(ANS_MAX_CLASSES) // 8)
 
 
 def _stride(n):
