@@ -194,14 +194,16 @@ def decode_token_chunk(words, first_bit, n_bits, tables, base, anchor, extras, o
         return BAD_STATE
     u += uint64(HEADER_UNITS)
     at, extras_end = int64(extras[0]), int64(extras[1])
-    lane = 0
     t = 0
     last = tables.shape[0] - 1
     i = int64(start)
+    # Token j of the chunk is on state j % 4: the states rotate through x0, x0 being the
+    # next token's.
+    x0, x1, x2, x3 = states[0], states[1], states[2], states[3]
     while i < stop:
         # Both contexts' entries are loaded before the context is known (it comes from the
         # token just decoded), so the next table load does not wait on this token.
-        x = states[lane]
+        x = x0
         slot = x & uint64(ANS_PROB_SCALE - 1)
         e0, e1 = tables[0, slot], tables[last, slot]
         e = e1 if t else e0
@@ -212,9 +214,8 @@ def decode_token_chunk(words, first_bit, n_bits, tables, base, anchor, extras, o
         low = x < uint64(STATE_LOW)
         if low & (u >= end):
             return PAYLOAD_OVERRUN
-        states[lane] = (x << uint64(UNIT_BITS)) | unit if low else x
+        x0, x1, x2, x3 = x1, x2, x3, (x << uint64(UNIT_BITS)) | unit if low else x
         u += uint64(low)
-        lane = (lane + 1) & (STATES - 1)
         field = e >> uint64(ANS_LEVEL_SHIFT)
         if e & uint64(ANS_ESCAPE):
             level, run, at, status = _escaped_token(words, at, extras_end, vbits, lo, hi)
@@ -222,11 +223,13 @@ def decode_token_chunk(words, first_bit, n_bits, tables, base, anchor, extras, o
                 return status
         else:
             b = field >> uint64(ANS_TOKEN_BUCKET_SHIFT)
+            run = uint64(BUCKET_BASE[b])
             extra = BUCKET_EXTRA[b]
-            if at + extra > extras_end:
-                return PAYLOAD_OVERRUN
-            run = uint64(BUCKET_BASE[b]) + _extra(words, at, extra)
-            at += extra
+            if extra:                                # runs of 4 or more: rare in dense levels
+                if at + extra > extras_end:
+                    return PAYLOAD_OVERRUN
+                run += _extra(words, at, extra)
+                at += extra
             index = int64(field & uint64(ANS_TOKEN_INDEX_MASK))
             level = base + index
         if run > uint64(stop - i):
@@ -244,6 +247,7 @@ def decode_token_chunk(words, first_bit, n_bits, tables, base, anchor, extras, o
         t = 0 if e & uint64(ANS_ESCAPE) else int64(index == anchor)
     if at != extras_end:
         return PAYLOAD_UNDERRUN
+    states[0], states[1], states[2], states[3] = x0, x1, x2, x3     # (in any order)
     return end_status(states, u, end)
 
 
