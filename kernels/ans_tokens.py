@@ -34,23 +34,42 @@ from .errors import (OK, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, BAD_STATE, RUN_OVERF
                      VALUE_OVERFLOW)
 from .maxima import (ANS_ESCAPE, ANS_LEVEL_SHIFT, ANS_PROB_SCALE, RUN_BUCKETS,
                      ANS_TOKEN_BUCKET_SHIFT, ANS_TOKEN_INDEX_MASK)
-from .runs import BUCKET_BASE, BUCKET_EXTRA
+from .runs import BUCKET_BASE, BUCKET_EXTRA, LONG_RUN_SYMBOL, run_symbol
 
 # Levels the decoder stores per token before it looks at the run's length.
 SHORT_RUN = 4
 
+def anchor_contexts(base, window):
+    """``after_anchor`` (uint8 per token symbol) with level 0 as the anchor where the window
+    [base, base + window) holds it (its tokens give context 1), else all zeros (note 5)."""
+    escape = window * RUN_BUCKETS
+    after_anchor = np.zeros(escape + 1, dtype=np.uint8)
+    if base <= 0 < base + window:
+        after_anchor[-base:escape:window] = 1
+    return after_anchor
+
+
 @njit(cache=True, nogil=True)
-def token_contexts(symbols, chunk_runs, after_anchor, counts):
+def token_contexts(levels, ends, symbols, chunk_runs, base, window, after_anchor, counts):
     """Add every token's symbol to the row of its context (note 5) in ``counts`` (contexts x
-    symbols, int64)."""
-    k = 0
+    symbols, int64), first giving a LONG_RUN_SYMBOL placeholder (kernels/vector_runs.py) its
+    symbol as ``runs.count_symbols`` does: one pass for both."""
+    long_run = uint64(LONG_RUN_SYMBOL)
+    one = uint64(1)
+    k = uint64(0)
     for c in range(chunk_runs.shape[0]):
-        previous = -1
-        while k < chunk_runs[c]:
-            t = after_anchor[previous] if previous >= 0 else 0
-            previous = symbols[k]
-            counts[t, previous] += 1
-            k += 1
+        t = uint64(0)
+        stop = uint64(chunk_runs[c])
+        while k < stop:
+            symbol = uint64(symbols[k])
+            if symbol == long_run:                 # rare in dense levels
+                end = uint64(ends[k])
+                start = uint64(ends[k - one]) + one if k > uint64(0) else uint64(0)
+                symbol = run_symbol(start, end, levels[end], base, window)
+                symbols[k] = symbol
+            counts[t, symbol] += 1
+            t = uint64(after_anchor[symbol])
+            k += uint64(1)
 
 
 @njit(cache=True, inline="always")

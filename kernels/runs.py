@@ -189,29 +189,42 @@ LONG_SAMPLE = 1024
 
 
 @njit(cache=True, nogil=True)
-def count_symbols(levels, ends, symbols, n_runs, base, window, counts):
-    """``rlh_histogram`` for symbols already written (kernels/vector_runs.py), levels covered
-    by the window. Where a sample has fewer than 1 in 8 LONG_RUN_SYMBOL placeholders (runs of 4 or
-    more), count the symbols and give each placeholder its symbol from its run's length (a
-    branch, mispredicted where placeholders come irregularly); otherwise ``rlh_histogram``
-    rewrites every symbol from the run ends."""
+def long_runs_dense(symbols, n_runs):
+    """Whether a sample of the first ``n_runs`` token ``symbols`` holds at least 1 in 8
+    LONG_RUN_SYMBOL placeholders (runs of 4 or more): then rewriting every symbol from the run
+    ends (``rlh_histogram``) beats a mispredicted branch per placeholder."""
     stride = max(1, n_runs // LONG_SAMPLE)
     placeholders = 0
     for k in range(0, n_runs, stride):
         placeholders += symbols[k] == LONG_RUN_SYMBOL
-    if 8 * placeholders >= -(-n_runs // stride):
+    return 8 * placeholders >= -(-n_runs // stride)
+
+
+@njit(cache=True, inline="always")
+def run_symbol(start, end, level, base, window):
+    """The symbol of a run of ``level`` over levels start..end (uint64, both included)."""
+    bucket, _ = bucket_and_extra(end + uint64(1) - start, True)
+    return bucket * uint64(window) + uint64(int64(level) - base)
+
+
+@njit(cache=True, nogil=True)
+def count_symbols(levels, ends, symbols, n_runs, base, window, counts):
+    """``rlh_histogram`` for symbols already written (kernels/vector_runs.py), levels covered
+    by the window. Where placeholders are sparse (``long_runs_dense``), count the symbols and
+    give each placeholder its symbol from its run's length (a branch, mispredicted where
+    placeholders come irregularly); otherwise ``rlh_histogram`` rewrites every symbol from the
+    run ends."""
+    if long_runs_dense(symbols, n_runs):
         rlh_histogram(levels, ends, n_runs, base, window, counts, symbols, True)
         return
-    w = uint64(window)
-    one = uint64(1)
     long_run = uint64(LONG_RUN_SYMBOL)
+    one = uint64(1)
     for k in range(uint64(n_runs)):
         symbol = uint64(symbols[k])
         if symbol == long_run:                     # rare in dense levels
             end = uint64(ends[k])
             start = uint64(ends[k - one]) + one if k > uint64(0) else uint64(0)
-            bucket, _ = bucket_and_extra(end + one - start, True)
-            symbol = bucket * w + uint64(int64(levels[end]) - base)
+            symbol = run_symbol(start, end, levels[end], base, window)
             symbols[k] = symbol
         counts[symbol] += 1
 

@@ -41,7 +41,7 @@ def token_information_bits(levels):
     """The tokens' empirical information with one table per context (the previous token's
     level 0 or not, the chunk's first token with 'not'), plus their extra bits: what rla's
     payload codes."""
-    base, window, _, ends, symbols, chunk_runs = token_counts(levels, CHUNK_LEVELS)
+    base, window, _, ends, symbols, chunk_runs, _ = token_counts(levels, CHUNK_LEVELS)
     symbols = symbols.astype(np.int64)
     after_zero = np.concatenate(([False], symbols[:-1] % window == -base))
     after_zero[np.concatenate(([0], chunk_runs[:-1]))] = False
@@ -104,3 +104,24 @@ def test_auto_takes_rla_where_runs_and_contexts_pay():
     assert auto.last_choice == "rla"
     assert len(buf) < 0.9 * len(hh.get_encoder("ans").encode(levels))
     assert np.array_equal(hh.decode(buf), levels)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16])
+@pytest.mark.parametrize("share", [0.05, 0.6, 1.0])
+def test_token_counts_per_context_match_the_symbols(dtype, share):
+    """``token_counts(..., contexts=True)`` counts every token under its context in the pass
+    that gives long runs their symbols (int8 levels with sparse long runs) or after it: the
+    rows are the symbols counted after a token of level 0 or not, chunk by chunk."""
+    rng = np.random.default_rng(11)
+    levels = np.where(rng.random(50_000) < share, rng.integers(-20, 21, 50_000), 0).astype(dtype)
+    tokens = token_counts(levels, 4096, contexts=True)
+    plain = token_counts(levels, 4096)
+    assert plain.contexts is None
+    np.testing.assert_array_equal(tokens.symbols, plain.symbols)
+    np.testing.assert_array_equal(tokens.counts, plain.counts)
+    symbols = tokens.symbols.astype(np.int64)
+    after_zero = np.concatenate(([False], symbols[:-1] % tokens.window == -tokens.base))
+    after_zero[np.concatenate(([0], tokens.chunk_runs[:-1]))] = False
+    for context in (0, 1):
+        expected = np.bincount(symbols[after_zero == context], minlength=tokens.counts.size)
+        np.testing.assert_array_equal(tokens.contexts[context], expected)

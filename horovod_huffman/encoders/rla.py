@@ -19,8 +19,9 @@ from collections import namedtuple
 import numpy as np
 
 from horovod_huffman.kernels.ans import HEADER_UNITS, UNIT_BITS, decode_table
-from horovod_huffman.kernels.ans_tokens import (decode_token_chunks, encode_token_chunks,
-                                                token_contexts, write_extras)
+from horovod_huffman.kernels.ans_tokens import (anchor_contexts, decode_token_chunks,
+                                                encode_token_chunks, token_contexts,
+                                                write_extras)
 from horovod_huffman.kernels.bits import WORD_BITS
 from horovod_huffman.kernels.chunks import payload_bits
 from horovod_huffman.kernels.maxima import (ANS_LEVEL_SHIFT, ANS_MAX_TOKENS,
@@ -85,17 +86,19 @@ class RLA(Chunked):
     def sized_plan(self, levels, tokens=None):
         """(the ``RlaPlan`` of ``levels``, its estimated stream bytes without the fixed
         header): one table or two, whichever the estimate finds smaller. ``tokens``: what
-        ``token_counts(levels, self.chunk_levels)`` returns, where the caller has it."""
+        ``token_counts(levels, self.chunk_levels, contexts=True)`` returns, where the caller
+        has it."""
         if tokens is None:
-            tokens = token_counts(levels, self.chunk_levels)
-        base, window, counts, ends, symbols, chunk_runs = tokens
+            tokens = token_counts(levels, self.chunk_levels, contexts=True)
+        base, window, counts, ends, symbols, chunk_runs, contexts = tokens
         escape = window * RUN_BUCKETS
-        symbols, counts = _limit_tokens(symbols, counts, escape)
-        contexts = None
-        after_anchor = anchor_contexts(base, window)
-        if after_anchor.any():
-            contexts = np.zeros((TWO_TABLES, escape + 1), dtype=np.int64)
-            token_contexts(symbols, chunk_runs, after_anchor, contexts)
+        limited, counts = _limit_tokens(symbols, counts, escape)
+        if limited is not symbols:
+            symbols = limited
+            if contexts is not None:                   # the new escapes change contexts
+                contexts = np.zeros_like(contexts)
+                token_contexts(levels, ends, symbols, chunk_runs, base, window,
+                               anchor_contexts(base, window), contexts)
         plan = _plan(base, window, counts, contexts, ends, symbols, chunk_runs)
         per_bucket = counts[:escape].reshape(RUN_BUCKETS, window).sum(axis=1)
         extras = int(per_bucket @ BUCKET_EXTRA) + \
@@ -191,16 +194,6 @@ class RLA(Chunked):
             return
         check_status(decode_token_chunks(words, starts, chunk_bits, extra_starts, chunk,
                                          tables, base, anchor, out, lo, hi, vbits), cls.name)
-
-
-def anchor_contexts(base, window):
-    """``after_anchor`` (uint8 per token symbol) with level 0 as the anchor where the window
-    holds it (its tokens give context 1), else all zeros (kernels/ans_tokens.py, note 5)."""
-    escape = window * RUN_BUCKETS
-    after_anchor = np.zeros(escape + 1, dtype=np.uint8)
-    if base <= 0 < base + window:
-        after_anchor[-base:escape:window] = 1
-    return after_anchor
 
 
 def _plan(base, window, counts, contexts, ends=None, symbols=None, chunk_runs=None):

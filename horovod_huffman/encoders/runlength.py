@@ -11,8 +11,11 @@ probability p0, a run of r < k zeros (then a non-zero) has probability p0**r * (
 chunk of k zeros p0**k, so the code lengths follow the model and the stream follows the code
 lengths. Parameters: base, window, k, codebook over window + k + 1 symbols.
 """
+from collections import namedtuple
+
 import numpy as np
 
+from horovod_huffman.kernels.ans_tokens import anchor_contexts, token_contexts
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, payload_bits
 from horovod_huffman.kernels.maxima import (MAX_CODE_BITS, MAX_CODED_SYMBOLS, RLH_ESCAPE_RUN_BITS,
                                             RLH_MAX_WINDOW, SHS_MAX_K)
@@ -20,7 +23,7 @@ from horovod_huffman.kernels.lanes import decode_tokens
 from horovod_huffman.kernels import vector_runs
 from horovod_huffman.kernels.runs import (RUN_BUCKETS, BUCKET_EXTRA, run_ends, rlh_histogram,
                                           count_symbols, encode_rlh, encode_shs,
-                                          token_payload_bits)
+                                          long_runs_dense, token_payload_bits)
 from horovod_huffman.kernels.tokens import rlh_token_table, token_table, lookup_tables
 from horovod_huffman.kernels.stats import level_range
 from horovod_huffman.kernels.symbols import level_histogram
@@ -47,7 +50,8 @@ class RLH(Chunked):
     on_device = True
 
     def _encode(self, levels):
-        base, window, counts, ends, symbols, chunk_runs = token_counts(levels, self.chunk_levels)
+        base, window, counts, ends, symbols, chunk_runs, _ = token_counts(levels,
+                                                                          self.chunk_levels)
         escape = window * RUN_BUCKETS
         code = Code.from_counts(counts, escape)
         vbits = value_bits(levels.dtype)
@@ -85,25 +89,44 @@ class RLH(Chunked):
         _decode_tokens(cls.name, words, starts, chunk_bits, chunk, table, base, out, True, stream)
 
 
-def token_counts(levels, chunk_levels):
-    """(base, window, joint token counts, run ends, token symbols, runs up to each chunk's
-    end) of ``levels`` (kernels/runs.py, note 1), runs cut at chunks of ``chunk_levels``."""
+class Tokens(namedtuple("Tokens", "base window counts ends symbols chunk_runs contexts")):
+    """A tensor's run-length tokens (kernels/runs.py, note 1): the window [base, base +
+    window), the joint token ``counts``, the run ends, the token symbols, the runs up to each
+    chunk's end, and where asked for and the window holds level 0, the counts per context
+    (rows; kernels/ans_tokens.py, note 5), else None."""
+    __slots__ = ()
+
+
+def token_counts(levels, chunk_levels, contexts=False):
+    """The ``Tokens`` of ``levels``, runs cut at chunks of ``chunk_levels``; with
+    ``contexts``, their counts per context too (``rla``'s: ``auto`` shares them)."""
     lo, hi = level_range(levels)
     base, window = lo, min(hi - lo + 1, RLH_MAX_WINDOW)
     ends, symbols = token_buffers(levels.size)
     chunk_runs = np.empty(chunk_count(levels.size, chunk_levels), dtype=np.int64)
-    counts = np.zeros(window * RUN_BUCKETS + 1, dtype=np.int64)
+    n_symbols = window * RUN_BUCKETS + 1
+    after_anchor = anchor_contexts(base, window) if contexts else None
+    rows = None
+    if after_anchor is not None and after_anchor.any():
+        rows = np.zeros((2, n_symbols), dtype=np.int64)   # two contexts
+    counts = np.zeros(n_symbols, dtype=np.int64)
     if vector_runs.AVAILABLE and levels.dtype == np.int8 and ends.dtype == np.int32:
         # (int8 levels: a window of 256 covers them all)
         n_runs = vector_runs.runs_and_symbols(levels, chunk_levels, base, window, ends,
                                               symbols, chunk_runs)
         symbols = symbols[:n_runs]
+        if rows is not None and not long_runs_dense(symbols, n_runs):
+            # one pass gives the placeholders their symbols and counts them per context
+            token_contexts(levels, ends, symbols, chunk_runs, base, window, after_anchor, rows)
+            return Tokens(base, window, rows.sum(axis=0), ends, symbols, chunk_runs, rows)
         count_symbols(levels, ends, symbols, n_runs, base, window, counts)
     else:
         n_runs = run_ends(levels, chunk_levels, ends, chunk_runs)
         symbols = symbols[:n_runs]
         rlh_histogram(levels, ends, n_runs, base, window, counts, symbols, hi - lo < window)
-    return base, window, counts, ends, symbols, chunk_runs
+    if rows is not None:
+        token_contexts(levels, ends, symbols, chunk_runs, base, window, after_anchor, rows)
+    return Tokens(base, window, counts, ends, symbols, chunk_runs, rows)
 
 
 # Page offset between the run ends and the token symbols (bytes; see token_buffers).
