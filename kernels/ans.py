@@ -167,16 +167,18 @@ def decode_table(freqs, base, escape):
 # ---- Encoding -------------------------------------------------------------------------------
 
 @njit(cache=True, inline="always")
-def put_symbol(x, s, entries, rcps, t, units, u):
-    """Code symbol s of class t's table on state x (uint64), writing a unit below ``u`` when
-    the state must renormalize first; returns (x, u)."""
-    e = entries[t, s]
+def put_symbol(x, k, entries, rcps, units, u):
+    """Code the symbol of table entry k on state x (uint64), writing a unit below ``u`` when
+    the state must renormalize first; returns (x, u). ``entries`` and ``rcps`` are the tables
+    flattened (row c of C symbols from entry c * C, k = c * C + symbol: no multiplication per
+    symbol for a 2-D index)."""
+    e = entries[k]
     f = e & uint64(ANS_FREQ_MASK)
     renorm = x >= f << uint64(RENORM_SHIFT)
     units[u - uint64(1)] = x & uint64(UNIT_MASK)        # kept only when renormalizing
     u -= uint64(1) if renorm else uint64(0)
     x = x >> uint64(UNIT_BITS) if renorm else x
-    r = rcps[t, s]
+    r = rcps[k]
     q = ((x * (r & uint64(ANS_RECIPROCAL_MASK))) >> uint64(ANS_RECIPROCAL_BITS)) >> \
         (r >> uint64(ANS_RECIPROCAL_BITS))
     return x + (e >> uint64(ANS_BIAS_SHIFT)) + q * \
@@ -202,13 +204,15 @@ def _symbol(level, base, window):
 
 
 @njit(cache=True, nogil=True)
-def encode_chunk(levels, start, stop, base, window, entries, rcps, classes, block_bits, units):
+def encode_chunk(levels, start, stop, base, window, entries, rcps, row, classes, block_bits,
+                 units):
     """Code levels[start:stop] backwards into ``units`` (uint16, at least stop - start +
     HEADER_UNITS + 1 long), element i with the table of class classes[i >> block_bits] (rows of
-    ``entries`` and ``rcps``); returns the first unit of the chunk's stream, which runs to the
-    end of ``units``: the four final states (high unit first), then the renormalization units
-    in the order the decoder reads them. A group of four never spans two blocks (note 6)."""
-    base, window = int64(base), uint64(window)
+    ``row`` entries of the flattened ``entries`` and ``rcps``: ``put_symbol``); returns the
+    first unit of the chunk's stream, which runs to the end of ``units``: the four final
+    states (high unit first), then the renormalization units in the order the decoder reads
+    them. A group of four never spans two blocks (note 6)."""
+    base, window, row = int64(base), uint64(window), uint64(row)
     shift = uint64(block_bits)
     u = uint64(units.shape[0])
     x0 = x1 = x2 = x3 = uint64(STATE_LOW)
@@ -217,39 +221,39 @@ def encode_chunk(levels, start, stop, base, window, entries, rcps, classes, bloc
     # measured 8% slower coding here: its states pass through a returned tuple.)
     while (i - start) % STATES != 0:
         i -= 1
-        s = _symbol(levels[i], base, window)
-        t = classes[uint64(i) >> shift]
-        k = (i - start) % STATES
-        if k == 0:
-            x0, u = put_symbol(x0, s, entries, rcps, t, units, u)
-        elif k == 1:
-            x1, u = put_symbol(x1, s, entries, rcps, t, units, u)
+        k = uint64(classes[uint64(i) >> shift]) * row + _symbol(levels[i], base, window)
+        lane = (i - start) % STATES
+        if lane == 0:
+            x0, u = put_symbol(x0, k, entries, rcps, units, u)
+        elif lane == 1:
+            x1, u = put_symbol(x1, k, entries, rcps, units, u)
         else:
-            x2, u = put_symbol(x2, s, entries, rcps, t, units, u)
+            x2, u = put_symbol(x2, k, entries, rcps, units, u)
     while i > start:
         i -= STATES
-        t = classes[uint64(i) >> shift]
-        x3, u = put_symbol(x3, _symbol(levels[i + 3], base, window), entries, rcps, t, units, u)
-        x2, u = put_symbol(x2, _symbol(levels[i + 2], base, window), entries, rcps, t, units, u)
-        x1, u = put_symbol(x1, _symbol(levels[i + 1], base, window), entries, rcps, t, units, u)
-        x0, u = put_symbol(x0, _symbol(levels[i], base, window), entries, rcps, t, units, u)
+        t = uint64(classes[uint64(i) >> shift]) * row
+        x3, u = put_symbol(x3, t + _symbol(levels[i + 3], base, window), entries, rcps, units, u)
+        x2, u = put_symbol(x2, t + _symbol(levels[i + 2], base, window), entries, rcps, units, u)
+        x1, u = put_symbol(x1, t + _symbol(levels[i + 1], base, window), entries, rcps, units, u)
+        x0, u = put_symbol(x0, t + _symbol(levels[i], base, window), entries, rcps, units, u)
     return close_states(x0, x1, x2, x3, units, u)
 
 
 @njit(cache=True, nogil=True)
 def encode_chunks(levels, base, window, entries, rcps, classes, block_bits, chunk, out32,
                   chunk_bits):
-    """Code every chunk of ``levels`` into ``out32`` (uint32 words, chunks on word bounds);
-    fills ``chunk_bits`` (bits of each chunk's stream, odd units padded) and returns the words
-    written."""
+    """Code every chunk of ``levels`` into ``out32`` (uint32 words, chunks on word bounds)
+    with the tables (rows: classes) of ``entries`` and ``rcps``; fills ``chunk_bits`` (bits of
+    each chunk's stream, odd units padded) and returns the words written."""
     n = levels.shape[0]
     units = np.empty(min(n, chunk) + HEADER_UNITS + 1, dtype=np.uint16)
+    flat_entries, flat_rcps = entries.reshape(entries.size), rcps.reshape(rcps.size)
     w = 0
     for c in range(chunk_bits.shape[0]):
         start = c * chunk
         stop = min(n, start + chunk)
-        first = encode_chunk(levels, start, stop, base, window, entries, rcps, classes,
-                             block_bits, units)
+        first = encode_chunk(levels, start, stop, base, window, flat_entries, flat_rcps,
+                             entries.shape[1], classes, block_bits, units)
         chunk_bits[c], w = store_units(units, first, out32, w)
     return w
 

@@ -24,7 +24,7 @@ READ ME FIRST
 Units: positions of the rANS streams in 16-bit units, of the extras in bits.
 """
 import numpy as np
-from numba import njit, int64, uint8, uint64
+from numba import njit, int64, uint64
 
 from .ans import (HEADER_UNITS, STATE_LOW, STATES, UNIT_BITS, close_states, end_status,
                   open_states, put_symbol, store_units, take_symbol, unit_at)
@@ -72,40 +72,35 @@ def token_contexts(levels, ends, symbols, chunk_runs, base, window, after_anchor
             k += uint64(1)
 
 
-@njit(cache=True, inline="always")
-def _context(symbols, i, start, after_anchor):
-    """The context of token i of a chunk starting at token ``start`` (note 5)."""
-    return after_anchor[symbols[i - 1]] if i > start else uint8(0)
-
-
 @njit(cache=True, nogil=True)
-def _encode_token_chunk(symbols, start, stop, entries, rcps, after_anchor, units):
+def _encode_token_chunk(symbols, start, stop, entries, rcps, row_after, units):
     """Code the token symbols[start:stop] backwards into ``units`` as kernels/ans.py's
-    ``encode_chunk`` codes levels, token i with the table of its context (note 5); returns the
-    first unit of the chunk's stream."""
+    ``encode_chunk`` codes levels, token i with the table of its context (note 5): the row
+    that ``row_after`` (uint64 per symbol) gives the symbol before it, of the flattened
+    ``entries`` and ``rcps`` (``put_symbol``); returns the first unit of the chunk's
+    stream."""
     u = uint64(units.shape[0])
     x0 = x1 = x2 = x3 = uint64(STATE_LOW)
     i = int64(stop)
     while (i - start) % STATES != 0:                    # the tail: a last group not whole
         i -= 1
-        s, t = uint64(symbols[i]), _context(symbols, i, start, after_anchor)
-        k = (i - start) % STATES
-        if k == 0:
-            x0, u = put_symbol(x0, s, entries, rcps, t, units, u)
-        elif k == 1:
-            x1, u = put_symbol(x1, s, entries, rcps, t, units, u)
+        k = uint64(symbols[i]) + (row_after[symbols[i - 1]] if i > start else uint64(0))
+        lane = (i - start) % STATES
+        if lane == 0:
+            x0, u = put_symbol(x0, k, entries, rcps, units, u)
+        elif lane == 1:
+            x1, u = put_symbol(x1, k, entries, rcps, units, u)
         else:
-            x2, u = put_symbol(x2, s, entries, rcps, t, units, u)
+            x2, u = put_symbol(x2, k, entries, rcps, units, u)
     while i > start:
         i -= STATES
-        x3, u = put_symbol(x3, uint64(symbols[i + 3]), entries, rcps,
-                           after_anchor[symbols[i + 2]], units, u)
-        x2, u = put_symbol(x2, uint64(symbols[i + 2]), entries, rcps,
-                           after_anchor[symbols[i + 1]], units, u)
-        x1, u = put_symbol(x1, uint64(symbols[i + 1]), entries, rcps,
-                           after_anchor[symbols[i]], units, u)
-        x0, u = put_symbol(x0, uint64(symbols[i]), entries, rcps,
-                           _context(symbols, i, start, after_anchor), units, u)
+        s0, s1 = uint64(symbols[i]), uint64(symbols[i + 1])
+        s2, s3 = uint64(symbols[i + 2]), uint64(symbols[i + 3])
+        x3, u = put_symbol(x3, s3 + row_after[s2], entries, rcps, units, u)
+        x2, u = put_symbol(x2, s2 + row_after[s1], entries, rcps, units, u)
+        x1, u = put_symbol(x1, s1 + row_after[s0], entries, rcps, units, u)
+        x0, u = put_symbol(x0, s0 + (row_after[symbols[i - 1]] if i > start else uint64(0)),
+                           entries, rcps, units, u)
     return close_states(x0, x1, x2, x3, units, u)
 
 
@@ -121,11 +116,13 @@ def encode_token_chunks(symbols, chunk_runs, entries, rcps, after_anchor, out32,
         most = max(most, chunk_runs[c] - k)
         k = chunk_runs[c]
     units = np.empty(most + HEADER_UNITS + 1, dtype=np.uint16)
+    row_after = after_anchor.astype(np.uint64) * uint64(entries.shape[1])
+    flat_entries, flat_rcps = entries.reshape(entries.size), rcps.reshape(rcps.size)
     w = 0
     k = 0
     for c in range(chunk_runs.shape[0]):
-        first = _encode_token_chunk(symbols, k, chunk_runs[c], entries, rcps, after_anchor,
-                                    units)
+        first = _encode_token_chunk(symbols, k, chunk_runs[c], flat_entries, flat_rcps,
+                                    row_after, units)
         chunk_bits[c], w = store_units(units, first, out32, w)
         k = chunk_runs[c]
     return w
