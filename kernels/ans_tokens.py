@@ -32,7 +32,7 @@ from .bits import flush_bits, peek64, put_bits, put_bits_long, unzigzag, zigzag
 from .elias import put_gamma, read_gamma
 from .errors import (OK, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, BAD_STATE, RUN_OVERFLOW,
                      VALUE_OVERFLOW)
-from .maxima import (ANS_ESCAPE, ANS_LEVEL_SHIFT, ANS_PROB_SCALE, RUN_BUCKETS,
+from .maxima import (ANS_ESCAPE, ANS_LEVEL_SHIFT, ANS_PROB_SCALE, RUN_BUCKETS, ANS_TOKEN_ANCHOR,
                      ANS_TOKEN_BUCKET_SHIFT, ANS_TOKEN_INDEX_MASK)
 from .runs import BUCKET_BASE, BUCKET_EXTRA, LONG_RUN_SYMBOL, run_symbol
 
@@ -193,14 +193,15 @@ def _escaped_token(words, at, extras_end, vbits, lo, hi):
 
 
 @njit(cache=True, nogil=True)
-def decode_token_chunk(words, first_bit, n_bits, tables, base, anchor, extras, out, start, stop,
-                       lo, hi, vbits):
+def decode_token_chunk(words, first_bit, n_bits, tables, base, extras, out, start, stop, lo, hi,
+                       vbits):
     """Decode levels out[start:stop] from a chunk's rANS stream (``n_bits`` bits at
     ``first_bit``) and its extras, bits extras[0]..extras[1] - 1 of ``words``, with the token
     decode ``tables`` (a row per context, note 5; maxima.py's ANS decode layout, the level
-    field holding bucket << ANS_TOKEN_BUCKET_SHIFT | level index; the escape flagged);
-    ``anchor``: the anchor's level index (-1 with one table). Levels of escapes must lie
-    in [lo, hi]. Returns a status (errors.py)."""
+    field holding bucket << ANS_TOKEN_BUCKET_SHIFT | level index; the escape flagged, and
+    ANS_TOKEN_ANCHOR on the anchor's tokens: rla.token_table). ``words``: the payload with
+    bits.bytes_to_words's zero words after it. Levels of escapes must lie in [lo, hi].
+    Returns a status (errors.py)."""
     if first_bit % UNIT_BITS or n_bits % UNIT_BITS or n_bits < HEADER_UNITS * UNIT_BITS:
         return PAYLOAD_UNDERRUN
     u = uint64(first_bit // UNIT_BITS)
@@ -210,7 +211,7 @@ def decode_token_chunk(words, first_bit, n_bits, tables, base, anchor, extras, o
         return BAD_STATE
     u += uint64(HEADER_UNITS)
     at, extras_end = int64(extras[0]), int64(extras[1])
-    t = 0
+    t = uint64(0)                       # the context: the last token's ANS_TOKEN_ANCHOR
     last = tables.shape[0] - 1
     i = int64(start)
     # Token j of the chunk is on state j % 4: the states rotate through x0, x0 being the
@@ -225,13 +226,14 @@ def decode_token_chunk(words, first_bit, n_bits, tables, base, anchor, extras, o
         e = e1 if t else e0
         x = take_symbol(x, e)
         # Selects, not branches: renormalizing is random. The unit is loaded whether it is
-        # taken or not (u <= end; at end, the chunk's last unit), so no branch guards the load.
-        unit = unit_at(words, min(u, end - uint64(1)))
+        # taken or not (u <= end; at end, a unit of the next chunk or of the zero words
+        # after the payload: bits.bytes_to_words), so no branch guards the load.
+        unit = unit_at(words, u)
         low = x < uint64(STATE_LOW)
-        if low & (u >= end):
-            return PAYLOAD_OVERRUN
         x0, x1, x2, x3 = x1, x2, x3, (x << uint64(UNIT_BITS)) | unit if low else x
         u += uint64(low)
+        if u > end:
+            return PAYLOAD_OVERRUN
         field = e >> uint64(ANS_LEVEL_SHIFT)
         if e & uint64(ANS_ESCAPE):
             level, run, at, status = _escaped_token(words, at, extras_end, vbits, lo, hi)
@@ -246,8 +248,7 @@ def decode_token_chunk(words, first_bit, n_bits, tables, base, anchor, extras, o
                     return PAYLOAD_OVERRUN
                 run += _extra(words, at, extra)
                 at += extra
-            index = int64(field & uint64(ANS_TOKEN_INDEX_MASK))
-            level = base + index
+            level = base + int64(field & uint64(ANS_TOKEN_INDEX_MASK))
         if run > uint64(stop - i):
             return RUN_OVERFLOW
         if i + SHORT_RUN <= stop:
@@ -260,7 +261,7 @@ def decode_token_chunk(words, first_bit, n_bits, tables, base, anchor, extras, o
         else:
             out[i:i + int64(run)] = level
         i += int64(run)
-        t = 0 if e & uint64(ANS_ESCAPE) else int64(index == anchor)
+        t = e & uint64(ANS_TOKEN_ANCHOR)
     if at != extras_end:
         return PAYLOAD_UNDERRUN
     states[0], states[1], states[2], states[3] = x0, x1, x2, x3     # (in any order)
@@ -268,14 +269,14 @@ def decode_token_chunk(words, first_bit, n_bits, tables, base, anchor, extras, o
 
 
 @njit(cache=True, nogil=True)
-def decode_token_chunks(words, starts, chunk_bits, extra_starts, chunk, tables, base, anchor,
-                        out, lo, hi, vbits):
+def decode_token_chunks(words, starts, chunk_bits, extra_starts, chunk, tables, base, out, lo, hi,
+                        vbits):
     """Decode every chunk into ``out``: chunk c's extras are bits extra_starts[c] ..
     extra_starts[c + 1] - 1. Returns the first non-OK status, else OK."""
     n = out.shape[0]
     for c in range(starts.shape[0]):
         first = c * chunk
-        status = decode_token_chunk(words, starts[c], chunk_bits[c], tables, base, anchor,
+        status = decode_token_chunk(words, starts[c], chunk_bits[c], tables, base,
                                     extra_starts[c:c + 2], out, first, min(n, first + chunk),
                                     lo, hi, vbits)
         if status != OK:

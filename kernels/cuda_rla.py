@@ -26,7 +26,8 @@ from .cuda_bits import flush, peek64, put, unzigzag
 from .cuda_decode import read_gamma
 from .cuda_tokens import RUNS, run_bucket, token_symbol
 from .errors import OK, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, RUN_OVERFLOW, VALUE_OVERFLOW
-from .maxima import ANS_ESCAPE, ANS_LEVEL_SHIFT, ANS_TOKEN_BUCKET_SHIFT, ANS_TOKEN_INDEX_MASK
+from .maxima import (ANS_ESCAPE, ANS_LEVEL_SHIFT, ANS_TOKEN_ANCHOR, ANS_TOKEN_BUCKET_SHIFT,
+                     ANS_TOKEN_INDEX_MASK)
 
 
 @cuda.jit(device=True, inline=True)
@@ -136,18 +137,18 @@ def write_extras(levels, chunk, bucket_extra, bit_starts, out):
 
 
 @cuda.jit
-def decode_chunks(words, starts, chunk_bits, extra_starts, chunk, tables, base, anchor, lo, hi,
-                  vbits, bucket_base, bucket_extra, out, status):
+def decode_chunks(words, starts, chunk_bits, extra_starts, chunk, tables, base, lo, hi, vbits,
+                  bucket_base, bucket_extra, out, status):
     """Thread c decodes chunk c into ``out`` from its rANS stream (chunk_bits[c] bits at
     starts[c]) and its extras (bits extra_starts[c] .. extra_starts[c + 1] - 1), with the token
-    decode ``tables`` (rla.token_table, a row per context; ``anchor`` the anchor's level index,
-    -1 with one table); escaped levels must lie in [lo, hi]. status[c] gets its status."""
+    decode ``tables`` (rla.token_table, a row per context, the anchor's tokens flagged);
+    escaped levels must lie in [lo, hi]. status[c] gets its status."""
     c = cuda.grid(1)
     if c >= starts.shape[0]:
         return
     start, stop = _chunk(c, chunk, out.shape[0])
     status[c] = _decode_chunk(words, starts[c], chunk_bits[c], extra_starts[c],
-                              extra_starts[c + 1], tables, base, anchor, lo, hi, vbits,
+                              extra_starts[c + 1], tables, base, lo, hi, vbits,
                               bucket_base, bucket_extra, out, start, stop)
 
 
@@ -167,7 +168,7 @@ def _escaped_token(words, at, extras_end, vbits, lo, hi):
 
 
 @cuda.jit(device=True)
-def _decode_chunk(words, first_bit, n_bits, at, extras_end, tables, base, anchor, lo, hi, vbits,
+def _decode_chunk(words, first_bit, n_bits, at, extras_end, tables, base, lo, hi, vbits,
                   bucket_base, bucket_extra, out, i, stop):
     """Decode levels out[i:stop] from a chunk's rANS stream (``n_bits`` bits at
     ``first_bit``) and its extras, bits at .. extras_end - 1 (the host's
@@ -200,9 +201,8 @@ def _decode_chunk(words, first_bit, n_bits, at, extras_end, tables, base, anchor
             if extra > 0:
                 run += int64(peek64(words, at) >> uint64(64 - extra))
             at += extra
-            index = int64(field & uint64(ANS_TOKEN_INDEX_MASK))
-            level = base + index
-            t = int64(index == anchor)
+            level = base + int64(field & uint64(ANS_TOKEN_INDEX_MASK))
+            t = int64((e & uint64(ANS_TOKEN_ANCHOR)) != uint64(0))
         if run > stop - i:
             return RUN_OVERFLOW
         for j in range(i, i + run):

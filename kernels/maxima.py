@@ -119,8 +119,11 @@ ANS_RECIPROCAL_MASK = (1 << ANS_RECIPROCAL_BITS) - 1
 # ``rla`` (kernels/ans_tokens.py): a token decode entry is an ANS decode entry whose level field
 # holds the token's run bucket and level index:
 #     bucket << ANS_TOKEN_BUCKET_SHIFT | level index
+# and, with two contexts, ANS_TOKEN_ANCHOR set on the anchor's tokens (the next token's
+# context is 1 where it is set: ans_tokens.py, note 5).
 ANS_TOKEN_BUCKET_SHIFT = 16
 ANS_TOKEN_INDEX_MASK = 0xFFFF
+ANS_TOKEN_ANCHOR = 1 << 26
 # Most distinct token symbols an ``rla`` table codes: the rarer ones take the escape.
 ANS_MAX_TOKENS = ANS_PROB_SCALE // 2
 
@@ -154,6 +157,7 @@ assert _fits(ANS_PROB_SCALE - 1, ANS_OFFSET_MASK), "a slot offset must fit"
 assert ANS_OFFSET_SHIFT == ANS_FREQ_MASK.bit_length() and \
     ANS_ESCAPE >= 1 << (ANS_OFFSET_SHIFT + ANS_OFFSET_MASK.bit_length())
 assert ANS_LEVEL_SHIFT > ANS_ESCAPE.bit_length() - 1 and ANS_LEVEL_SHIFT + 32 <= 64
+assert ANS_ESCAPE < ANS_TOKEN_ANCHOR < 1 << ANS_LEVEL_SHIFT, "the anchor flag is a free bit"
 assert ANS_COMPLEMENT_SHIFT >= ANS_FREQ_MASK.bit_length() and \
     ANS_BIAS_SHIFT >= ANS_COMPLEMENT_SHIFT + ANS_FREQ_MASK.bit_length()
 assert 2 * ANS_PROB_SCALE < 1 << 32, "a bias (< 2 * scale) must fit its field"

@@ -252,15 +252,15 @@ def decode_ans(words, starts, chunk_bits, chunk, tables, classes, block_bits, es
     _check(status, name, stream)
 
 
-def decode_rla(words, starts, chunk_bits, extra_starts, chunk, tables, base, anchor, lo, hi,
-               vbits, out, name, stream):
+def decode_rla(words, starts, chunk_bits, extra_starts, chunk, tables, base, lo, hi, vbits, out,
+               name, stream):
     """``rla`` payload -> ``out`` (device); raises DecodeError like the CPU decoder."""
     status = cuda.device_array(len(starts), dtype=np.int64, stream=stream)
     bucket_base, bucket_extra = _bucket_tables()
     cuda_rla.decode_chunks[-(-len(starts) // cuda_ans.ANS_BLOCK), cuda_ans.ANS_BLOCK, stream](
         words, cuda.to_device(starts, stream=stream), cuda.to_device(chunk_bits, stream=stream),
         cuda.to_device(extra_starts, stream=stream), chunk, cuda.to_device(tables, stream=stream),
-        base, anchor, lo, hi, vbits, bucket_base, bucket_extra, out, status)
+        base, lo, hi, vbits, bucket_base, bucket_extra, out, status)
     _check(status, name, stream)
 
 

@@ -24,7 +24,7 @@ from horovod_huffman.kernels.ans_tokens import (anchor_contexts, decode_token_ch
                                                 write_extras)
 from horovod_huffman.kernels.bits import WORD_BITS
 from horovod_huffman.kernels.chunks import payload_bits
-from horovod_huffman.kernels.maxima import (ANS_LEVEL_SHIFT, ANS_MAX_TOKENS,
+from horovod_huffman.kernels.maxima import (ANS_LEVEL_SHIFT, ANS_MAX_TOKENS, ANS_TOKEN_ANCHOR,
                                             ANS_TOKEN_BUCKET_SHIFT, MAX_ELIAS_VALUE_BITS,
                                             RLH_MAX_WINDOW, RUN_BUCKETS)
 from horovod_huffman.kernels.runs import BUCKET_EXTRA
@@ -175,7 +175,7 @@ class RLA(Chunked):
                                   "window")
             anchor = -base
         tables = np.stack([token_table(read_frequencies(reader, window * RUN_BUCKETS + 1,
-                                                        cls.name), window)
+                                                        cls.name), window, anchor)
                            for _ in range(n_tables)])
         chunk, starts, chunk_bits, declared = read_chunk_bits(reader, out.size, payload_bits_,
                                                               cls.name)
@@ -189,11 +189,11 @@ class RLA(Chunked):
         extra_starts = first + np.concatenate(([0], np.cumsum(extra_bits)))
         vbits = value_bits(out.dtype)
         if stream is not None:
-            gpu.decode_rla(words, starts, chunk_bits, extra_starts, chunk, tables, base, anchor,
-                           lo, hi, vbits, out, cls.name, stream)
+            gpu.decode_rla(words, starts, chunk_bits, extra_starts, chunk, tables, base, lo, hi,
+                           vbits, out, cls.name, stream)
             return
         check_status(decode_token_chunks(words, starts, chunk_bits, extra_starts, chunk,
-                                         tables, base, anchor, out, lo, hi, vbits), cls.name)
+                                         tables, base, out, lo, hi, vbits), cls.name)
 
 
 def _plan(base, window, counts, contexts, ends=None, symbols=None, chunk_runs=None):
@@ -254,14 +254,18 @@ def _table_bits(rows):
     return int(np.ceil(bits))
 
 
-def token_table(freqs, window):
+def token_table(freqs, window, anchor):
     """The decode table of token ``freqs`` (kernels/ans_tokens.py): ``decode_table``'s, its
-    level field holding each symbol's run bucket and level index; the escape flagged."""
+    level field holding each symbol's run bucket and level index; the escape flagged, and
+    the tokens of level index ``anchor`` (-1: none) flagged ANS_TOKEN_ANCHOR."""
     escape = window * RUN_BUCKETS
     table = decode_table(freqs, 0, escape)
     symbol = table >> np.uint64(ANS_LEVEL_SHIFT)
-    field = ((symbol // np.uint64(window)) << np.uint64(ANS_TOKEN_BUCKET_SHIFT)) | \
-        (symbol % np.uint64(window))
+    index = symbol % np.uint64(window)
+    field = ((symbol // np.uint64(window)) << np.uint64(ANS_TOKEN_BUCKET_SHIFT)) | index
     low = table & np.uint64((1 << ANS_LEVEL_SHIFT) - 1)
+    if anchor >= 0:
+        low[(index == np.uint64(anchor)) & (symbol != np.uint64(escape))] |= \
+            np.uint64(ANS_TOKEN_ANCHOR)
     return low | (field << np.uint64(ANS_LEVEL_SHIFT))
 
