@@ -263,10 +263,12 @@ def store_units(units, first, out32, w):
     """Copy a chunk's stream, units[first:], into 32-bit words from ``out32[w]`` (an odd last
     unit padded with zeros); returns (the stream's bits, the next word)."""
     count = units.shape[0] - first
-    for k in range(0, count - 1, 2):
-        out32[w] = (np.uint32(units[first + k]) << np.uint32(UNIT_BITS)) | \
-            np.uint32(units[first + k + 1])
-        w += 1
+    pairs = count // 2
+    src, dst = uint64(first), uint64(w)                 # (unsigned: no negative-index wrap)
+    for k in range(uint64(pairs)):
+        out32[dst + k] = (np.uint32(units[src + 2 * k]) << np.uint32(UNIT_BITS)) | \
+            np.uint32(units[src + 2 * k + uint64(1)])
+    w += pairs
     if count % 2:
         out32[w] = np.uint32(units[first + count - 1]) << np.uint32(UNIT_BITS)
         w += 1
