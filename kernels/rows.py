@@ -117,3 +117,32 @@ def row_gains(levels, at, rows, length, profile, out):
             dot += int64(row[j]) * profile[j]
         g = np.rint(dot * float(1 << GAIN_SHIFT) / scale)
         out[r] = int64(min(max(g, -GAIN_MAX), GAIN_MAX))
+
+
+@njit(cache=True, nogil=True)
+def fit_profile(levels, at, rows, length, iterations, profile):
+    """A rank-one fit of the matrix of ``rows`` x ``length`` levels from ``at`` by
+    ``iterations`` power iterations from its row of most energy: fills ``profile`` (int64,
+    ``length`` values, the fit's row direction scaled to PROFILE_MAX) and returns (|M v|^2 /
+    |v|^2, the energy the fit keeps at least; the matrix's energy). The kept energy is 0 where
+    the matrix or its fit is zero (``profile`` then unset)."""
+    energies = np.empty(rows)
+    total = row_energies(levels, at, rows, length, energies)
+    if total == 0.0:
+        return 0.0, total
+    first = at + int64(np.argmax(energies)) * length
+    v = np.empty(length)
+    for j in range(length):
+        v[j] = float(levels[first + j])
+    u, v_next = np.empty(rows), np.empty(length)
+    along = 0.0
+    for _ in range(iterations):
+        along = power_step(levels, at, rows, length, v, u, v_next) / np.dot(v, v)
+        norm = np.abs(v_next).max()
+        if norm == 0.0:
+            return 0.0, total
+        for j in range(length):
+            v[j] = v_next[j] / norm
+    for j in range(length):
+        profile[j] = int64(np.rint(v[j] * PROFILE_MAX))
+    return along, total
