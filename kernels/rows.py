@@ -15,7 +15,7 @@ READ ME FIRST
 Units: levels; offsets and lengths in levels.
 """
 import numpy as np
-from numba import njit, int64
+from numba import njit, float32, int64
 
 from .errors import OK, VALUE_OVERFLOW
 
@@ -29,77 +29,75 @@ assert PROFILE_MAX * GAIN_MAX < 2**31
 
 
 @njit(cache=True, nogil=True)
-def predict(n, offsets, rows, lengths, profiles, gains, clip, out):
-    """Fill ``out`` (int32, ``n`` levels) with every level's prediction (note 2): segment k
-    covers ``rows[k] * lengths[k]`` levels from ``offsets[k]``, its profile is the next
-    ``lengths[k]`` values of ``profiles`` and its gains the next ``rows[k]`` of ``gains``
-    (segments in order, inside [0, n), not overlapping: checked by the caller)."""
-    out[:] = 0
+def add_predictions(src, sign, offsets, rows, lengths, profiles, gains, clip, lo, hi, out):
+    """out = src + sign * every level's prediction (note 2; ``sign`` +1 or -1), in one pass:
+    segment k covers ``rows[k] * lengths[k]`` levels from ``offsets[k]``, its profile is the
+    next ``lengths[k]`` values of ``profiles`` and its gains the next ``rows[k]`` of ``gains``
+    (segments in order, inside the levels, not overlapping: checked by the caller); levels
+    outside every segment are predicted 0. Returns VALUE_OVERFLOW where a value leaves
+    [lo, hi], else OK. Encoding: the residuals (levels - predictions, int32); decoding: the
+    levels (residuals + predictions)."""
     half = int64(1) << int64(GAIN_SHIFT - 1)
-    p0, g0 = 0, 0
-    for k in range(offsets.shape[0]):
-        at, length = offsets[k], lengths[k]
+    bad = False
+    done, p0, g0 = 0, 0, 0
+    for k in range(offsets.shape[0] + 1):
+        at = offsets[k] if k < offsets.shape[0] else src.shape[0]
+        for i in range(done, at):                    # no segment: predicted 0
+            v = int64(src[i])
+            bad |= (v < lo) | (v > hi)
+            out[i] = v
+        if k == offsets.shape[0]:
+            break
+        length = lengths[k]
         profile = profiles[p0:p0 + length]
         for r in range(rows[k]):
             u = gains[g0 + r]
-            row = out[at + r * length:at + (r + 1) * length]
+            row_src = src[at + r * length:at + (r + 1) * length]
+            row_out = out[at + r * length:at + (r + 1) * length]
             for j in range(length):
                 p = (u * profile[j] + half) >> int64(GAIN_SHIFT)
-                row[j] = min(max(p, -clip), clip)
+                v = int64(row_src[j]) + sign * min(max(p, -clip), clip)
+                bad |= (v < lo) | (v > hi)
+                row_out[j] = v
+        done = at + rows[k] * length
         p0 += length
         g0 += rows[k]
-
-
-@njit(cache=True, nogil=True)
-def residuals(levels, pred, out):
-    """levels - pred into ``out`` (int32)."""
-    for i in range(levels.shape[0]):
-        out[i] = int64(levels[i]) - int64(pred[i])
-
-
-@njit(cache=True, nogil=True)
-def add_predictions(resid, pred, lo, hi, out):
-    """out = resid + pred (the decoded levels); VALUE_OVERFLOW where a level leaves [lo, hi]."""
-    bad = False
-    for i in range(resid.shape[0]):
-        v = int64(resid[i]) + int64(pred[i])
-        bad |= (v < lo) | (v > hi)
-        out[i] = v
     return VALUE_OVERFLOW if bad else OK
 
 
 @njit(cache=True, nogil=True, fastmath=True)
-def row_energies(levels, at, rows, length, out):
-    """The energy (sum of squares, float64) of each of ``rows`` rows of ``length`` levels
-    from ``at`` into ``out``; returns their total. (fastmath here and in ``power_step``: the
-    fit's floating point need not be the same on every machine; only its integers are sent.)"""
+def row_energies(levels, at, rows, length, step, out):
+    """The energy (sum of squares, float64) of every ``step``-th of ``rows`` rows of ``length``
+    levels from ``at`` into ``out`` (one entry per row taken); returns their total. (fastmath
+    here and in ``power_step``: the fit's floating point need not be the same on every
+    machine; only its integers are sent.)"""
     total = 0.0
-    for r in range(rows):
+    for r in range(0, rows, step):
         row = levels[at + r * length:at + (r + 1) * length]
-        e = 0.0
+        e = float32(0.0)
         for j in range(length):
-            x = float(row[j])
+            x = float32(row[j])
             e += x * x
-        out[r] = e
+        out[r // step] = e
         total += e
     return total
 
 
 @njit(cache=True, nogil=True, fastmath=True)
-def power_step(levels, at, rows, length, v, u, v_next):
-    """One power iteration on the matrix of ``rows`` x ``length`` levels from ``at``, each row
-    read once: u = M v, v_next = M^T u (float64). Returns |u|^2."""
+def power_step(levels, at, rows, length, step, v, v_next):
+    """One power iteration on every ``step``-th row of the matrix of ``rows`` x ``length``
+    levels from ``at``, each row read once: u = M v, v_next = M^T u (float64). Returns
+    |u|^2."""
     v_next[:] = 0.0
     norm = 0.0
-    for r in range(rows):
+    for r in range(0, rows, step):
         row = levels[at + r * length:at + (r + 1) * length]
-        dot = 0.0
+        dot = float32(0.0)
         for j in range(length):
-            dot += float(row[j]) * v[j]
-        u[r] = dot
-        norm += dot * dot
+            dot += float32(row[j]) * v[j]
+        norm += float(dot) * float(dot)
         for j in range(length):
-            v_next[j] += dot * float(row[j])
+            v_next[j] += dot * float32(row[j])
     return norm
 
 
@@ -120,24 +118,25 @@ def row_gains(levels, at, rows, length, profile, out):
 
 
 @njit(cache=True, nogil=True)
-def fit_profile(levels, at, rows, length, iterations, profile):
+def fit_profile(levels, at, rows, length, iterations, step, profile):
     """A rank-one fit of the matrix of ``rows`` x ``length`` levels from ``at`` by
-    ``iterations`` power iterations from its row of most energy: fills ``profile`` (int64,
-    ``length`` values, the fit's row direction scaled to PROFILE_MAX) and returns (|M v|^2 /
-    |v|^2, the energy the fit keeps at least; the matrix's energy). The kept energy is 0 where
-    the matrix or its fit is zero (``profile`` then unset)."""
-    energies = np.empty(rows)
-    total = row_energies(levels, at, rows, length, energies)
+    ``iterations`` power iterations on every ``step``-th row, from the row of most energy
+    among them: fills ``profile`` (int64, ``length`` values, the fit's row direction scaled to
+    PROFILE_MAX) and returns (|M v|^2 / |v|^2, the energy the fit keeps at least; the
+    energy), both of the rows taken. The kept energy is 0 where they or their fit are zero
+    (``profile`` then unset)."""
+    energies = np.empty(-(-rows // step))
+    total = row_energies(levels, at, rows, length, step, energies)
     if total == 0.0:
         return 0.0, total
-    first = at + int64(np.argmax(energies)) * length
-    v = np.empty(length)
+    first = at + int64(np.argmax(energies)) * step * length
+    v = np.empty(length, dtype=np.float32)
     for j in range(length):
-        v[j] = float(levels[first + j])
-    u, v_next = np.empty(rows), np.empty(length)
+        v[j] = float32(levels[first + j])
+    v_next = np.empty(length, dtype=np.float32)
     along = 0.0
     for _ in range(iterations):
-        along = power_step(levels, at, rows, length, v, u, v_next) / np.dot(v, v)
+        along = power_step(levels, at, rows, length, step, v, v_next) / float(np.dot(v, v))
         norm = np.abs(v_next).max()
         if norm == 0.0:
             return 0.0, total

@@ -27,7 +27,7 @@ from horovod_huffman.kernels.bits import WORD_BITS
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, payload_bits
 from horovod_huffman.kernels.maxima import (ANS_MAX_BLOCK_BITS, ANS_MAX_CLASSES, ANS_MAX_WINDOW,
                                             ANS_PROB_BITS, ANS_PROB_SCALE)
-from horovod_huffman.kernels.rows import PREDICTION_MAX, add_predictions, residuals
+from horovod_huffman.kernels.rows import PREDICTION_MAX
 from horovod_huffman.kernels.stats import level_range
 from horovod_huffman.kernels.symbols import level_histogram
 
@@ -64,9 +64,10 @@ SAMPLED_LEVELS = 1 << 18
 # blocks 2**LARGER_BLOCK_BITS times larger are tried too (low-entropy levels: s = 1, TernGrad).
 CLASS_ID_SHARE = 32
 LARGER_BLOCK_BITS = 2
-# Where the row model's and the level plan's estimates lie within CLOSE of each other, both
-# are counted over every block.
-CLOSE = 1.03
+# The row model is coded where its estimated stream is at least MODEL_GAIN times smaller than
+# the level plan's: a smaller gain pays for neither its fit nor its decode, and the estimates
+# (from sampled blocks) are off by up to a few percent.
+MODEL_GAIN = 1.03
 
 
 def _padded(bits):
@@ -182,12 +183,9 @@ class Ans(Chunked):
         if layout is None:
             return plan, cost
         rows = self._rows_plan(levels, layout)
-        if rows is None or rows[1] >= CLOSE * cost:
+        if rows is None or rows[1] * MODEL_GAIN > cost:
             return plan, cost
-        if rows[1] > cost / CLOSE:              # both estimates sample blocks: count them
-            cost = self.counted_bytes(levels, plan)
-            rows = (rows[0], self.counted_bytes(levels, rows[0]))
-        return rows if rows[1] < cost else (plan, cost)
+        return rows
 
     def _level_plan(self, levels):
         """(plan, estimated bytes) coding the levels themselves."""
@@ -269,7 +267,7 @@ class Ans(Chunked):
         if model is None:
             return None
         resid = np.empty(levels.size, dtype=np.int32)
-        residuals(levels, model.predictions(levels.size), resid)
+        model.add_to(levels, -1, *dtype_range(resid.dtype), resid)    # (always within int32)
         code, cost = self._level_plan(resid)
         return RowsPlan(code, model, resid), cost + _model_bytes(model)
 
@@ -474,8 +472,7 @@ class Ans(Chunked):
         cls._decode_levels(reader, mode, host_words, payload_bits_, resid, None)
         lo, hi = dtype_range(out.dtype)
         host_out = out if stream is None else np.empty(out.size, dtype=out.dtype)
-        check_status(add_predictions(resid, model.predictions(out.size), lo, hi, host_out),
-                     cls.name)
+        check_status(model.add_to(resid, 1, lo, hi, host_out), cls.name)
         if stream is not None:
             out.copy_to_device(host_out, stream=stream)
 

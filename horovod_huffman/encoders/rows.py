@@ -14,8 +14,8 @@ from collections import namedtuple
 
 import numpy as np
 
-from horovod_huffman.kernels.rows import (GAIN_MAX, PREDICTION_MAX, PROFILE_MAX, fit_profile,
-                                          predict, row_gains)
+from horovod_huffman.kernels.rows import (GAIN_MAX, PREDICTION_MAX, PROFILE_MAX,
+                                          add_predictions, fit_profile, row_gains)
 
 from ..errors import DecodeError
 
@@ -30,6 +30,10 @@ MIN_KEPT = 0.3
 # Power iterations of the rank-one fit (from the row of most energy; 3 came within 0.14% of
 # 4 and 6 on the benchmark traces, 2 lost 7% where the gate then turned the model off).
 ITERATIONS = 3
+# The fit's power iterations run on at most about FIT_ROWS rows of a matrix (every k-th): the
+# direction they find is the whole matrix's where one dominates, and only then is a model
+# kept; the gains are every row's own.
+FIT_ROWS = 256
 
 
 class RowModel(namedtuple("RowModel", "offsets rows lengths profiles gains clip")):
@@ -38,12 +42,12 @@ class RowModel(namedtuple("RowModel", "offsets rows lengths profiles gains clip"
     note 2)."""
     __slots__ = ()
 
-    def predictions(self, n):
-        """The prediction of each of ``n`` levels (int32)."""
-        out = np.empty(n, dtype=np.int32)
-        predict(n, self.offsets, self.rows, self.lengths, self.profiles, self.gains, self.clip,
-                out)
-        return out
+    def add_to(self, src, sign, lo, hi, out):
+        """out = src + sign * the model's prediction of every level (``sign`` +1 or -1:
+        kernels/rows.py ``add_predictions``); VALUE_OVERFLOW where a value leaves [lo, hi],
+        else OK."""
+        return add_predictions(src, sign, self.offsets, self.rows, self.lengths, self.profiles,
+                               self.gains, self.clip, lo, hi, out)
 
     def write(self, writer):
         """Append the model's parameters to a ParamWriter."""
@@ -151,7 +155,10 @@ def _fit_matrix(levels, at, n_rows, length):
     ``n_rows`` x ``length`` matrix of ``levels`` from ``at``, or None where the fit leaves more
     than FIT_SHARE of the matrix's energy; the matrix's energy)."""
     profile = np.empty(length, dtype=np.int64)
-    along, total = fit_profile(levels, at, n_rows, length, ITERATIONS, profile)
+    step = max(1, n_rows // FIT_ROWS)
+    along, total = fit_profile(levels, at, n_rows, length, ITERATIONS, step, profile)
+    taken = -(-n_rows // step)
+    along, total = along * n_rows / taken, total * n_rows / taken     # the whole matrix's
     if along == 0.0 or along < (1.0 - FIT_SHARE) * total:
         return None, total
     gains = np.empty(n_rows, dtype=np.int64)
