@@ -145,3 +145,30 @@ def fit_profile(levels, at, rows, length, iterations, step, profile):
     for j in range(length):
         profile[j] = int64(np.rint(v[j] * PROFILE_MAX))
     return along, total
+
+
+@njit(cache=True, nogil=True)
+def fit_matrices(levels, offsets, rows, lengths, iterations, fit_rows, fit_share, profiles,
+                 gains, kept, energies):
+    """``fit_profile`` on every matrix k (``rows[k]`` x ``lengths[k]`` levels from
+    ``offsets[k]``), on every (rows[k] // fit_rows)-th row: energies[k] the matrix's energy
+    and kept[k] the energy its fit keeps, both estimated from the rows taken; where the fit
+    keeps at least (1 - fit_share) of it, the matrix's profile and every row's gain
+    (``row_gains``) go to its stretch of ``profiles`` and ``gains`` (the matrices' lengths and
+    rows one after another), else kept[k] is 0 and its stretches are unset."""
+    p0, g0 = 0, 0
+    for k in range(offsets.shape[0]):
+        n_rows, length = rows[k], lengths[k]
+        step = max(1, n_rows // fit_rows)
+        profile = profiles[p0:p0 + length]
+        along, total = fit_profile(levels, offsets[k], n_rows, length, iterations, step,
+                                   profile)
+        scale = n_rows / -(-n_rows // step)              # the rows taken -> the matrix
+        energies[k] = total * scale
+        kept[k] = along * scale
+        if kept[k] == 0.0 or kept[k] < (1.0 - fit_share) * energies[k]:
+            kept[k] = 0.0
+        else:
+            row_gains(levels, offsets[k], n_rows, length, profile, gains[g0:g0 + n_rows])
+        p0 += length
+        g0 += n_rows

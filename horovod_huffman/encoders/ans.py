@@ -266,8 +266,11 @@ class Ans(Chunked):
         model = fit(levels, layout)
         if model is None:
             return None
-        resid = np.empty(levels.size, dtype=np.int32)
-        model.add_to(levels, -1, *dtype_range(resid.dtype), resid)    # (always within int32)
+        # Residuals of levels of n bits lie within n + 1 bits: int16 where they fit (half the
+        # memory the planning and coding passes read; no escapes either way: their window,
+        # at most 4 * 127 + 1 wide, stays below ANS_MAX_WINDOW), else int32.
+        resid = np.empty(levels.size, dtype=np.int16 if levels.dtype.itemsize == 1 else np.int32)
+        model.add_to(levels, -1, *dtype_range(resid.dtype), resid)
         code, cost = self._level_plan(resid)
         return RowsPlan(code, model, resid), cost + _model_bytes(model)
 

@@ -15,7 +15,7 @@ from collections import namedtuple
 import numpy as np
 
 from horovod_huffman.kernels.rows import (GAIN_MAX, PREDICTION_MAX, PROFILE_MAX,
-                                          add_predictions, fit_profile, row_gains)
+                                          add_predictions, fit_matrices)
 
 from ..errors import DecodeError
 
@@ -126,44 +126,26 @@ def fit(levels, layout):
     """The RowModel of 1-D ``levels`` for ``layout`` (``check_layout``), or None where no
     matrix is modelled or the fits keep less than MIN_KEPT of the matrices' energy: each
     matrix's rank-one fit by power iteration, then its profile scaled to PROFILE_MAX and each
-    row's gain its least-squares factor on the integer profile."""
-    offsets, rows, lengths, profiles, gains = [], [], [], [], []
-    at, energy, kept = 0, 0.0, 0.0
-    for n_rows, length in check_layout(layout, levels.size):
-        n_rows, length = int(n_rows), int(length)
-        if n_rows >= MIN_ROWS and length >= MIN_LENGTH:
-            fitted, total = _fit_matrix(levels, at, n_rows, length)
-            energy += total
-            if fitted is not None:
-                kept += fitted[2]
-                offsets.append(at)
-                rows.append(n_rows)
-                lengths.append(length)
-                profiles.append(fitted[0])
-                gains.append(fitted[1])
-        at += n_rows * length
-    if not offsets or kept < MIN_KEPT * energy:
+    row's gain its least-squares factor on the integer profile (kernels/rows.py
+    ``fit_matrices``)."""
+    pairs = check_layout(layout, levels.size)
+    rows, lengths = pairs[:, 0], pairs[:, 1]
+    offsets = np.cumsum(rows * lengths) - rows * lengths
+    eligible = (rows >= MIN_ROWS) & (lengths >= MIN_LENGTH)
+    offsets, rows, lengths = offsets[eligible], rows[eligible], lengths[eligible]
+    if not offsets.size:
+        return None
+    profiles = np.empty(int(lengths.sum()), dtype=np.int64)
+    gains = np.empty(int(rows.sum()), dtype=np.int64)
+    kept, energies = np.empty(offsets.size), np.empty(offsets.size)
+    fit_matrices(levels, offsets, rows, lengths, ITERATIONS, FIT_ROWS, FIT_SHARE, profiles,
+                 gains, kept, energies)
+    fitted = kept > 0.0
+    if not fitted.any() or kept.sum() < MIN_KEPT * energies.sum():
         return None
     clip = min(max(abs(int(levels.min())), abs(int(levels.max()))), PREDICTION_MAX)
-    return RowModel(np.array(offsets, dtype=np.int64), np.array(rows, dtype=np.int64),
-                    np.array(lengths, dtype=np.int64), np.concatenate(profiles),
-                    np.concatenate(gains), clip)
-
-
-def _fit_matrix(levels, at, n_rows, length):
-    """((integer profile, integer gains, the energy the fit keeps) of a rank-one fit of the
-    ``n_rows`` x ``length`` matrix of ``levels`` from ``at``, or None where the fit leaves more
-    than FIT_SHARE of the matrix's energy; the matrix's energy)."""
-    profile = np.empty(length, dtype=np.int64)
-    step = max(1, n_rows // FIT_ROWS)
-    along, total = fit_profile(levels, at, n_rows, length, ITERATIONS, step, profile)
-    taken = -(-n_rows // step)
-    along, total = along * n_rows / taken, total * n_rows / taken     # the whole matrix's
-    if along == 0.0 or along < (1.0 - FIT_SHARE) * total:
-        return None, total
-    gains = np.empty(n_rows, dtype=np.int64)
-    row_gains(levels, at, n_rows, length, profile, gains)
-    return (profile, gains, along), total
+    return RowModel(offsets[fitted], rows[fitted], lengths[fitted],
+                    profiles[np.repeat(fitted, lengths)], gains[np.repeat(fitted, rows)], clip)
 
 
 def _zigzag(values):
