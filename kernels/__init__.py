@@ -16,4 +16,58 @@ Quantizers: quantize (QSGD, TernGrad, dequantization), squares (the QSGD bucket 
 sum).
 GPU: cuda_bits, cuda_decode, cuda_tokens, cuda_ans, cuda_rla, cuda_quantize, cuda_feedback (the
 same formats and results on the device).
+
+The kernels inline one another's functions across files, and Numba's cache index checks only the
+file that holds each function: a kernel cached before a function it inlines from another file
+changed would run the old code. So at import a hash of every kernel source is compared with the
+one stamped in the cache directory, and a cache compiled from other sources is dropped.
 """
+import glob
+import hashlib
+import os
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_STAMP = "horovod_huffman.kernels.sources"
+
+
+def _cache_directory():
+    """Where Numba caches this package's kernels: under NUMBA_CACHE_DIR where it is set,
+    else beside them (numba.core.caching's locators)."""
+    from numba.core import config
+    from numba.core.caching import UserProvidedCacheLocator
+    if config.CACHE_DIR:
+        return os.path.join(config.CACHE_DIR, UserProvidedCacheLocator.get_suitable_cache_subpath(
+            os.path.join(_HERE, "__init__.py")))
+    return os.path.join(_HERE, "__pycache__")
+
+
+def _drop_stale_cache():
+    """Remove the cached kernels if they were compiled from other kernel sources than these,
+    and stamp the directory with these sources' hash. Concurrent importers at worst remove
+    what another just compiled, which then compiles again."""
+    digest = hashlib.sha256()
+    for path in sorted(glob.glob(os.path.join(_HERE, "*.py"))):
+        with open(path, "rb") as f:
+            digest.update(os.path.basename(path).encode() + b"\0" + f.read())
+    directory = _cache_directory()
+    stamp = os.path.join(directory, _STAMP)
+    try:
+        with open(stamp) as f:
+            if f.read() == digest.hexdigest():
+                return
+    except OSError:
+        pass
+    try:
+        for path in glob.glob(os.path.join(directory, "*.nb[ic]")):
+            try:
+                os.remove(path)
+            except FileNotFoundError:                 # another importer removed it
+                pass
+        os.makedirs(directory, exist_ok=True)
+        with open(stamp, "w") as f:
+            f.write(digest.hexdigest())
+    except OSError:                                   # a cache Numba cannot write either
+        pass
+
+
+_drop_stale_cache()

@@ -38,9 +38,9 @@ from numba import njit, int64, uint64
 from .bits import flush_bits, peek64, put_bits
 from .errors import (OK, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, BAD_STATE, ESCAPE_MISMATCH,
                      VALUE_OVERFLOW)
-from .maxima import (ANS_BIAS_SHIFT, ANS_COMPLEMENT_SHIFT, ANS_ESCAPE, ANS_FREQ_MASK,
-                     ANS_LEVEL_SHIFT, ANS_OFFSET_MASK, ANS_OFFSET_SHIFT, ANS_PROB_BITS,
-                     ANS_PROB_SCALE, ANS_RECIPROCAL_BITS, ANS_RECIPROCAL_MASK)
+from .maxima import (ANS_BIAS_SHIFT, ANS_BOUND_MASK, ANS_COMPLEMENT_SHIFT, ANS_ESCAPE,
+                     ANS_FREQ_MASK, ANS_LEVEL_SHIFT, ANS_OFFSET_MASK, ANS_OFFSET_SHIFT,
+                     ANS_PROB_BITS, ANS_PROB_SCALE, ANS_RECIPROCAL_BITS, ANS_RECIPROCAL_MASK)
 
 # The states' range [STATE_LOW, 2**STATE_BITS) (note 2) and the unit that renormalizes.
 STATE_LOW = 1 << 15
@@ -142,7 +142,8 @@ def encode_tables(freqs):
             rcp = ((1 << (shift + ANS_RECIPROCAL_BITS - 1)) + f - 1) // f
             shift -= 1
         entries[s] = (uint64(bias) << uint64(ANS_BIAS_SHIFT)) | \
-            (uint64(ANS_PROB_SCALE - f) << uint64(ANS_COMPLEMENT_SHIFT)) | uint64(f)
+            (uint64(ANS_PROB_SCALE - f) << uint64(ANS_COMPLEMENT_SHIFT)) | \
+            (uint64(f) << uint64(RENORM_SHIFT))
         rcps[s] = uint64(rcp) | (uint64(shift) << uint64(ANS_RECIPROCAL_BITS))
     return entries, rcps
 
@@ -173,8 +174,7 @@ def put_symbol(x, k, entries, rcps, units, u):
     flattened (row c of C symbols from entry c * C, k = c * C + symbol: no multiplication per
     symbol for a 2-D index)."""
     e = entries[k]
-    f = e & uint64(ANS_FREQ_MASK)
-    renorm = x >= f << uint64(RENORM_SHIFT)
+    renorm = x >= e & uint64(ANS_BOUND_MASK)
     units[u - uint64(1)] = x & uint64(UNIT_MASK)        # kept only when renormalizing
     u -= uint64(1) if renorm else uint64(0)
     x = x >> uint64(UNIT_BITS) if renorm else x
@@ -197,21 +197,26 @@ def close_states(x0, x1, x2, x3, units, u):
 
 
 @njit(cache=True, inline="always")
-def _symbol(level, base, window):
-    """The symbol of a level: its index in the window, else the escape (``window``)."""
+def _symbol(level, base, window, escapes):
+    """The symbol of a level: its index in the window, else the escape (``window``).
+    ``escapes`` False: every level lies in the window (a literal, so the compare is
+    compiled out)."""
     v = uint64(int64(level) - base)
-    return v if v < window else window
+    if escapes:
+        return v if v < window else window
+    return v
 
 
 @njit(cache=True, nogil=True)
 def encode_chunk(levels, start, stop, base, window, entries, rcps, row, classes, block_bits,
-                 units):
+                 escapes, units):
     """Code levels[start:stop] backwards into ``units`` (uint16, at least stop - start +
     HEADER_UNITS + 1 long), element i with the table of class classes[i >> block_bits] (rows of
-    ``row`` entries of the flattened ``entries`` and ``rcps``: ``put_symbol``); returns the
-    first unit of the chunk's stream, which runs to the end of ``units``: the four final
-    states (high unit first), then the renormalization units in the order the decoder reads
-    them. A group of four never spans two blocks (note 6)."""
+    ``row`` entries of the flattened ``entries`` and ``rcps``: ``put_symbol``), its symbol
+    ``_symbol``'s (``escapes``: a literal); returns the first unit of the chunk's stream, which
+    runs to the end of ``units``: the four final states (high unit first), then the
+    renormalization units in the order the decoder reads them. A group of four never spans
+    two blocks (note 6)."""
     base, window, row = int64(base), uint64(window), uint64(row)
     shift = uint64(block_bits)
     u = uint64(units.shape[0])
@@ -221,7 +226,8 @@ def encode_chunk(levels, start, stop, base, window, entries, rcps, row, classes,
     # measured 8% slower coding here: its states pass through a returned tuple.)
     while (i - start) % STATES != 0:
         i -= 1
-        k = uint64(classes[uint64(i) >> shift]) * row + _symbol(levels[i], base, window)
+        k = uint64(classes[uint64(i) >> shift]) * row + _symbol(levels[i], base, window,
+                                                                escapes)
         lane = (i - start) % STATES
         if lane == 0:
             x0, u = put_symbol(x0, k, entries, rcps, units, u)
@@ -232,19 +238,25 @@ def encode_chunk(levels, start, stop, base, window, entries, rcps, row, classes,
     while i > start:
         i -= STATES
         t = uint64(classes[uint64(i) >> shift]) * row
-        x3, u = put_symbol(x3, t + _symbol(levels[i + 3], base, window), entries, rcps, units, u)
-        x2, u = put_symbol(x2, t + _symbol(levels[i + 2], base, window), entries, rcps, units, u)
-        x1, u = put_symbol(x1, t + _symbol(levels[i + 1], base, window), entries, rcps, units, u)
-        x0, u = put_symbol(x0, t + _symbol(levels[i], base, window), entries, rcps, units, u)
+        s3 = _symbol(levels[i + 3], base, window, escapes)
+        s2 = _symbol(levels[i + 2], base, window, escapes)
+        s1 = _symbol(levels[i + 1], base, window, escapes)
+        s0 = _symbol(levels[i], base, window, escapes)
+        x3, u = put_symbol(x3, t + s3, entries, rcps, units, u)
+        x2, u = put_symbol(x2, t + s2, entries, rcps, units, u)
+        x1, u = put_symbol(x1, t + s1, entries, rcps, units, u)
+        x0, u = put_symbol(x0, t + s0, entries, rcps, units, u)
     return close_states(x0, x1, x2, x3, units, u)
 
 
 @njit(cache=True, nogil=True)
-def encode_chunks(levels, base, window, entries, rcps, classes, block_bits, chunk, out32,
-                  chunk_bits):
+def encode_chunks(levels, base, window, entries, rcps, classes, block_bits, chunk, escapes,
+                  out32, chunk_bits):
     """Code every chunk of ``levels`` into ``out32`` (uint32 words, chunks on word bounds)
-    with the tables (rows: classes) of ``entries`` and ``rcps``; fills ``chunk_bits`` (bits of
-    each chunk's stream, odd units padded) and returns the words written."""
+    with the tables (rows: classes) of ``entries`` and ``rcps``; ``escapes``: whether a level
+    may lie outside the window (the chunk encoder is compiled for each: without escapes a
+    level's symbol is its index, no compare). Fills ``chunk_bits`` (bits of each chunk's
+    stream, odd units padded) and returns the words written."""
     n = levels.shape[0]
     units = np.empty(min(n, chunk) + HEADER_UNITS + 1, dtype=np.uint16)
     flat_entries, flat_rcps = entries.reshape(entries.size), rcps.reshape(rcps.size)
@@ -252,8 +264,12 @@ def encode_chunks(levels, base, window, entries, rcps, classes, block_bits, chun
     for c in range(chunk_bits.shape[0]):
         start = c * chunk
         stop = min(n, start + chunk)
-        first = encode_chunk(levels, start, stop, base, window, flat_entries, flat_rcps,
-                             entries.shape[1], classes, block_bits, units)
+        if escapes:                              # (literal arguments: two compiled chunk coders)
+            first = encode_chunk(levels, start, stop, base, window, flat_entries, flat_rcps,
+                                 entries.shape[1], classes, block_bits, True, units)
+        else:
+            first = encode_chunk(levels, start, stop, base, window, flat_entries, flat_rcps,
+                                 entries.shape[1], classes, block_bits, False, units)
         chunk_bits[c], w = store_units(units, first, out32, w)
     return w
 

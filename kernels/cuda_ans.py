@@ -16,11 +16,11 @@ READ ME FIRST
 from numba import config, cuda, int64, uint32, uint64
 
 from .ans import (HEADER_UNITS, STATE_BITS, STATE_LOW, STATES, UNIT_BITS, UNIT_BITS_LOG2,
-                  UNIT_MASK, UNITS_PER_WORD_LOG2, RENORM_SHIFT)
+                  UNIT_MASK, UNITS_PER_WORD_LOG2)
 from .errors import OK, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, BAD_STATE, ESCAPE_MISMATCH
-from .maxima import (ANS_BIAS_SHIFT, ANS_COMPLEMENT_SHIFT, ANS_ESCAPE, ANS_FREQ_MASK,
-                     ANS_LEVEL_SHIFT, ANS_OFFSET_MASK, ANS_OFFSET_SHIFT, ANS_PROB_BITS,
-                     ANS_PROB_SCALE, ANS_RECIPROCAL_BITS, ANS_RECIPROCAL_MASK)
+from .maxima import (ANS_BIAS_SHIFT, ANS_BOUND_MASK, ANS_COMPLEMENT_SHIFT, ANS_ESCAPE,
+                     ANS_FREQ_MASK, ANS_LEVEL_SHIFT, ANS_OFFSET_MASK, ANS_OFFSET_SHIFT,
+                     ANS_PROB_BITS, ANS_PROB_SCALE, ANS_RECIPROCAL_BITS, ANS_RECIPROCAL_MASK)
 
 # Chunks (threads) per block: each thread runs one long serial chain. The simulator gets one:
 # it swaps a module's ``cuda`` for its fake one around every call of a device function from
@@ -34,7 +34,7 @@ def put_symbol(x, s, entries, rcps, t, scratch, u):
     """Code symbol s of class t's table on state x, writing a unit below ``u`` first when x
     must renormalize; returns (x, u)."""
     e = entries[t, s]
-    if x >= (e & uint64(ANS_FREQ_MASK)) << uint64(RENORM_SHIFT):
+    if x >= e & uint64(ANS_BOUND_MASK):
         u -= 1
         scratch[u] = uint32(x & uint64(UNIT_MASK))
         x >>= uint64(UNIT_BITS)

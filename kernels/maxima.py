@@ -106,11 +106,13 @@ ANS_OFFSET_SHIFT = 13
 ANS_OFFSET_MASK = 0xFFF
 ANS_ESCAPE = 1 << 25
 ANS_LEVEL_SHIFT = 32
-# An ANS encode entry (ans.encode_tables, uint64): what coding a symbol adds to a state x
-# (x + bias + q * complement, q = x // frequency; ``rcp`` gives q):
-#     bias << ANS_BIAS_SHIFT | complement << ANS_COMPLEMENT_SHIFT | frequency
-ANS_COMPLEMENT_SHIFT = 16
-ANS_BIAS_SHIFT = 32
+# An ANS encode entry (ans.encode_tables, uint64): what coding a symbol of frequency f adds to a
+# state x (x + bias + q * complement, q = x // f; ``rcp`` gives q), and the bound f << (31 -
+# ANS_PROB_BITS) from which x renormalizes first (ans.py, note 2):
+#     bias << ANS_BIAS_SHIFT | complement << ANS_COMPLEMENT_SHIFT | bound
+ANS_BOUND_MASK = 0xFFFFFFFF
+ANS_COMPLEMENT_SHIFT = 32
+ANS_BIAS_SHIFT = 45
 # The encoder's reciprocal of a frequency f (kernels/ans.py encode_tables), one uint64:
 #     shift << ANS_RECIPROCAL_BITS | rcp,   x // f == ((x * rcp) >> ANS_RECIPROCAL_BITS) >> shift
 # for every state x < 2**31: a 32-bit rcp, so x * rcp stays below 2**63.
@@ -158,8 +160,9 @@ assert ANS_OFFSET_SHIFT == ANS_FREQ_MASK.bit_length() and \
     ANS_ESCAPE >= 1 << (ANS_OFFSET_SHIFT + ANS_OFFSET_MASK.bit_length())
 assert ANS_LEVEL_SHIFT > ANS_ESCAPE.bit_length() - 1 and ANS_LEVEL_SHIFT + 32 <= 64
 assert ANS_ESCAPE < ANS_TOKEN_ANCHOR < 1 << ANS_LEVEL_SHIFT, "the anchor flag is a free bit"
-assert ANS_COMPLEMENT_SHIFT >= ANS_FREQ_MASK.bit_length() and \
-    ANS_BIAS_SHIFT >= ANS_COMPLEMENT_SHIFT + ANS_FREQ_MASK.bit_length()
+assert ANS_COMPLEMENT_SHIFT >= ANS_BOUND_MASK.bit_length() >= 32 and \
+    ANS_BIAS_SHIFT >= ANS_COMPLEMENT_SHIFT + ANS_FREQ_MASK.bit_length() and \
+    ANS_BIAS_SHIFT + (2 * ANS_PROB_SCALE).bit_length() <= 64, "an encode entry's fields fit"
 assert 2 * ANS_PROB_SCALE < 1 << 32, "a bias (< 2 * scale) must fit its field"
 assert ANS_RECIPROCAL_BITS + ANS_PROB_BITS.bit_length() <= 64 and \
     (1 << 31) * ANS_RECIPROCAL_MASK < 1 << 63, "a reciprocal's shift and x * rcp must fit"

@@ -6,8 +6,8 @@ import pytest
 import horovod_huffman as hh
 from horovod_huffman import wire
 from horovod_huffman.kernels.ans import STATE_BITS, cumulative, encode_tables, normalize
-from horovod_huffman.kernels.maxima import (ANS_BIAS_SHIFT, ANS_COMPLEMENT_SHIFT, ANS_FREQ_MASK,
-                                            ANS_PROB_SCALE)
+from horovod_huffman.kernels.maxima import (ANS_BIAS_SHIFT, ANS_BOUND_MASK, ANS_COMPLEMENT_SHIFT,
+                                            ANS_FREQ_MASK, ANS_PROB_BITS, ANS_PROB_SCALE)
 from test_hostile_input import forged_parameters   # beside this file
 
 
@@ -15,20 +15,25 @@ def test_coding_step_is_exact_below_2_to_31():
     """The encoder's C(s, x) = (x // f) * M + x % f + c_s takes x // f as a multiply and two
     shifts, with a bias: exact for every frequency 1..M and every state the coder can hold
     (the range's edges, the edges of multiples of f, random states)."""
-    freqs = np.arange(1, ANS_PROB_SCALE + 1, dtype=np.int64)
-    entries, rcps = encode_tables(freqs)
-    cum = cumulative(freqs).tolist()
     rng = np.random.default_rng(0)
     top = (1 << STATE_BITS) - 1
-    for s, f in enumerate(freqs.tolist()):
-        e, r = int(entries[s]), int(rcps[s])
-        bias, complement = e >> ANS_BIAS_SHIFT, (e >> ANS_COMPLEMENT_SHIFT) & ANS_FREQ_MASK
-        xs = {1, top, top - 1, f, f - 1, f + 1, top // f * f, top // f * f - 1}
-        xs.update(int(x) for x in rng.integers(1, top, 16))
-        for x in xs - {0}:
-            q = ((x * (r & 0xFFFFFFFF)) >> 32) >> (r >> 32)
-            assert x + bias + q * complement == (x // f) * ANS_PROB_SCALE + x % f + cum[s], \
-                (f, x)
+    for g in range(1, ANS_PROB_SCALE + 1):
+        # every frequency g at slot 0, and at the top of the scale (the largest bias)
+        rest = ANS_PROB_SCALE - g
+        freqs = np.array([g, rest - g, g] if rest > g else [rest, g] if rest else [g],
+                         dtype=np.int64)
+        entries, rcps = encode_tables(freqs)
+        cum = cumulative(freqs).tolist()
+        for s in {0, freqs.size - 1} - {s for s in range(freqs.size) if freqs[s] == 0}:
+            f, e, r = int(freqs[s]), int(entries[s]), int(rcps[s])
+            bias, complement = e >> ANS_BIAS_SHIFT, (e >> ANS_COMPLEMENT_SHIFT) & ANS_FREQ_MASK
+            assert e & ANS_BOUND_MASK == f << (STATE_BITS - ANS_PROB_BITS)
+            xs = {1, top, top - 1, f, f - 1, f + 1, top // f * f, top // f * f - 1}
+            xs.update(int(x) for x in rng.integers(1, top, 4))
+            for x in xs - {0}:
+                q = ((x * (r & 0xFFFFFFFF)) >> 32) >> (r >> 32)
+                assert x + bias + q * complement == \
+                    (x // f) * ANS_PROB_SCALE + x % f + cum[s], (f, x)
 
 
 @pytest.mark.parametrize("counts", [[5, 0, 1], [1] * 4096, [10**9, 1, 1, 0, 3],

@@ -25,3 +25,30 @@ def test_processes_sharing_a_cache_take_turns_and_the_later_one_only_loads(tmp_p
     assert waited > 0.5 * first, times
     assert later < 0.5 * first, times
     assert any(name.endswith(".nbc") for _, _, files in os.walk(tmp_path) for name in files)
+
+
+def test_a_cache_compiled_from_other_kernel_sources_is_dropped(tmp_path):
+    """Kernels inline one another's functions across files, and Numba's cache index checks
+    only a function's own file: at import, a cache stamped with another hash of the kernel
+    sources is removed and stamped anew; one stamped with this hash is kept."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), PYTHONPATH=ROOT)
+
+    def import_kernels():
+        code = "import horovod_huffman.kernels as k; print(k._cache_directory())"
+        return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                              text=True, check=True).stdout.strip()
+
+    directory = import_kernels()
+    stamp = os.path.join(directory, "horovod_huffman.kernels.sources")
+    with open(stamp) as f:
+        current = f.read()
+    cached = os.path.join(directory, "kernel.nbi")
+    open(cached, "w").close()
+    import_kernels()
+    assert os.path.exists(cached)
+    with open(stamp, "w") as f:
+        f.write("other sources")
+    import_kernels()
+    assert not os.path.exists(cached)
+    with open(stamp) as f:
+        assert f.read() == current

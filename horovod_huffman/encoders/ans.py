@@ -372,7 +372,8 @@ class Ans(Chunked):
                           UNIT_BITS * levels.size + vbits * escapes.size + WORD_BITS)
         entries, rcps = coder_tables(freqs)
         n_words = encode_chunks(levels, base, window, entries, rcps, plan.classes,
-                                plan.block_bits, self.chunk_levels, out32, chunk_bits)
+                                plan.block_bits, self.chunk_levels, plan.escapes(), out32,
+                                chunk_bits)
         bits = payload_bits(chunk_bits)
         if escapes.size:
             n_words = write_escapes(escapes, vbits, out32, n_words)
