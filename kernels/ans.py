@@ -54,6 +54,8 @@ UNIT_BITS_LOG2 = 4
 # Interleaved states per chunk (note 3), and the units that open a chunk: their final values.
 STATES = 4
 HEADER_UNITS = STATES * 2
+# Fibonacci hashing's multiplier (2**64 / golden ratio): ``sampled_block``'s offsets.
+SAMPLE_HASH = 0x9E3779B97F4A7C15
 # A state at or above frequency << RENORM_SHIFT would leave the range once coded (note 2).
 RENORM_SHIFT = STATE_BITS - ANS_PROB_BITS
 
@@ -487,17 +489,30 @@ def block_maxima(levels, block_bits, maxima):
         maxima[b] = max(int64(block.max()), -int64(block.min()))
 
 
+@njit(cache=True, inline="always")
+def sampled_block(w, stride):
+    """The block a plan counts among blocks w * stride .. (w + 1) * stride - 1: at an offset
+    hashed from w (Fibonacci hashing), so that a tensor repeating with a period of a multiple
+    of ``stride`` blocks (layers of one shape, one after another) is not sampled at one phase.
+    The device computes the same (cuda_ans.class_histograms)."""
+    return int64(w) * stride + int64(((uint64(w) * uint64(SAMPLE_HASH)) >> uint64(40)) %
+                                     uint64(stride))
+
+
 @njit(cache=True, nogil=True)
 def class_counts(levels, base, block_bits, stride, maxima, counts):
-    """For every ``stride``-th block of 2**block_bits levels (0, stride, ...) its symbol counts
-    added to the row of its largest |level|: counts[maxima[b], level - base] (``maxima`` from
-    ``block_maxima``; rows: at least the largest |level| + 1; every level must lie in the
-    window). Four lanes of counts break the chains of increments of one counter (most levels
-    are one symbol)."""
+    """For one block of 2**block_bits levels in every ``stride`` (``sampled_block``) its symbol
+    counts added to the row of its largest |level|: counts[maxima[b], level - base]
+    (``maxima`` from ``block_maxima``; rows: at least the largest |level| + 1; every level must
+    lie in the window). Four lanes of counts break the chains of increments of one counter
+    (most levels are one symbol)."""
     n = levels.shape[0]
     size = 1 << block_bits
     lanes = np.zeros((STATES, counts.shape[0], counts.shape[1]), dtype=np.int64)
-    for b in range(0, maxima.shape[0], stride):
+    for w in range(-(-maxima.shape[0] // stride)):
+        b = sampled_block(w, stride)
+        if b >= maxima.shape[0]:
+            break
         m = maxima[b]
         i, stop = b * size, min(n, (b + 1) * size)
         while i + STATES <= stop:
