@@ -48,7 +48,8 @@ MODE_ROWS = 3
 ROWS_MAX_LEVEL = 1 << 30
 # Without contexts: one class, one block of 2**NO_BLOCKS levels (more than any stream holds).
 NO_BLOCKS = 63
-# Class counts a plan with contexts tries (it keeps the cheapest, one class included).
+# Class counts a plan with contexts tries, in order, until one costs more than the one before
+# (it keeps the cheapest, one class included).
 CLASS_CHOICES = (2, 4, 8)
 # Parameter bytes of a frequency table per coded symbol (two varints: gap, frequency - 1).
 TABLE_BYTES_PER_SYMBOL = 2
@@ -296,16 +297,18 @@ class Ans(Chunked):
             if used.size < k:
                 break
             of_used = _quantile_classes(weights[used], k)
-            merged = np.add.reduceat(counts[used], _firsts(of_used), axis=0)
+            firsts = _firsts(of_used)
+            merged = np.add.reduceat(counts[used], firsts, axis=0)
             if _stride(n) > 1:
-                _cover(merged, base, window, np.maximum.reduceat(used, _firsts(of_used)))
+                _cover(merged, base, window, np.maximum.reduceat(used, firsts))
             if merged.shape[0] == 1:
                 plan = AnsPlan.from_counts(base, window, merged)
             else:
                 plan = AnsPlan.from_counts(base, window, merged, unset, block_bits)
             size = plan.size_bytes(merged * scale, chunks)
-            if cost is None or size < cost:
-                best, cost, best_map = plan, size, of_used
+            if cost is not None and size >= cost:
+                break                   # more classes stopped paying: more still will not
+            best, cost, best_map = plan, size, of_used
         if best.contexts:
             of_magnitude = np.zeros(counts.shape[0], dtype=np.uint8)
             of_magnitude[used] = best_map
