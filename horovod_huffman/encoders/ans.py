@@ -48,8 +48,7 @@ MODE_ROWS = 3
 ROWS_MAX_LEVEL = 1 << 30
 # Without contexts: one class, one block of 2**NO_BLOCKS levels (more than any stream holds).
 NO_BLOCKS = 63
-# Class counts a plan with contexts tries, in order, until one costs more than the one before
-# (it keeps the cheapest, one class included).
+# Class counts a plan with contexts tries (it keeps the cheapest, one class included).
 CLASS_CHOICES = (2, 4, 8)
 # Parameter bytes of a frequency table per coded symbol (two varints: gap, frequency - 1).
 TABLE_BYTES_PER_SYMBOL = 2
@@ -306,9 +305,8 @@ class Ans(Chunked):
             else:
                 plan = AnsPlan.from_counts(base, window, merged, unset, block_bits)
             size = plan.size_bytes(merged * scale, chunks)
-            if cost is not None and size >= cost:
-                break                   # more classes stopped paying: more still will not
-            best, cost, best_map = plan, size, of_used
+            if cost is None or size < cost:
+                best, cost, best_map = plan, size, of_used
         if best.contexts:
             of_magnitude = np.zeros(counts.shape[0], dtype=np.uint8)
             of_magnitude[used] = best_map
