@@ -57,8 +57,9 @@ MAX_CLASS_BYTES = 1 << 18
 # Most entries of the context statistics (a row of symbol counts per largest |level| of a
 # block); levels wider than that are coded without contexts.
 MAX_STATISTICS = 1 << 20
-# Levels whose symbols a plan with contexts counts, at least: of a larger tensor the blocks
-# of every (levels // SAMPLED_LEVELS)-th block only (every block's largest |level| is taken).
+# Levels whose symbols a plan with contexts counts, at least: of a larger tensor one block in
+# every (levels // SAMPLED_LEVELS) only, at a hashed offset (kernels/ans.py sampled_block;
+# every block's largest |level| is taken).
 SAMPLED_LEVELS = 1 << 18
 # Where one-bit class ids would take more than 1/CLASS_ID_SHARE of a plan's estimated bytes,
 # blocks 2**LARGER_BLOCK_BITS times larger are tried too (low-entropy levels: s = 1, TernGrad).
