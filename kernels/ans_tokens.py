@@ -20,7 +20,8 @@ READ ME FIRST
    first token, an escape before it, any other level). The anchor's runs alternate with other
    tokens: after an anchor token the next one almost never is one, which one table would
    still give a share of its slots. ``after_anchor[s]`` (uint8, per symbol) is the context
-   that a token of symbol s gives the next one.
+   that a token of symbol s gives the next one; the decoder finds it in the token's decode
+   entry (ANS_TOKEN_ANCHOR), one AND on the path from one token to the next.
 Units: positions of the rANS streams in 16-bit units, of the extras in bits.
 """
 import numpy as np
@@ -38,6 +39,7 @@ from .runs import BUCKET_BASE, BUCKET_EXTRA, LONG_RUN_SYMBOL, run_symbol
 
 # Levels the decoder stores per token before it looks at the run's length.
 SHORT_RUN = 4
+
 
 def anchor_contexts(base, window):
     """``after_anchor`` (uint8 per token symbol) with level 0 as the anchor where the window
