@@ -293,6 +293,6 @@ def test_device_benchmark_runs(capsys):
     """``python -m horovod_huffman.bench --device cuda`` end to end, at a tiny size."""
     from horovod_huffman.bench.run import main
     assert main(["--device", "cuda", "--sizes", "2048", "--repeats", "1", "--encoders", "rlh",
-                 "--trace", "mlp-digits", "--cpu-max", "2048"]) == 0
+                 "--trace", "mlp-digits", "--cpu-max", "2048", "--chunk-levels", "512"]) == 0
     out = capsys.readouterr().out
-    assert "| 2,048 | rlh |" in out and "D2D copy GB/s" in out
+    assert "| 2,048 | rlh |" in out and "D2D copy GB/s" in out and "--chunk-levels 512" in out

@@ -40,9 +40,18 @@ def best_time(fn, stream, repeats):
     return best
 
 
-def measure(encoder_name, quantizer, grad, stream, repeats):
+def bench_encoder(name, chunk_levels=None):
+    """Encoder ``name`` as the benchmark runs it: seeded where it samples, with
+    ``chunk_levels`` levels per chunk where it is chunked and that is given."""
+    kwargs = {"seed": 0} if name in hh.encoders.SEEDED else {}
+    if chunk_levels and name in hh.encoders.CHUNKED:
+        kwargs["chunk_levels"] = chunk_levels
+    return hh.get_encoder(name, **kwargs)
+
+
+def measure(encoder_name, quantizer, grad, stream, repeats, chunk_levels=None):
     """(encode s, decode s, message bytes) of the device path for one device gradient."""
-    enc = hh.get_encoder(encoder_name, **({"seed": 0} if encoder_name in ("sh", "shs") else {}))
+    enc = bench_encoder(encoder_name, chunk_levels)
     state = {}
 
     def encode():
@@ -59,9 +68,9 @@ def measure(encoder_name, quantizer, grad, stream, repeats):
     return t_enc, t_dec, state["msg"].size
 
 
-def measure_host(encoder_name, quantizer, grad, repeats):
+def measure_host(encoder_name, quantizer, grad, repeats, chunk_levels=None):
     """(encode s, decode s) of the CPU path on a host copy of the gradient."""
-    enc = hh.get_encoder(encoder_name, **({"seed": 0} if encoder_name in ("sh", "shs") else {}))
+    enc = bench_encoder(encoder_name, chunk_levels)
     msg = hh.pack(quantizer.quantize(grad, seed=0), enc)
     t_enc = min(_wall(lambda: hh.pack(quantizer.quantize(grad, seed=0), enc))
                 for _ in range(repeats))
@@ -93,12 +102,14 @@ def run(args):
             bar.update()
             for name in args.encoders:
                 bar.set_postfix_str(f"{n} coords, {name}")
-                t_enc, t_dec, size = measure(name, quantizer, grad, stream, args.repeats)
+                t_enc, t_dec, size = measure(name, quantizer, grad, stream, args.repeats,
+                                             args.chunk_levels)
                 row = {"n": n, "encoder": name, "enc": t_enc, "dec": t_dec, "bytes": size,
                        "copy": t_copy}
                 if n <= args.cpu_max:
                     row["cpu_enc"], row["cpu_dec"] = measure_host(name, quantizer, host,
-                                                                  args.repeats)
+                                                                  args.repeats,
+                                                                  args.chunk_levels)
                 rows.append(row)
                 bar.update()
             del grad, copy
@@ -112,7 +123,8 @@ def gbps(n, seconds):
 def table(rows, args):
     lines = [f"Device: {device_name()}.",
              f"Run: `python -m horovod_huffman.bench --device cuda --sizes "
-             f"{' '.join(str(s) for s in args.sizes)} --repeats {args.repeats}` on "
+             f"{' '.join(str(s) for s in args.sizes)} --repeats {args.repeats}"
+             f"{f' --chunk-levels {args.chunk_levels}' if args.chunk_levels else ''}` on "
              f"{time.strftime('%Y-%m-%d')}; trace {args.trace}, QSGD s = {args.levels}, buckets "
              "of 512; GB/s of fp32 gradient (4 bytes per coordinate), best of the repeats; "
              "encode = quantize + encode + bytes to the host, decode = bytes from the host + "
@@ -138,6 +150,9 @@ def add_arguments(p):
     g.add_argument("--levels", type=int, default=8, help="QSGD levels s (default 8)")
     g.add_argument("--cpu-max", type=int, default=1 << 24,
                    help="largest tensor also timed on the CPU path (default 16M)")
+    g.add_argument("--chunk-levels", type=int, default=None,
+                   help="levels per chunk of the chunked encoders (default theirs, 65536): "
+                        "the device decoders run one thread per chunk")
 
 
 def main(args, write_markdown):
