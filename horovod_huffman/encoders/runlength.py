@@ -32,8 +32,8 @@ from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
 from . import gpu
 from .base import Chunked, Sampled, out_words, check_status
-from .codes import (MAX_SYMBOLS, Code, weights_from_probabilities,
-                    read_lengths, chunk_count, write_chunks, read_chunks)
+from .codes import (Code, weights_from_probabilities, read_lengths, chunk_count, write_chunks,
+                    read_chunks)
 
 
 
