@@ -23,6 +23,7 @@ from horovod_huffman.kernels.ans import (block_maxima, class_counts, decode_chun
                                          decode_table, encode_chunks, encode_tables,
                                          escaped_levels, normalize, pack_classes, read_escapes,
                                          write_escapes, HEADER_UNITS, UNIT_BITS)
+from horovod_huffman.kernels.ans_plans import best_classes, class_bits, stream_bytes
 from horovod_huffman.kernels.bits import WORD_BITS
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, payload_bits
 from horovod_huffman.kernels.maxima import (ANS_MAX_BLOCK_BITS, ANS_MAX_CLASSES, ANS_MAX_WINDOW,
@@ -49,9 +50,7 @@ ROWS_MAX_LEVEL = 1 << 30
 # Without contexts: one class, one block of 2**NO_BLOCKS levels (more than any stream holds).
 NO_BLOCKS = 63
 # Class counts a plan with contexts tries (it keeps the cheapest, one class included).
-CLASS_CHOICES = (2, 4, 8)
-# Parameter bytes of a frequency table per coded symbol (two varints: gap, frequency - 1).
-TABLE_BYTES_PER_SYMBOL = 2
+CLASS_CHOICES = np.array([2, 4, 8])
 # Most parameter bytes the block classes may take; a larger tensor takes larger blocks.
 MAX_CLASS_BYTES = 1 << 18
 # Most entries of the context statistics (a row of symbol counts per largest |level| of a
@@ -74,21 +73,6 @@ MODEL_GAIN = 1.03
 def _padded(bits):
     """``bits`` rounded up to a whole 32-bit word."""
     return -(-bits // WORD_BITS) * WORD_BITS
-
-
-def class_bits(n_classes):
-    """Bits of one block's class on the wire."""
-    return max(1, int(n_classes - 1).bit_length())
-
-
-def coded_bits(counts, freqs, chunks):
-    """Estimated rANS payload bits of symbols with ``counts`` (rows: tables) coded with the
-    normalized ``freqs`` (same shape) in ``chunks`` chunks: the information the frequencies
-    give the symbols, plus per chunk the four final states' units (each state holds at least
-    15 of its 31 bits) and a half word of padding."""
-    used = counts > 0
-    info = float(np.sum(counts[used] * (ANS_PROB_BITS - np.log2(freqs[used]))))
-    return int(np.ceil(info)) + chunks * (HEADER_UNITS * UNIT_BITS - 4 * 15 + WORD_BITS // 2)
 
 
 class AnsPlan(namedtuple("AnsPlan", "base window freqs classes block_bits")):
@@ -115,25 +99,10 @@ class AnsPlan(namedtuple("AnsPlan", "base window freqs classes block_bits")):
         """Whether any class codes the escape."""
         return bool(self.freqs[:, self.window].any())
 
-    def payload_bits(self, counts, chunks):
-        """Estimated payload bits for ``counts`` (per class, escapes excluded) in ``chunks``
-        chunks (``coded_bits``)."""
-        return coded_bits(np.atleast_2d(counts), self.freqs, chunks)
-
-    def class_bytes(self):
-        """Parameter bytes of the blocks' class ids (none without contexts)."""
-        if not self.contexts:
-            return 0
-        return -(-self.classes.size * class_bits(self.freqs.shape[0]) // 8)
-
-    def param_bytes(self, chunks):
-        """Estimated parameter bytes: frequency tables, chunk bit counts, block classes."""
-        table = TABLE_BYTES_PER_SYMBOL * int(np.count_nonzero(self.freqs))
-        return 12 + table + 3 * chunks + self.class_bytes()
-
     def size_bytes(self, counts, chunks):
-        """Estimated stream bytes (without the fixed header) for ``counts`` per class."""
-        return (self.payload_bits(counts, chunks) + 7) // 8 + self.param_bytes(chunks)
+        """Estimated stream bytes (without the fixed header) for ``counts`` per class in
+        ``chunks`` chunks (kernels/ans_plans.py ``stream_bytes``)."""
+        return stream_bytes(np.atleast_2d(counts), self.freqs, chunks, self.classes.size)
 
 
 class RowsPlan(namedtuple("RowsPlan", "code model resid")):
@@ -286,33 +255,12 @@ class Ans(Chunked):
             total = counts.sum(axis=0)
             plan = AnsPlan.from_counts(base, window, total)
             return plan, plan.size_bytes(total, chunks)
-        scale = n / max(1, int(counts.sum()))
-        weights = np.bincount(maxima, minlength=counts.shape[0])
-        used = np.flatnonzero(weights)
-        best, cost, best_map = None, None, None
-        # Every count's plan sizes its class ids by their number (zeros, allocated lazily);
-        # only the cheapest one's are looked up.
-        unset = np.zeros(maxima.size, dtype=np.uint8)
-        for k in (1,) + CLASS_CHOICES:
-            if used.size < k:
-                break
-            of_used = _quantile_classes(weights[used], k)
-            firsts = _firsts(of_used)
-            merged = np.add.reduceat(counts[used], firsts, axis=0)
-            if _stride(n) > 1:
-                _cover(merged, base, window, np.maximum.reduceat(used, firsts))
-            if merged.shape[0] == 1:
-                plan = AnsPlan.from_counts(base, window, merged)
-            else:
-                plan = AnsPlan.from_counts(base, window, merged, unset, block_bits)
-            size = plan.size_bytes(merged * scale, chunks)
-            if cost is None or size < cost:
-                best, cost, best_map = plan, size, of_used
-        if best.contexts:
-            of_magnitude = np.zeros(counts.shape[0], dtype=np.uint8)
-            of_magnitude[used] = best_map
-            best = best._replace(classes=of_magnitude[maxima])
-        return best, cost
+        of_magnitude = np.zeros(counts.shape[0], dtype=np.uint8)
+        freqs, cost = best_classes(counts, maxima, CLASS_CHOICES, base, _stride(n) > 1,
+                                   n / max(1, int(counts.sum())), chunks, of_magnitude)
+        if freqs.shape[0] == 1:
+            return AnsPlan(base, window, freqs, np.zeros(1, dtype=np.uint8), NO_BLOCKS), cost
+        return AnsPlan(base, window, freqs, of_magnitude[maxima], block_bits), cost
 
     def _encode(self, levels):
         return self._encode_with(levels, None)
@@ -511,34 +459,9 @@ def _stride(n):
     return max(1, n // SAMPLED_LEVELS)
 
 
-def _firsts(classes):
-    """Indices where ascending ``classes`` change (each class's first entry)."""
-    return np.flatnonzero(np.diff(classes, prepend=-1))
-
-
-def _cover(counts, base, window, largest):
-    """Give every symbol that class c may hold (levels of |level| <= largest[c] in the window)
-    a count of at least 1, so that levels outside the counted blocks stay codable."""
-    magnitude = np.abs(base + np.arange(window))
-    possible = magnitude[None, :] <= largest[:, None]
-    counts[:, :window] = np.where(possible, np.maximum(counts[:, :window], 1),
-                                  counts[:, :window])
-
-
 def _largest_magnitude(lo, hi):
     """The largest |level| of levels in [lo, hi]."""
     return max(abs(int(lo)), abs(int(hi)))
-
-
-def _quantile_classes(weights, k):
-    """Classes (ascending, from 0) of the distinct block maxima, ``weights`` blocks each, cut
-    where the cumulative share of blocks crosses 1/k, 2/k, ...: at most k classes, each of
-    whole maxima."""
-    share = np.cumsum(weights) / weights.sum()
-    cut = np.minimum((share * k - 1e-9).astype(np.int64), k - 1)
-    cut[0] = 0
-    _, classes = np.unique(np.maximum.accumulate(cut), return_inverse=True)
-    return classes.astype(np.int64)
 
 
 def _pack_classes(classes, bits):

@@ -165,7 +165,7 @@ class Auto(Encoder):
             layout = None
         levels = check_levels(levels)
         if layout is not None:
-            check_layout(layout, levels.size)
+            layout = check_layout(layout, levels.size)
         if levels.size == 0:
             self.last_choice = "raw"
             return self.raw.encoded(levels)

@@ -97,7 +97,7 @@ class Encoder:
             return self._encoded_on_device(as_device_array(levels), stream_or_default(stream))
         levels = check_levels(levels)
         if layout is not None:
-            check_layout(layout, levels.size)
+            layout = check_layout(layout, levels.size)
         if levels.size == 0:
             return self._empty(levels.dtype)
         return self._result(levels.dtype, levels.size, *self._encode_with(levels, layout))

@@ -19,6 +19,7 @@ from collections import namedtuple
 import numpy as np
 
 from horovod_huffman.kernels.ans import HEADER_UNITS, UNIT_BITS, decode_table
+from horovod_huffman.kernels.ans_plans import TABLE_BYTES_PER_SYMBOL, coded_bits
 from horovod_huffman.kernels.ans_tokens import (anchor_contexts, decode_token_chunks,
                                                 encode_token_chunks, token_contexts,
                                                 write_extras)
@@ -33,8 +34,7 @@ from ..device import copy_to_host
 from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
 from . import gpu
-from .ans import (TABLE_BYTES_PER_SYMBOL, coded_bits, coder_tables, normalized,
-                  read_frequencies, write_frequencies)
+from .ans import coder_tables, normalized, read_frequencies, write_frequencies
 from .base import Chunked, out_words, check_status
 from .codes import read_chunk_bits, write_chunks
 from .runlength import token_counts

@@ -1,0 +1,114 @@
+"""The estimates and the class search of ``ans`` plans (horovod_huffman/encoders/ans.py): what a
+stream of given symbol counts and frequencies costs, and which ranges of a block's largest
+|level| share a frequency table.
+
+Counts may be floats: a plan counted over a sample of blocks scales its counts to the tensor.
+Units: bits unless named bytes; frequencies in slots of 1/ANS_PROB_SCALE.
+"""
+import numpy as np
+from numba import njit
+
+from .ans import HEADER_UNITS, UNIT_BITS, normalize
+from .bits import WORD_BITS
+from .maxima import ANS_PROB_BITS
+
+# Parameter bytes of a frequency table per coded symbol (two varints: gap, frequency - 1).
+TABLE_BYTES_PER_SYMBOL = 2
+# Estimated parameter bytes of every stream (mode, base, window, chunk size...) and per chunk
+# (its bit count).
+STREAM_PARAM_BYTES = 12
+CHUNK_PARAM_BYTES = 3
+# Bits a chunk adds to its symbols' information: the four final states' units (each state
+# holds at least 15 of its 31 bits) and half a word of padding.
+CHUNK_BITS = HEADER_UNITS * UNIT_BITS - 4 * 15 + WORD_BITS // 2
+
+
+@njit(cache=True, nogil=True)
+def coded_bits(counts, freqs, chunks):
+    """Estimated rANS payload bits of symbols with ``counts`` (rows: tables) coded with the
+    normalized ``freqs`` (same shape) in ``chunks`` chunks: the information the frequencies
+    give the symbols, rounded up, plus CHUNK_BITS per chunk."""
+    info = 0.0
+    for t in range(counts.shape[0]):
+        for s in range(counts.shape[1]):
+            if counts[t, s] > 0:
+                info += counts[t, s] * (ANS_PROB_BITS - np.log2(freqs[t, s]))
+    return int(np.ceil(info)) + chunks * CHUNK_BITS
+
+
+@njit(cache=True, nogil=True)
+def class_bits(n_classes):
+    """Bits of one block's class on the wire."""
+    bits = 1
+    while (1 << bits) < n_classes:
+        bits += 1
+    return bits
+
+
+@njit(cache=True, nogil=True)
+def stream_bytes(counts, freqs, chunks, n_blocks):
+    """Estimated stream bytes without the fixed header: the payload (``coded_bits``) and the
+    parameters: frequency tables, chunk bit counts and, with more than one table, the class
+    ids of ``n_blocks`` blocks."""
+    coded = 0
+    for t in range(freqs.shape[0]):
+        for s in range(freqs.shape[1]):
+            coded += freqs[t, s] != 0
+    ids = 0
+    if freqs.shape[0] > 1:
+        ids = -(-n_blocks * class_bits(freqs.shape[0]) // 8)
+    return (coded_bits(counts, freqs, chunks) + 7) // 8 + STREAM_PARAM_BYTES + \
+        TABLE_BYTES_PER_SYMBOL * coded + CHUNK_PARAM_BYTES * chunks + ids
+
+
+@njit(cache=True, nogil=True)
+def best_classes(counts, maxima, choices, base, cover, scale, chunks, of_magnitude):
+    """(frequencies, estimated stream bytes) of the cheapest plan whose classes are ranges of
+    the blocks' largest |level|: row m of ``counts`` (int64, window + 1 symbols, the escape
+    last) holds the symbol counts of the counted blocks whose largest |level| is m, ``maxima``
+    every block's. For k = 1 and every k in ``choices`` (ascending) the distinct maxima are cut
+    where the cumulative share of blocks crosses 1/k, 2/k, ... (at most k classes, each of whole
+    maxima; none tried where fewer than k maxima occur), the counts merged per class and, with
+    ``cover`` (a sample was counted), every level a class may hold (|level| <= its largest
+    maximum) given a count of at least 1; the estimate scales the counts by ``scale``. The
+    first cheapest wins; ``of_magnitude[m]`` gets its class of maximum m (uint8; 0 where m does
+    not occur). The frequencies have one row per class."""
+    rows, width = counts.shape
+    weights = np.zeros(rows, dtype=np.int64)
+    for b in range(maxima.shape[0]):
+        weights[maxima[b]] += 1
+    used = np.flatnonzero(weights)
+    share = np.cumsum(weights[used]) / maxima.shape[0]
+    of_used = np.empty(used.shape[0], dtype=np.int64)
+    best_freqs = np.zeros((1, width), dtype=np.int64)
+    best_cost = -1
+    for c in range(choices.shape[0] + 1):
+        k = 1 if c == 0 else choices[c - 1]
+        if used.shape[0] < k:
+            break
+        n_classes, cut = 0, 0
+        for j in range(used.shape[0]):
+            this = min(int(share[j] * k - 1e-9), k - 1) if j else 0
+            if j == 0 or this > cut:
+                n_classes += 1
+                cut = max(cut, this)
+            of_used[j] = n_classes - 1
+        merged = np.zeros((n_classes, width), dtype=np.int64)
+        for j in range(used.shape[0]):
+            merged[of_used[j]] += counts[used[j]]
+        if cover:
+            for j in range(used.shape[0]):
+                if j + 1 == used.shape[0] or of_used[j + 1] != of_used[j]:
+                    for s in range(width - 1):
+                        if abs(base + s) <= used[j]:
+                            merged[of_used[j], s] = max(merged[of_used[j], s], 1)
+        freqs = np.empty((n_classes, width), dtype=np.int64)
+        for t in range(n_classes):
+            freqs[t] = normalize(merged[t])
+        cost = stream_bytes(merged * scale, freqs, chunks, maxima.shape[0])
+        if best_cost < 0 or cost < best_cost:
+            best_freqs, best_cost = freqs, cost
+            of_magnitude[:] = 0
+            for j in range(used.shape[0]):
+                of_magnitude[used[j]] = of_used[j]
+    return best_freqs, best_cost
