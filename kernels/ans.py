@@ -32,6 +32,8 @@ READ ME FIRST
    contexts there is one class and one block per 2**63 levels.
 Units: frequencies in slots of 1/M; positions in 16-bit units unless named ``bits``.
 """
+import sys
+
 import numpy as np
 from numba import njit, int64, uint64
 
@@ -51,6 +53,9 @@ UNIT_MASK = (1 << UNIT_BITS) - 1
 # in its word is a multiple of 2**UNIT_BITS_LOG2.
 UNITS_PER_WORD_LOG2 = 2
 UNIT_BITS_LOG2 = 4
+# Unit u of a payload is element u ^ UNIT_SWAP of its native words' uint16 view: a big-endian
+# word's first unit is its high one, the last element of the four on a little-endian host.
+UNIT_SWAP = (1 << UNITS_PER_WORD_LOG2) - 1 if sys.byteorder == "little" else 0
 # Interleaved states per chunk (note 3), and the units that open a chunk: their final values.
 STATES = 4
 HEADER_UNITS = STATES * 2
@@ -296,11 +301,17 @@ def store_units(units, first, out32, w):
 # ---- Decoding -------------------------------------------------------------------------------
 
 @njit(cache=True, inline="always")
-def unit_at(words, u):
-    """The 16-bit unit at position u of a payload of big-endian 64-bit words."""
-    last = uint64((1 << UNITS_PER_WORD_LOG2) - 1)
-    return (words[u >> uint64(UNITS_PER_WORD_LOG2)] >>
-            ((last - (u & last)) << uint64(UNIT_BITS_LOG2))) & uint64(UNIT_MASK)
+def unit_at(units, u):
+    """The 16-bit unit at position u of a payload of big-endian 64-bit words, from ``units``,
+    the uint16 view of its native words (``payload_units``)."""
+    return uint64(units[u ^ uint64(UNIT_SWAP)])
+
+
+@njit(cache=True, inline="always")
+def payload_units(words):
+    """The uint16 view of a payload's native 64-bit words that ``unit_at`` reads (a view per
+    call of ``unit_at`` would cost a reference count per unit)."""
+    return words.view(np.uint16)
 
 
 @njit(cache=True, inline="always")
@@ -320,11 +331,18 @@ def take_symbol(x, e):
 
 
 @njit(cache=True, inline="always")
-def _renorm(x, words, u):
-    """A state below STATE_LOW takes the unit at u: returns (x, u)."""
-    low = x < uint64(STATE_LOW)
-    x = (x << uint64(UNIT_BITS)) | unit_at(words, u) if low else x
-    return x, u + (uint64(1) if low else uint64(0))
+def _renorm(x, units, u, selects):
+    """A state below STATE_LOW takes the unit at u: returns (x, u). ``selects`` (a literal):
+    the unit is loaded either way (u must lie inside the payload) and taken by a select, not a
+    branch: where a state renormalizes every few symbols, whether it does is a coin toss that
+    the branch predictor loses, and where it rarely does, the branch is cheaper."""
+    if selects:
+        low = uint64(x < uint64(STATE_LOW))
+        unit = unit_at(units, u)
+        return (x << (low << uint64(UNIT_BITS_LOG2))) | (unit & (uint64(0) - low)), u + low
+    if x < uint64(STATE_LOW):
+        return (x << uint64(UNIT_BITS)) | unit_at(units, u), u + uint64(1)
+    return x, u
 
 
 @njit(cache=True, inline="always")
@@ -336,27 +354,30 @@ def _level(e, escapes, k):
 
 
 @njit(cache=True, nogil=True)
-def decode_chunk(words, first_bit, n_bits, coder, out, start, stop, escapes, k, k_stop):
-    """Decode levels out[start:stop] from the chunk stream of ``n_bits`` bits at ``first_bit``;
-    its escapes take escapes[k:k_stop] in order, all of them. ``coder``: (tables, classes,
+def decode_chunk(units, first_bit, n_bits, coder, out, start, stop, escapes, k, k_stop,
+                 selects):
+    """Decode levels out[start:stop] from the chunk stream of ``n_bits`` bits at ``first_bit``
+    of ``units`` (the payload's ``payload_units``); its escapes take escapes[k:k_stop] in order,
+    all of them. ``coder``: (tables, classes,
     block_bits), element i decoded with the table of class classes[i >> block_bits]. Returns a
     status (errors.py).
-    Without escapes, whole groups of four go through the unchecked batches first; the rest
-    is decoded symbol by symbol with every check."""
+    Without escapes, whole groups of four go through the unchecked batches first (``selects``:
+    ``_renorm``'s); the rest is decoded symbol by symbol with every check."""
     if first_bit % UNIT_BITS or n_bits % UNIT_BITS or n_bits < HEADER_UNITS * UNIT_BITS:
         return PAYLOAD_UNDERRUN
     u = uint64(first_bit // UNIT_BITS)
     end = u + uint64(n_bits // UNIT_BITS)
     states = np.empty(STATES, dtype=np.uint64)
-    if not open_states(words, u, states):
+    if not open_states(units, u, states):
         return BAD_STATE
     u += uint64(HEADER_UNITS)
     i = uint64(start)
     if k == k_stop:
-        status, i, u = _unchecked_groups(words, coder, out, states, i, uint64(stop), u, end)
+        status, i, u = _unchecked_groups(units, coder, out, states, i, uint64(stop), u, end,
+                                         selects)
         if status != OK:
             return status
-    status, u, k = _checked_symbols(words, coder, out, states, i, uint64(start), uint64(stop), u,
+    status, u, k = _checked_symbols(units, coder, out, states, i, uint64(start), uint64(stop), u,
                                     end, escapes, uint64(k), uint64(k_stop))
     if status != OK:
         return status
@@ -364,11 +385,11 @@ def decode_chunk(words, first_bit, n_bits, coder, out, start, stop, escapes, k, 
 
 
 @njit(cache=True, inline="always")
-def open_states(words, u, states):
+def open_states(units, u, states):
     """Read a chunk's four opening states (32 bits each, high unit first) from unit u into
     ``states``; False where one lies outside [STATE_LOW, 2**STATE_BITS)."""
     for lane in range(STATES):
-        x = (unit_at(words, u) << uint64(UNIT_BITS)) | unit_at(words, u + uint64(1))
+        x = (unit_at(units, u) << uint64(UNIT_BITS)) | unit_at(units, u + uint64(1))
         if x < uint64(STATE_LOW) or x >= uint64(1 << STATE_BITS):
             return False
         states[lane] = x
@@ -377,7 +398,7 @@ def open_states(words, u, states):
 
 
 @njit(cache=True, nogil=True)
-def _unchecked_groups(words, coder, out, states, i, stop, u, end):
+def _unchecked_groups(units, coder, out, states, i, stop, u, end, selects):
     """Decode groups of four symbols from element i (a multiple of four from the chunk's
     start) in batches that cannot read past ``end`` even if every state renormalizes at every
     symbol, each batch as long as the units left allow (a state reads a unit only every
@@ -403,17 +424,17 @@ def _unchecked_groups(words, coder, out, states, i, stop, u, end):
             out[i + uint64(1)] = np.int32(np.uint32(e1 >> uint64(ANS_LEVEL_SHIFT)))
             out[i + uint64(2)] = np.int32(np.uint32(e2 >> uint64(ANS_LEVEL_SHIFT)))
             out[i + uint64(3)] = np.int32(np.uint32(e3 >> uint64(ANS_LEVEL_SHIFT)))
-            x0, u = _renorm(x0, words, u)
-            x1, u = _renorm(x1, words, u)
-            x2, u = _renorm(x2, words, u)
-            x3, u = _renorm(x3, words, u)
+            x0, u = _renorm(x0, units, u, selects)
+            x1, u = _renorm(x1, units, u, selects)
+            x2, u = _renorm(x2, units, u, selects)
+            x3, u = _renorm(x3, units, u, selects)
             i += uint64(STATES)
     states[0], states[1], states[2], states[3] = x0, x1, x2, x3
     return OK, i, u
 
 
 @njit(cache=True, nogil=True)
-def _checked_symbols(words, coder, out, states, i, start, stop, u, end, escapes, k, k_stop):
+def _checked_symbols(units, coder, out, states, i, start, stop, u, end, escapes, k, k_stop):
     """Decode elements [i, stop) one at a time (element j on state (j - start) % 4), each
     unit read tested against ``end`` and each escape against the declared ones
     (escapes[k:k_stop]). Updates ``states``; returns (status, u, k) after them."""
@@ -428,7 +449,7 @@ def _checked_symbols(words, coder, out, states, i, start, stop, u, end, escapes,
         if x < uint64(STATE_LOW):
             if u >= end:
                 return PAYLOAD_OVERRUN, u, k
-            x = (x << uint64(UNIT_BITS)) | unit_at(words, u)
+            x = (x << uint64(UNIT_BITS)) | unit_at(units, u)
             u += uint64(1)
         states[lane] = x
         i += uint64(1)
@@ -450,16 +471,24 @@ def end_status(states, u, end):
 
 
 @njit(cache=True, nogil=True)
-def decode_chunks(words, starts, chunk_bits, chunk, coder, out, escapes, escape_starts):
+def decode_chunks(words, starts, chunk_bits, chunk, coder, out, escapes, escape_starts,
+                  selects):
     """Decode every chunk into ``out`` (``coder`` as for ``decode_chunk``); chunk c's escapes
-    are escapes[escape_starts[c]:escape_starts[c + 1]]. Returns the first non-OK status, else
-    OK."""
+    are escapes[escape_starts[c]:escape_starts[c + 1]]. ``selects``: renormalize by selects
+    (``_renorm``; the chunk decoder is compiled for each). Returns the first non-OK status,
+    else OK."""
     n = out.shape[0]
+    units = payload_units(words)
     for c in range(starts.shape[0]):
         start = c * chunk
-        status = decode_chunk(words, starts[c], chunk_bits[c], coder, out, start,
-                              min(n, start + chunk), escapes, escape_starts[c],
-                              escape_starts[c + 1])
+        stop = min(n, start + chunk)
+        k, k_stop = escape_starts[c], escape_starts[c + 1]
+        if selects:                             # (literal arguments: two compiled decoders)
+            status = decode_chunk(units, starts[c], chunk_bits[c], coder, out, start, stop,
+                                  escapes, k, k_stop, True)
+        else:
+            status = decode_chunk(units, starts[c], chunk_bits[c], coder, out, start, stop,
+                                  escapes, k, k_stop, False)
         if status != OK:
             return status
     return OK
@@ -540,6 +569,25 @@ def pack_classes(classes, bits, out):
             pos += 1
     if pending:
         out[pos] = (acc << uint64(8 - pending)) & uint64(0xFF)
+
+
+
+@njit(cache=True, nogil=True)
+def unpack_classes(data, bits, out):
+    """``pack_classes`` undone: len(out) ``bits``-bit fields (1..8), MSB-first, from ``data``
+    (uint8, at least ceil(len(out) * bits / 8) bytes) into ``out`` (uint8); returns the
+    largest class."""
+    acc, pending, pos, largest = uint64(0), 0, 0, 0
+    mask = uint64((1 << bits) - 1)
+    for b in range(out.shape[0]):
+        if pending < bits:
+            acc = (acc << uint64(8)) | uint64(data[pos])
+            pos += 1
+            pending += 8
+        pending -= bits
+        out[b] = (acc >> uint64(pending)) & mask
+        largest = max(largest, out[b])
+    return largest
 
 
 # ---- Escapes (note 5) -----------------------------------------------------------------------

@@ -28,7 +28,8 @@ import numpy as np
 from numba import njit, int64, uint64
 
 from .ans import (HEADER_UNITS, STATE_LOW, STATES, UNIT_BITS, close_states, end_status,
-                  open_states, put_symbol, store_units, take_symbol, unit_at)
+                  open_states, payload_units, put_symbol, store_units, take_symbol,
+                  unit_at)
 from .bits import flush_bits, peek64, put_bits, put_bits_long, unzigzag, zigzag
 from .elias import put_gamma, read_gamma
 from .errors import (OK, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, BAD_STATE, RUN_OVERFLOW,
@@ -197,21 +198,21 @@ def _escaped_token(words, at, extras_end, vbits, lo, hi):
 
 
 @njit(cache=True, nogil=True)
-def decode_token_chunk(words, first_bit, n_bits, tables, base, extras, out, start, stop, lo, hi,
-                       vbits):
+def decode_token_chunk(words, units, first_bit, n_bits, tables, base, extras, out, start, stop,
+                       lo, hi, vbits):
     """Decode levels out[start:stop] from a chunk's rANS stream (``n_bits`` bits at
     ``first_bit``) and its extras, bits extras[0]..extras[1] - 1 of ``words``, with the token
     decode ``tables`` (a row per context, note 5; maxima.py's ANS decode layout, the level
     field holding bucket << ANS_TOKEN_BUCKET_SHIFT | level index; the escape flagged, and
     ANS_TOKEN_ANCHOR on the anchor's tokens: rla.token_table). ``words``: the payload with
-    bits.bytes_to_words's zero words after it. Levels of escapes must lie in [lo, hi].
+    bits.bytes_to_words's zero words after it; ``units`` their ans.payload_units. Levels of escapes must lie in [lo, hi].
     Returns a status (errors.py)."""
     if first_bit % UNIT_BITS or n_bits % UNIT_BITS or n_bits < HEADER_UNITS * UNIT_BITS:
         return PAYLOAD_UNDERRUN
     u = uint64(first_bit // UNIT_BITS)
     end = u + uint64(n_bits // UNIT_BITS)
     states = np.empty(STATES, dtype=np.uint64)
-    if not open_states(words, u, states):
+    if not open_states(units, u, states):
         return BAD_STATE
     u += uint64(HEADER_UNITS)
     at, extras_end = int64(extras[0]), int64(extras[1])
@@ -232,7 +233,7 @@ def decode_token_chunk(words, first_bit, n_bits, tables, base, extras, out, star
         # Selects, not branches: renormalizing is random. The unit is loaded whether it is
         # taken or not (u <= end; at end, a unit of the next chunk or of the zero words
         # after the payload: bits.bytes_to_words), so no branch guards the load.
-        unit = unit_at(words, u)
+        unit = unit_at(units, u)
         low = x < uint64(STATE_LOW)
         x0, x1, x2, x3 = x1, x2, x3, (x << uint64(UNIT_BITS)) | unit if low else x
         u += uint64(low)
@@ -278,9 +279,10 @@ def decode_token_chunks(words, starts, chunk_bits, extra_starts, chunk, tables, 
     """Decode every chunk into ``out``: chunk c's extras are bits extra_starts[c] ..
     extra_starts[c + 1] - 1. Returns the first non-OK status, else OK."""
     n = out.shape[0]
+    units = payload_units(words)
     for c in range(starts.shape[0]):
         first = c * chunk
-        status = decode_token_chunk(words, starts[c], chunk_bits[c], tables, base,
+        status = decode_token_chunk(words, units, starts[c], chunk_bits[c], tables, base,
                                     extra_starts[c:c + 2], out, first, min(n, first + chunk),
                                     lo, hi, vbits)
         if status != OK:

@@ -147,6 +147,47 @@ def test_a_block_naming_a_class_without_a_table_raises(monkeypatch):
         hh.decode(encoder.encode(levels))
 
 
+@pytest.mark.parametrize("bits", range(1, 9))
+def test_class_ids_unpack_as_packed(bits):
+    from horovod_huffman.kernels.ans import pack_classes, unpack_classes
+    classes = np.random.default_rng(bits).integers(0, 1 << bits, 1001).astype(np.uint8)
+    data = np.empty(-(-classes.size * bits // 8), dtype=np.uint8)
+    pack_classes(classes, bits, data)
+    out = np.empty_like(classes)
+    assert unpack_classes(data, bits, out) == classes.max()
+    assert np.array_equal(out, classes)
+
+
+@pytest.mark.parametrize("s", [1, 127])
+def test_both_renormalizations_decode_alike(monkeypatch, s):
+    """The decoder takes a state's unit by a branch or by a select by the stream's bits per
+    level; either one on any stream, whole or with a payload byte flipped, gives the same
+    levels or the same error."""
+    from horovod_huffman.encoders import ans as ans_module
+    g = np.random.default_rng(s).standard_normal(50_000).astype(np.float32)
+    levels = hh.QSGD(levels=s).quantize(g, seed=0).levels.ravel()
+    buf = bytes(hh.get_encoder("ans", chunk_levels=4096).encode(levels))
+    payload = len(buf) - wire.CHECKSUM.size - len(hh.encoders.check(buf).payload)
+    rng = np.random.default_rng(s)
+    streams = [buf]
+    for at in rng.integers(payload, len(buf) - wire.CHECKSUM.size, 40):
+        forged = bytearray(buf)
+        forged[at] ^= 1 << int(rng.integers(8))
+        streams.append(reseal(forged))
+
+    def outcomes(bits_per_level):
+        monkeypatch.setattr(ans_module, "SELECT_BITS_PER_LEVEL", bits_per_level)
+        for stream in streams:
+            try:
+                yield hh.decode(stream).tobytes()
+            except hh.DecodeError as e:
+                yield str(e)
+    branches, selects = list(outcomes(10**9)), list(outcomes(0))
+    assert branches == selects
+    assert branches[0] == levels.tobytes()
+    assert sum(isinstance(o, str) for o in branches) > 20
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_forged_context_streams_raise_or_decode_in_bounds(seed):
     """Resealed streams with bytes of the parameters (classes, block size, tables, class ids)

@@ -22,7 +22,8 @@ import numpy as np
 from horovod_huffman.kernels.ans import (block_maxima, class_counts, decode_chunks,
                                          decode_table, encode_chunks, encode_tables,
                                          escaped_levels, normalize, pack_classes, read_escapes,
-                                         write_escapes, HEADER_UNITS, UNIT_BITS)
+                                         unpack_classes, write_escapes, HEADER_UNITS,
+                                         UNIT_BITS)
 from horovod_huffman.kernels.ans_plans import best_classes, class_bits, stream_bytes
 from horovod_huffman.kernels.bits import WORD_BITS
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, payload_bits
@@ -68,6 +69,10 @@ LARGER_BLOCK_BITS = 2
 # the level plan's: a smaller gain pays for neither its fit nor its decode, and the estimates
 # (from sampled blocks) are off by up to a few percent.
 MODEL_GAIN = 1.03
+# Streams of at least this many payload bits per level decode with selects, not branches, where
+# a state renormalizes (kernels/ans.py ``_renorm``): near 1 bit per level the two were as fast
+# on the benchmark traces, above it the selects faster, below it the branches.
+SELECT_BITS_PER_LEVEL = 1
 
 
 def _padded(bits):
@@ -410,9 +415,10 @@ class Ans(Chunked):
             gpu.decode_ans(words, starts, chunk_bits, chunk, tables, classes, block_bits,
                            escapes, escape_starts, out, cls.name, stream)
             return
+        selects = declared >= SELECT_BITS_PER_LEVEL * out.size
         check_status(decode_chunks(words, starts, chunk_bits, chunk,
-                                   (tables, classes, block_bits), out, escapes, escape_starts),
-                     cls.name)
+                                   (tables, classes, block_bits), out, escapes, escape_starts,
+                                   selects), cls.name)
 
     @classmethod
     def _decode_rows(cls, reader, words, payload_bits_, out, stream):
@@ -479,11 +485,11 @@ def _read_classes(reader, n_blocks, n_classes, name):
         raise DecodeError(f"{name}: {n_blocks} block classes declared, the parameters cannot "
                           "hold them")
     data = np.frombuffer(reader.raw("block classes", n_bytes), dtype=np.uint8)
-    fields = np.unpackbits(data)[:n_blocks * bits].reshape(n_blocks, bits)
-    classes = (fields.astype(np.uint16) << np.arange(bits - 1, -1, -1)).sum(axis=1)
-    if n_blocks and int(classes.max()) >= n_classes:
-        raise DecodeError(f"{name}: a block names class {int(classes.max())} of {n_classes}")
-    return classes.astype(np.uint8)
+    classes = np.empty(n_blocks, dtype=np.uint8)
+    largest = unpack_classes(data, bits, classes)
+    if largest >= n_classes:
+        raise DecodeError(f"{name}: a block names class {largest} of {n_classes}")
+    return classes
 
 
 def write_frequencies(writer, freqs):
