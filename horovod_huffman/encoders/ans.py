@@ -28,7 +28,7 @@ from horovod_huffman.kernels.ans_plans import best_classes, class_bits, stream_b
 from horovod_huffman.kernels.bits import WORD_BITS
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, payload_bits
 from horovod_huffman.kernels.maxima import (ANS_MAX_BLOCK_BITS, ANS_MAX_CLASSES, ANS_MAX_WINDOW,
-                                            ANS_PROB_BITS, ANS_PROB_SCALE)
+                                            ANS_PROB_SCALE)
 from horovod_huffman.kernels.rows import PREDICTION_MAX
 from horovod_huffman.kernels.stats import level_range
 from horovod_huffman.kernels.symbols import level_histogram
@@ -253,8 +253,9 @@ class Ans(Chunked):
         """(the cheapest plan, its estimated bytes) from the statistics of ``n`` levels:
         ``maxima`` (the largest |level| of every block of 2**block_bits levels) and ``counts``
         (row m: the symbol counts of every ``_stride(n)``-th block whose largest |level| is m),
-        or None and one row of counts (all levels). Counted over a sample of blocks, every
-        level a class may hold keeps a frequency."""
+        or None and one row of counts (all levels). Classes are ranges of the blocks' maxima
+        (kernels/ans_plans.py ``best_classes``); counted over a sample of blocks, every level a
+        class may hold keeps a frequency."""
         chunks = chunk_count(n, self.chunk_levels)
         if maxima is None:
             total = counts.sum(axis=0)
