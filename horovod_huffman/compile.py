@@ -7,8 +7,9 @@ directory (ranks started together on one host) take turns under a file lock: the
 the others then find every kernel cached and only load it.
 
 What it calls: every encoder's encode and decode on int8 and int16 levels (QSGD s = 8 and 127
-fill int8, larger s int16), QSGD and TernGrad on float32 and float64 gradients, dequantization,
-the tensor message and the exchange's error feedback.
+fill int8, larger s int16), ``ans`` and ``auto`` with a layout (the row model), QSGD and
+TernGrad on float32 and float64 gradients, dequantization, the tensor message and the
+exchange's error feedback.
 """
 import argparse
 import fcntl
@@ -68,6 +69,16 @@ def warm_up():
                 levels = hh.decode(hh.get_encoder(name).encode(qt.levels))
                 assert np.array_equal(levels, qt.levels), name
             hh.dequantize(hh.unpack(hh.pack(qt, "rlh")))
+    # ``ans``'s row model (the exchange passes every bucket's layout): a matrix of rank one
+    # and noise, which the model fits, on int8 and int16 levels.
+    rows = 256
+    matrix = np.outer(rng.standard_normal(rows), rng.standard_normal(WARM_UP_LEVELS // rows))
+    matrix += 0.1 * rng.standard_normal(matrix.shape)
+    for quantizer in quantizers[:3]:
+        qt = quantizer.quantize(matrix.astype(np.float32).ravel(), seed=1)
+        for name in ("ans", "auto"):
+            buf = hh.get_encoder(name).encode(qt.levels, layout=[matrix.shape])
+            assert np.array_equal(hh.decode(buf), qt.levels), name
     codec = Codec(quantizer=hh.QSGD(levels=8), error_feedback=True, seed=0)
     codec.quantize(HostOps, grad, grad.shape, "warm-up", 0, state="warm-up")
 
