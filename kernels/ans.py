@@ -59,8 +59,6 @@ UNIT_SWAP = (1 << UNITS_PER_WORD_LOG2) - 1 if sys.byteorder == "little" else 0
 # Interleaved states per chunk (note 3), and the units that open a chunk: their final values.
 STATES = 4
 HEADER_UNITS = STATES * 2
-# Fibonacci hashing's multiplier (2**64 / golden ratio): ``sampled_block``'s offsets.
-SAMPLE_HASH = 0x9E3779B97F4A7C15
 # A state at or above frequency << RENORM_SHIFT would leave the range once coded (note 2).
 RENORM_SHIFT = STATE_BITS - ANS_PROB_BITS
 
@@ -494,66 +492,7 @@ def decode_chunks(words, starts, chunk_bits, chunk, coder, out, escapes, escape_
     return OK
 
 
-# ---- Contexts (note 6) ---------------------------------------------------------------------
-
-@njit(cache=True, nogil=True)
-def block_maxima(levels, block_bits, maxima):
-    """The largest |level| of every block of 2**block_bits levels (the last may be shorter)
-    into ``maxima`` (int64, one per block). A full block is a min/max pass of a fixed count in
-    the levels' own dtype, with selects, not branches: LLVM vectorizes that form (a slice's
-    .max() and .min(), or a pass to a computed end, it does not)."""
-    size = 1 << block_bits
-    full = levels.shape[0] >> block_bits
-    for b in range(full):
-        block = levels[b * size:(b + 1) * size]
-        hi = block[0]
-        lo = hi
-        for i in range(size):
-            v = block[i]
-            hi = v if v > hi else hi
-            lo = v if v < lo else lo
-        maxima[b] = max(int64(hi), -int64(lo))
-    for b in range(full, maxima.shape[0]):
-        block = levels[b * size:]
-        maxima[b] = max(int64(block.max()), -int64(block.min()))
-
-
-@njit(cache=True, inline="always")
-def sampled_block(w, stride):
-    """The block a plan counts among blocks w * stride .. (w + 1) * stride - 1: at an offset
-    hashed from w (Fibonacci hashing), so that a tensor repeating with a period of a multiple
-    of ``stride`` blocks (layers of one shape, one after another) is not sampled at one phase.
-    The device computes the same (cuda_ans.class_histograms)."""
-    return int64(w) * stride + int64(((uint64(w) * uint64(SAMPLE_HASH)) >> uint64(40)) %
-                                     uint64(stride))
-
-
-@njit(cache=True, nogil=True)
-def class_counts(levels, base, block_bits, stride, maxima, counts):
-    """For one block of 2**block_bits levels in every ``stride`` (``sampled_block``) its symbol
-    counts added to the row of its largest |level|: counts[maxima[b], level - base]
-    (``maxima`` from ``block_maxima``; rows: at least the largest |level| + 1; every level must
-    lie in the window). Four lanes of counts break the chains of increments of one counter
-    (most levels are one symbol)."""
-    n = levels.shape[0]
-    size = 1 << block_bits
-    lanes = np.zeros((STATES, counts.shape[0], counts.shape[1]), dtype=np.int64)
-    for w in range(-(-maxima.shape[0] // stride)):
-        b = sampled_block(w, stride)
-        if b >= maxima.shape[0]:
-            break
-        m = maxima[b]
-        i, stop = b * size, min(n, (b + 1) * size)
-        while i + STATES <= stop:
-            for k in range(STATES):
-                lanes[k, m, int64(levels[i + k]) - base] += 1
-            i += STATES
-        while i < stop:
-            lanes[0, m, int64(levels[i]) - base] += 1
-            i += 1
-    for k in range(STATES):
-        counts += lanes[k]
-
+# ---- Class ids (note 6; the plan's statistics: ans_plans.py) -------------------------------
 
 @njit(cache=True, nogil=True)
 def pack_classes(classes, bits, out):

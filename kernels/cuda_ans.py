@@ -15,8 +15,9 @@ READ ME FIRST
 """
 from numba import config, cuda, int64, uint32, uint64
 
-from .ans import (HEADER_UNITS, SAMPLE_HASH, STATE_BITS, STATE_LOW, STATES, UNIT_BITS,
-                  UNIT_BITS_LOG2, UNIT_MASK, UNITS_PER_WORD_LOG2)
+from .ans import (HEADER_UNITS, STATE_BITS, STATE_LOW, STATES, UNIT_BITS, UNIT_BITS_LOG2,
+                  UNIT_MASK, UNITS_PER_WORD_LOG2)
+from .ans_plans import SAMPLE_HASH
 from .errors import OK, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, BAD_STATE, ESCAPE_MISMATCH
 from .maxima import (ANS_BIAS_SHIFT, ANS_BOUND_MASK, ANS_COMPLEMENT_SHIFT, ANS_ESCAPE,
                      ANS_FREQ_MASK, ANS_LEVEL_SHIFT, ANS_OFFSET_MASK, ANS_OFFSET_SHIFT,
@@ -223,7 +224,7 @@ def block_maxima(levels, block_bits, out):
 
 @cuda.jit
 def class_histograms(levels, base, rows, block_bits, stride, counts):
-    """Every element of the one block in every ``stride`` that ans.sampled_block names adds
+    """Every element of the one block in every ``stride`` that ans_plans.sampled_block names adds
     one to counts[rows[its block], level - base] (levels in the window: the caller's
     guarantee)."""
     for i in range(cuda.grid(1), levels.shape[0], cuda.gridsize(1)):

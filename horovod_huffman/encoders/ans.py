@@ -19,12 +19,12 @@ from collections import namedtuple
 
 import numpy as np
 
-from horovod_huffman.kernels.ans import (block_maxima, class_counts, decode_chunks,
-                                         decode_table, encode_chunks, encode_tables,
-                                         escaped_levels, normalize, pack_classes, read_escapes,
-                                         unpack_classes, write_escapes, HEADER_UNITS,
-                                         UNIT_BITS)
-from horovod_huffman.kernels.ans_plans import best_classes, class_bits, stream_bytes
+from horovod_huffman.kernels.ans import (decode_chunks, decode_table, encode_chunks,
+                                         encode_tables, escaped_levels, normalize, pack_classes,
+                                         read_escapes, unpack_classes, write_escapes,
+                                         HEADER_UNITS, UNIT_BITS)
+from horovod_huffman.kernels.ans_plans import (best_classes, block_maxima, class_bits,
+                                               class_counts, stream_bytes)
 from horovod_huffman.kernels.bits import WORD_BITS
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, payload_bits
 from horovod_huffman.kernels.maxima import (ANS_MAX_BLOCK_BITS, ANS_MAX_CLASSES, ANS_MAX_WINDOW,
@@ -58,7 +58,7 @@ MAX_CLASS_BYTES = 1 << 18
 # block); levels wider than that are coded without contexts.
 MAX_STATISTICS = 1 << 20
 # Levels whose symbols a plan with contexts counts, at least: of a larger tensor one block in
-# every (levels // SAMPLED_LEVELS) only, at a hashed offset (kernels/ans.py sampled_block;
+# every (levels // SAMPLED_LEVELS) only, at a hashed offset (kernels/ans_plans.py sampled_block;
 # every block's largest |level| is taken).
 SAMPLED_LEVELS = 1 << 18
 # Where one-bit class ids would take more than 1/CLASS_ID_SHARE of a plan's estimated bytes,

@@ -275,7 +275,7 @@ def block_maxima(levels, block_bits, stream):
 def class_histograms(levels, base, window, rows, block_bits, stride, n_rows, stream):
     """Host int64 counts (n_rows x (window + 1)): row r the symbol counts of the device levels
     in every ``stride``-th block b with rows[b] == r (``ans``'s context statistics with the
-    block maxima as rows, as kernels.ans.class_counts), for levels that all lie in the
+    block maxima as rows, as kernels.ans_plans.class_counts), for levels that all lie in the
     window."""
     counts = cuda.to_device(np.zeros((n_rows, window + 1), dtype=np.int64), stream=stream)
     cuda_ans.class_histograms[grid_for(levels.size, STRIDE_BLOCK), STRIDE_BLOCK, stream](
