@@ -356,9 +356,8 @@ def decode_chunk(units, first_bit, n_bits, coder, out, start, stop, escapes, k, 
                  selects):
     """Decode levels out[start:stop] from the chunk stream of ``n_bits`` bits at ``first_bit``
     of ``units`` (the payload's ``payload_units``); its escapes take escapes[k:k_stop] in order,
-    all of them. ``coder``: (tables, classes,
-    block_bits), element i decoded with the table of class classes[i >> block_bits]. Returns a
-    status (errors.py).
+    all of them. ``coder``: (tables, classes, block_bits), element i decoded with the table of
+    class classes[i >> block_bits]. Returns a status (errors.py).
     Without escapes, whole groups of four go through the unchecked batches first (``selects``:
     ``_renorm``'s); the rest is decoded symbol by symbol with every check."""
     if first_bit % UNIT_BITS or n_bits % UNIT_BITS or n_bits < HEADER_UNITS * UNIT_BITS:
