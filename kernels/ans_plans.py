@@ -129,47 +129,62 @@ def stream_bytes(counts, freqs, chunks, n_blocks):
 
 
 @njit(cache=True, nogil=True)
+def quantile_classes(share, k, of_used):
+    """Cut the distinct block maxima (ascending) where ``share``, the cumulative share of blocks
+    up to each, crosses 1/k, 2/k, ...: ``of_used`` gets each maximum's class (from 0, whole
+    maxima per class); returns the number of classes (at most k)."""
+    n_classes, cut = 0, 0
+    for j in range(share.shape[0]):
+        this = min(int(share[j] * k - 1e-9), k - 1) if j else 0
+        if j == 0 or this > cut:
+            n_classes += 1
+            cut = this
+        of_used[j] = n_classes - 1
+    return n_classes
+
+
+@njit(cache=True, nogil=True)
+def merged_counts(counts, used, of_used, n_classes, base, cover):
+    """The rows ``used`` of ``counts`` summed per class (``of_used``); with ``cover`` (a sample
+    was counted) every level a class may hold (|level| <= its largest maximum, in the window:
+    the last column is the escape) gets a count of at least 1."""
+    merged = np.zeros((n_classes, counts.shape[1]), dtype=np.int64)
+    for j in range(used.shape[0]):
+        merged[of_used[j]] += counts[used[j]]
+    if cover:
+        for j in range(used.shape[0]):
+            if j + 1 == used.shape[0] or of_used[j + 1] != of_used[j]:     # a class's largest
+                for s in range(counts.shape[1] - 1):
+                    if abs(base + s) <= used[j]:
+                        merged[of_used[j], s] = max(merged[of_used[j], s], 1)
+    return merged
+
+
+@njit(cache=True, nogil=True)
 def best_classes(counts, maxima, choices, base, cover, scale, chunks, of_magnitude):
     """(frequencies, estimated stream bytes) of the cheapest plan whose classes are ranges of
     the blocks' largest |level|: row m of ``counts`` (int64, window + 1 symbols, the escape
     last) holds the symbol counts of the counted blocks whose largest |level| is m, ``maxima``
-    every block's. For k = 1 and every k in ``choices`` (ascending) the distinct maxima are cut
-    where the cumulative share of blocks crosses 1/k, 2/k, ... (at most k classes, each of whole
-    maxima; none tried where fewer than k maxima occur), the counts merged per class and, with
-    ``cover`` (a sample was counted), every level a class may hold (|level| <= its largest
-    maximum) given a count of at least 1; the estimate scales the counts by ``scale``. The
+    every block's. For k = 1 and every k in ``choices`` (ascending, each tried where at least k
+    maxima occur): the maxima in ``quantile_classes``'s classes, their counts
+    ``merged_counts``, the estimate (``stream_bytes``) over the counts scaled by ``scale``. The
     first cheapest wins; ``of_magnitude[m]`` gets its class of maximum m (uint8; 0 where m does
     not occur). The frequencies have one row per class."""
-    rows, width = counts.shape
-    weights = np.zeros(rows, dtype=np.int64)
+    weights = np.zeros(counts.shape[0], dtype=np.int64)
     for b in range(maxima.shape[0]):
         weights[maxima[b]] += 1
     used = np.flatnonzero(weights)
     share = np.cumsum(weights[used]) / maxima.shape[0]
     of_used = np.empty(used.shape[0], dtype=np.int64)
-    best_freqs = np.zeros((1, width), dtype=np.int64)
+    best_freqs = np.zeros((1, counts.shape[1]), dtype=np.int64)
     best_cost = -1
     for c in range(choices.shape[0] + 1):
         k = 1 if c == 0 else choices[c - 1]
         if used.shape[0] < k:
             break
-        n_classes, cut = 0, 0
-        for j in range(used.shape[0]):
-            this = min(int(share[j] * k - 1e-9), k - 1) if j else 0
-            if j == 0 or this > cut:
-                n_classes += 1
-                cut = max(cut, this)
-            of_used[j] = n_classes - 1
-        merged = np.zeros((n_classes, width), dtype=np.int64)
-        for j in range(used.shape[0]):
-            merged[of_used[j]] += counts[used[j]]
-        if cover:
-            for j in range(used.shape[0]):
-                if j + 1 == used.shape[0] or of_used[j + 1] != of_used[j]:
-                    for s in range(width - 1):
-                        if abs(base + s) <= used[j]:
-                            merged[of_used[j], s] = max(merged[of_used[j], s], 1)
-        freqs = np.empty((n_classes, width), dtype=np.int64)
+        n_classes = quantile_classes(share, k, of_used)
+        merged = merged_counts(counts, used, of_used, n_classes, base, cover)
+        freqs = np.empty_like(merged)
         for t in range(n_classes):
             freqs[t] = normalize(merged[t])
         cost = stream_bytes(merged * scale, freqs, chunks, maxima.shape[0])
