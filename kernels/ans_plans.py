@@ -89,7 +89,6 @@ def class_counts(levels, base, block_bits, stride, maxima, counts):
 
 # ---- Estimates and the class search ---------------------------------------------------------
 
-
 @njit(cache=True, nogil=True)
 def coded_bits(counts, freqs, chunks):
     """Estimated rANS payload bits of symbols with ``counts`` (rows: tables) coded with the
