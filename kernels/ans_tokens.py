@@ -205,8 +205,8 @@ def decode_token_chunk(words, units, first_bit, n_bits, tables, base, extras, ou
     decode ``tables`` (a row per context, note 5; maxima.py's ANS decode layout, the level
     field holding bucket << ANS_TOKEN_BUCKET_SHIFT | level index; the escape flagged, and
     ANS_TOKEN_ANCHOR on the anchor's tokens: rla.token_table). ``words``: the payload with
-    bits.bytes_to_words's zero words after it; ``units`` their ans.payload_units. Levels of escapes must lie in [lo, hi].
-    Returns a status (errors.py)."""
+    bits.bytes_to_words's zero words after it; ``units`` their ans.payload_units. Levels of
+    escapes must lie in [lo, hi]. Returns a status (errors.py)."""
     if first_bit % UNIT_BITS or n_bits % UNIT_BITS or n_bits < HEADER_UNITS * UNIT_BITS:
         return PAYLOAD_UNDERRUN
     u = uint64(first_bit // UNIT_BITS)

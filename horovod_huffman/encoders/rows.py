@@ -10,6 +10,7 @@ Parameters of a model: clip, the segment count, per segment the gap from the pre
 (levels), its rows and its row length, then every segment's profile and every segment's gains
 as zigzag varints.
 """
+import reprlib
 from collections import namedtuple
 
 import numpy as np
@@ -97,7 +98,7 @@ def check_layout(layout, n):
     if pairs.ndim != 2 or pairs.shape[1] != 2 or pairs.dtype.kind not in "iu" or \
             (pairs.size and (pairs.min() < 0 or pairs.max() > n)):
         raise ValueError(f"a layout holds (rows, row length) pairs of whole numbers in "
-                         f"[0, {n}], got {layout!r}")
+                         f"[0, {n}], got {reprlib.repr(layout)}")
     pairs = pairs.astype(np.int64)
     sizes = pairs[:, 0].astype(np.float64) * pairs[:, 1]
     if float(sizes.sum()) > n or int(np.sum(pairs[:, 0] * pairs[:, 1])) > n:
