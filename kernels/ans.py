@@ -509,7 +509,6 @@ def pack_classes(classes, bits, out):
         out[pos] = (acc << uint64(8 - pending)) & uint64(0xFF)
 
 
-
 @njit(cache=True, nogil=True)
 def unpack_classes(data, bits, out):
     """``pack_classes`` undone: len(out) ``bits``-bit fields (1..8), MSB-first, from ``data``

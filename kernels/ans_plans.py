@@ -13,7 +13,8 @@ from .ans import HEADER_UNITS, STATES, UNIT_BITS, normalize
 from .bits import WORD_BITS
 from .maxima import ANS_PROB_BITS
 
-# Parameter bytes of a frequency table per coded symbol (two varints: gap, frequency - 1).
+# Parameter bytes of a frequency table per coded symbol (two varints: gap, frequency - 1;
+# horovod_huffman/encoders/ans.py write_frequencies).
 TABLE_BYTES_PER_SYMBOL = 2
 # Estimated parameter bytes of every stream (mode, base, window, chunk size...) and per chunk
 # (its bit count).
@@ -164,7 +165,7 @@ def best_classes(counts, maxima, choices, base, cover, scale, chunks, of_magnitu
     """(frequencies, estimated stream bytes) of the cheapest plan whose classes are ranges of
     the blocks' largest |level|: row m of ``counts`` (int64, window + 1 symbols, the escape
     last) holds the symbol counts of the counted blocks whose largest |level| is m, ``maxima``
-    every block's. For k = 1 and every k in ``choices`` (ascending, each tried where at least k
+    every block's (each below the rows of ``counts``). For k = 1 and every k in ``choices`` (ascending, each tried where at least k
     maxima occur): the maxima in ``quantile_classes``'s classes, their counts
     ``merged_counts``, the estimate (``stream_bytes``) over the counts scaled by ``scale``. The
     first cheapest wins; ``of_magnitude[m]`` gets its class of maximum m (uint8; 0 where m does

@@ -103,7 +103,8 @@ def test_auto_passes_the_layout_to_ans():
 
 
 @pytest.mark.parametrize("layout", [[(-1, 5)], [(10, 11)], [(1, 2, 3)], [(1, 2, 3, 4)],
-                                    [(4, 2**62)], [(2.5, 4)], [(0, 2**70)]])
+                                    [(4, 2**62)], [(2.5, 4)], [(0, 2**70)], [(1, 2), (3,)],
+                                    [[], []], [()], np.zeros((5, 0), dtype=np.int64)])
 def test_a_layout_must_fit_the_levels(layout):
     with pytest.raises(ValueError):
         hh.get_encoder("rlh").encode(np.zeros(100, dtype=np.int8), layout=layout)

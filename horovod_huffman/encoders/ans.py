@@ -51,7 +51,8 @@ ROWS_MAX_LEVEL = 1 << 30
 # Without contexts: one class, one block of 2**NO_BLOCKS levels (more than any stream holds).
 NO_BLOCKS = 63
 # Class counts a plan with contexts tries (it keeps the cheapest, one class included).
-CLASS_CHOICES = np.array([2, 4, 8])
+CLASS_CHOICES = np.array([2, 4, 8], dtype=np.int64)
+CLASS_CHOICES.setflags(write=False)
 # Most parameter bytes the block classes may take; a larger tensor takes larger blocks.
 MAX_CLASS_BYTES = 1 << 18
 # Most entries of the context statistics (a row of symbol counts per largest |level| of a

@@ -88,20 +88,19 @@ class RowModel(namedtuple("RowModel", "offsets rows lengths profiles gains clip"
 def check_layout(layout, n):
     """The layout as an int64 array of (rows, row length) pairs, checked: pairs of whole
     numbers in [0, n] covering at most ``n`` levels in all (ValueError otherwise; the sum is
-    bounded in floating point first, so no integer product or sum wraps)."""
+    taken in floating point, exact below 2**53 levels, so no integer product wraps)."""
     try:
         pairs = layout if isinstance(layout, np.ndarray) else np.array(list(layout))
-    except ValueError:              # ragged pairs
-        pairs = np.zeros(0, dtype=object)
-    if pairs.size == 0 and pairs.dtype != object:
+    except ValueError:                  # ragged pairs
+        pairs = np.zeros((0, 0), dtype=object)
+    if pairs.shape == (0,):             # no pairs
         pairs = np.zeros((0, 2), dtype=np.int64)
     if pairs.ndim != 2 or pairs.shape[1] != 2 or pairs.dtype.kind not in "iu" or \
             (pairs.size and (pairs.min() < 0 or pairs.max() > n)):
         raise ValueError(f"a layout holds (rows, row length) pairs of whole numbers in "
                          f"[0, {n}], got {reprlib.repr(layout)}")
     pairs = pairs.astype(np.int64)
-    sizes = pairs[:, 0].astype(np.float64) * pairs[:, 1]
-    if float(sizes.sum()) > n or int(np.sum(pairs[:, 0] * pairs[:, 1])) > n:
+    if float(np.sum(pairs[:, 0].astype(np.float64) * pairs[:, 1])) > n:
         raise ValueError(f"the layout covers {int(sum(int(r) * int(c) for r, c in pairs))} "
                          f"levels, the tensor has {n}")
     return pairs
