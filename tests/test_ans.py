@@ -5,7 +5,8 @@ import pytest
 
 import horovod_huffman as hh
 from horovod_huffman import wire
-from horovod_huffman.kernels.ans import STATE_BITS, cumulative, encode_tables, normalize
+from horovod_huffman.kernels.ans import (STATE_BITS, cumulative, encode_tables, normalize,
+                                         pack_classes, unpack_classes)
 from horovod_huffman.kernels.maxima import (ANS_BIAS_SHIFT, ANS_BOUND_MASK, ANS_COMPLEMENT_SHIFT,
                                             ANS_FREQ_MASK, ANS_PROB_BITS, ANS_PROB_SCALE)
 from test_hostile_input import forged_parameters   # beside this file
@@ -149,7 +150,6 @@ def test_a_block_naming_a_class_without_a_table_raises(monkeypatch):
 
 @pytest.mark.parametrize("bits", range(1, 9))
 def test_class_ids_unpack_as_packed(bits):
-    from horovod_huffman.kernels.ans import pack_classes, unpack_classes
     classes = np.random.default_rng(bits).integers(0, 1 << bits, 1001).astype(np.uint8)
     data = np.empty(-(-classes.size * bits // 8), dtype=np.uint8)
     pack_classes(classes, bits, data)
