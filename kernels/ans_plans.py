@@ -103,6 +103,12 @@ def coded_bits(counts, freqs, chunks):
     return int(np.ceil(info)) + chunks * CHUNK_BITS
 
 
+def chunks_bytes(chunks):
+    """What ``chunks`` chunks add to ``stream_bytes``'s estimate: their ends (CHUNK_BITS each)
+    and bit counts, in whole bytes."""
+    return chunks * CHUNK_BITS // 8 + CHUNK_PARAM_BYTES * chunks
+
+
 @njit(cache=True, nogil=True)
 def class_bits(n_classes):
     """Bits of one block's class on the wire."""

@@ -10,6 +10,10 @@ READ ME FIRST
    decoder one chunk per thread (cuda_tokens.py, cuda_decode.py).
 3. CHUNK_LEVELS is the encoders' default (``chunk_levels``); for the same chunk size every
    producer (CPU or GPU) writes the very same bytes; decoders accept any size a stream declares.
+4. The rANS coders' chunks (``ans``, ``rla``) each end with ~100 bits beside their symbols'
+   information; a sparse stream's chunks grow (horovod_huffman/encoders/base.py
+   ``GrowingChunks``): at 0.07 bits per level (TernGrad) a chunk of 2**16 levels carries 4.6
+   Kbit, and the ~100 bits are 2% of it.
 """
 import numpy as np
 from numba import njit
@@ -19,6 +23,10 @@ from .bits import WORD_BITS
 # 2**16 levels: a 1M-level tensor gives 16 chunks (4 for each CPU decoder lane) and a 64M one
 # 1024 (enough blocks for a GPU); the per-chunk bit count costs ~3 bytes of parameters.
 CHUNK_LEVELS = 1 << 16
+# Growing chunks (note 4): a chunk doubles while estimated below CHUNK_PAYLOAD_BITS (~0.3% of
+# it then goes to its end), up to CHUNK_GROWTH times the encoder's chunk_levels by default.
+CHUNK_PAYLOAD_BITS = 1 << 15
+CHUNK_GROWTH = 16
 
 
 @njit(cache=True, nogil=True)

@@ -137,7 +137,7 @@ def test_a_block_naming_a_class_without_a_table_raises(monkeypatch):
     plan = encoder.plan(levels)
     counts = np.ones((3, plan.window + 1), dtype=np.int64)
     counts[:, plan.window] = 0
-    forged_plan = ans_module.AnsPlan.from_counts(plan.base, plan.window, counts,
+    forged_plan = ans_module.AnsPlan.from_counts(plan.base, plan.window, counts, plan.chunk,
                                                  (np.arange(plan.classes.size) % 3)
                                                  .astype(np.uint8), plan.block_bits)
     monkeypatch.setattr(encoder, "plan", lambda *_: forged_plan)

@@ -26,8 +26,12 @@ N = 300 if SIMULATED else 100_000
 
 
 def encoder(name, **kw):
+    """``name`` with chunks of CHUNK levels (or ``chunk_levels``) that do not grow (but in
+    ``test_sparse_chunks_grow_on_the_device``)."""
     if name in hh.encoders.CHUNKED:
         kw.setdefault("chunk_levels", CHUNK)
+    if name in hh.encoders.GROWING:
+        kw.setdefault("max_chunk_levels", kw["chunk_levels"])
     return deterministic_encoder(name, **kw)
 
 
@@ -194,6 +198,22 @@ def test_rla_contexts_on_the_device():
         device = _decode_or_none(forged, device="cuda")
         host_out = _decode_or_none(forged)
         assert (host_out is None) == (device is None)
+
+
+@pytest.mark.parametrize("name", hh.encoders.GROWING)
+def test_sparse_chunks_grow_on_the_device(name):
+    """TernGrad-like levels (2% non-zero): the device estimates the stream as the host does,
+    grows its chunks alike (16 times CHUNK), writes the host's bytes and decodes them."""
+    rng = np.random.default_rng(11)
+    n = 4000 if SIMULATED else 1_000_000
+    levels = np.where(rng.random(n) < 0.02, rng.choice(np.array([-1, 1], np.int8), n), 0)
+    levels = levels.astype(np.int8)
+    enc = encoder(name, max_chunk_levels=16 * CHUNK)
+    plan = enc.plan(levels) if name == "ans" else enc.sized_plan(levels)[0]
+    assert plan.chunk == 16 * CHUNK
+    host = enc.encode(levels)
+    assert bytes(enc.encode(cuda.to_device(levels))) == bytes(host)
+    np.testing.assert_array_equal(hh.decode(host, device="cuda").copy_to_host(), levels)
 
 
 def test_rla_past_its_token_limit_is_coded_on_the_host():

@@ -32,6 +32,11 @@ CHUNKED = tuple(name for name, cls in _BY_NAME.items()
                 if "chunk_levels" in inspect.signature(cls).parameters)
 """Encoders whose payload is cut into independently decodable chunks (``chunk_levels``)."""
 
+GROWING = tuple(name for name, cls in _BY_NAME.items()
+                if "max_chunk_levels" in inspect.signature(cls).parameters)
+"""Chunked encoders whose sparse streams take longer chunks, up to ``max_chunk_levels``
+(encoders/base.py ``GrowingChunks``)."""
+
 SEEDED = tuple(name for name, cls in _BY_NAME.items()
                if "seed" in inspect.signature(cls).parameters)
 """Encoders that sample the levels (``seed`` fixes the sample, and so the stream)."""

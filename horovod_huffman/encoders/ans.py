@@ -23,8 +23,8 @@ from horovod_huffman.kernels.ans import (decode_chunks, decode_table, encode_chu
                                          encode_tables, escaped_levels, normalize, pack_classes,
                                          read_escapes, unpack_classes, write_escapes,
                                          HEADER_UNITS, UNIT_BITS)
-from horovod_huffman.kernels.ans_plans import (best_classes, block_maxima, class_bits,
-                                               class_counts, stream_bytes)
+from horovod_huffman.kernels.ans_plans import (best_classes, block_maxima, chunks_bytes,
+                                               class_bits, class_counts, stream_bytes)
 from horovod_huffman.kernels.bits import WORD_BITS
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, payload_bits
 from horovod_huffman.kernels.maxima import (ANS_MAX_BLOCK_BITS, ANS_MAX_CLASSES, ANS_MAX_WINDOW,
@@ -37,7 +37,7 @@ from ..device import copy_to_host
 from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
 from . import gpu
-from .base import Chunked, out_words, check_status
+from .base import GrowingChunks, out_words, check_status
 from .codes import chunk_count, read_chunk_bits, write_chunks
 from .huffman import fill
 from .rows import RowModel, fit
@@ -81,21 +81,22 @@ def _padded(bits):
     return -(-bits // WORD_BITS) * WORD_BITS
 
 
-class AnsPlan(namedtuple("AnsPlan", "base window freqs classes block_bits")):
+class AnsPlan(namedtuple("AnsPlan", "base window freqs classes block_bits chunk")):
     """An ``ans`` code for one tensor: levels base .. base + window - 1 are symbols 0 ..
     window - 1, symbol ``window`` the escape; ``freqs`` (classes x (window + 1), int64 slots of
     1 / ANS_PROB_SCALE) their normalized frequencies per class; ``classes`` (uint8) the class
-    of every block of 2**``block_bits`` levels (one class and NO_BLOCKS: no contexts)."""
+    of every block of 2**``block_bits`` levels (one class and NO_BLOCKS: no contexts);
+    ``chunk`` the levels per chunk (a multiple of the block size)."""
     __slots__ = ()
 
     @classmethod
-    def from_counts(cls, base, window, counts, classes=None, block_bits=NO_BLOCKS):
+    def from_counts(cls, base, window, counts, chunk, classes=None, block_bits=NO_BLOCKS):
         """The plan for symbol ``counts`` (a row of window + 1 per class, the escapes last)."""
         counts = np.atleast_2d(counts)
         freqs = np.stack([normalize(row) for row in counts])
         if classes is None:
             classes = np.zeros(1, dtype=np.uint8)
-        return cls(base, window, freqs, classes, block_bits)
+        return cls(base, window, freqs, classes, block_bits, chunk)
 
     @property
     def contexts(self):
@@ -117,7 +118,7 @@ class RowsPlan(namedtuple("RowsPlan", "code model resid")):
     __slots__ = ()
 
 
-class Ans(Chunked):
+class Ans(GrowingChunks):
     """rANS over the levels with frequencies from their histogram; with ``contexts``, per
     class of blocks of 2**``block_bits`` levels sorted by their largest |level| (1, 2, 4 or 8
     classes, whichever the size estimate finds smallest; above SAMPLED_LEVELS levels the
@@ -132,13 +133,15 @@ class Ans(Chunked):
     encoder_id = 10
     on_device = True
 
-    def __init__(self, chunk_levels=CHUNK_LEVELS, contexts=True, block_bits=6):
-        """``chunk_levels``: levels per independently decodable chunk (kernels/chunks.py).
+    def __init__(self, chunk_levels=CHUNK_LEVELS, contexts=True, block_bits=6,
+                 max_chunk_levels=None):
+        """``chunk_levels``: levels per independently decodable chunk (kernels/chunks.py),
+        up to ``max_chunk_levels`` in sparse streams (base.py ``GrowingChunks``).
         ``contexts``: try classes of blocks of 2**``block_bits`` levels (2..16; a block must
         divide the chunk size, else no contexts; a tensor whose class ids would pass
         MAX_CLASS_BYTES takes larger blocks), for the levels and for the row model's
         residuals alike."""
-        super().__init__(chunk_levels)
+        super().__init__(chunk_levels, max_chunk_levels)
         if not isinstance(block_bits, (int, np.integer)) or not 2 <= block_bits <= 16:
             raise ValueError(f"block_bits must be an integer in [2, 16], got {block_bits!r}")
         self.contexts, self.block_bits = bool(contexts), int(block_bits)
@@ -187,7 +190,7 @@ class Ans(Chunked):
         blocks above SAMPLED_LEVELS levels, which its estimate extrapolates."""
         if isinstance(plan, RowsPlan):
             return self.counted_bytes(plan.resid, plan.code) + _model_bytes(plan.model)
-        chunks = chunk_count(levels.size, self.chunk_levels)
+        chunks = chunk_count(levels.size, plan.chunk)
         counts = np.zeros((plan.freqs.shape[0], plan.window + 1), dtype=np.int64)
         if plan.contexts:
             class_counts(levels, plan.base, plan.block_bits, 1, plan.classes, counts)
@@ -256,18 +259,25 @@ class Ans(Chunked):
         (row m: the symbol counts of every ``_stride(n)``-th block whose largest |level| is m),
         or None and one row of counts (all levels). Classes are ranges of the blocks' maxima
         (kernels/ans_plans.py ``best_classes``); counted over a sample of blocks, every level a
-        class may hold keeps a frequency."""
+        class may hold keeps a frequency. The chunks grow where the estimate is sparse
+        (``GrowingChunks.chunk_for``): the classes' choice does not depend on their count."""
         chunks = chunk_count(n, self.chunk_levels)
         if maxima is None:
             total = counts.sum(axis=0)
-            plan = AnsPlan.from_counts(base, window, total)
-            return plan, plan.size_bytes(total, chunks)
-        of_magnitude = np.zeros(counts.shape[0], dtype=np.uint8)
-        freqs, cost = best_classes(counts, maxima, CLASS_CHOICES, base, _stride(n) > 1,
-                                   n / max(1, int(counts.sum())), chunks, of_magnitude)
-        if freqs.shape[0] == 1:
-            return AnsPlan(base, window, freqs, np.zeros(1, dtype=np.uint8), NO_BLOCKS), cost
-        return AnsPlan(base, window, freqs, of_magnitude[maxima], block_bits), cost
+            plan = AnsPlan.from_counts(base, window, total, self.chunk_levels)
+            cost = plan.size_bytes(total, chunks)
+        else:
+            of_magnitude = np.zeros(counts.shape[0], dtype=np.uint8)
+            freqs, cost = best_classes(counts, maxima, CLASS_CHOICES, base, _stride(n) > 1,
+                                       n / max(1, int(counts.sum())), chunks, of_magnitude)
+            if freqs.shape[0] == 1:
+                plan = AnsPlan(base, window, freqs, np.zeros(1, dtype=np.uint8), NO_BLOCKS,
+                               self.chunk_levels)
+            else:
+                plan = AnsPlan(base, window, freqs, of_magnitude[maxima], block_bits,
+                               self.chunk_levels)
+        chunk = self.chunk_for(n, cost)
+        return plan._replace(chunk=chunk), cost - chunks_bytes(chunks - chunk_count(n, chunk))
 
     def _encode(self, levels):
         return self._encode_with(levels, None)
@@ -304,7 +314,7 @@ class Ans(Chunked):
         entries, rcps = coder_tables(plan.freqs)
         out32, n_words, chunk_bits = gpu.ans_payload(levels, plan.base, entries, rcps,
                                                      plan.classes, plan.block_bits,
-                                                     self.chunk_levels, stream)
+                                                     plan.chunk, stream)
         return (self._params(plan, chunk_bits, np.zeros(chunk_bits.size, np.int64)), out32,
                 n_words, payload_bits(chunk_bits))
 
@@ -314,14 +324,14 @@ class Ans(Chunked):
         if isinstance(plan, RowsPlan):
             return self._emit_rows(plan)
         base, window, freqs = plan.base, plan.window, plan.freqs
-        n_chunks = chunk_count(levels.size, self.chunk_levels)
+        n_chunks = chunk_count(levels.size, plan.chunk)
         if np.count_nonzero(freqs) == 1 and not plan.escapes():
             level = base + int(np.flatnonzero(freqs[0])[0])
             return ParamWriter().uint(MODE_CONSTANT).sint(level).getvalue(), out_words(0), 0, 0
         escapes = np.zeros(0, dtype=np.int64)
         escape_counts = np.zeros(n_chunks, dtype=np.int64)
         if plan.escapes():
-            escapes = escaped_levels(levels, base, window, self.chunk_levels, escape_counts)
+            escapes = escaped_levels(levels, base, window, plan.chunk, escape_counts)
         vbits = value_bits(levels.dtype)
         chunk_bits = np.zeros(n_chunks, dtype=np.int64)
         # A chunk: four 32-bit states and at most one unit per level, on a word boundary.
@@ -329,7 +339,7 @@ class Ans(Chunked):
                           UNIT_BITS * levels.size + vbits * escapes.size + WORD_BITS)
         entries, rcps = coder_tables(freqs)
         n_words = encode_chunks(levels, base, window, entries, rcps, plan.classes,
-                                plan.block_bits, self.chunk_levels, plan.escapes(), out32,
+                                plan.block_bits, plan.chunk, plan.escapes(), out32,
                                 chunk_bits)
         bits = payload_bits(chunk_bits)
         if escapes.size:
@@ -351,7 +361,7 @@ class Ans(Chunked):
             writer.uint(plan.freqs.shape[0]).uint(plan.block_bits)
         for row in plan.freqs:
             write_frequencies(writer, row)
-        write_chunks(writer, self.chunk_levels, chunk_bits)
+        write_chunks(writer, plan.chunk, chunk_bits)
         if plan.contexts:
             writer.raw(_pack_classes(plan.classes, class_bits(plan.freqs.shape[0])))
         if plan.escapes():

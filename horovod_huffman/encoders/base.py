@@ -1,7 +1,7 @@
 """What every encoder shares: input checks, the encode frame, and kernel status handling."""
 import numpy as np
 
-from horovod_huffman.kernels.chunks import CHUNK_LEVELS
+from horovod_huffman.kernels.chunks import CHUNK_GROWTH, CHUNK_LEVELS, CHUNK_PAYLOAD_BITS
 from horovod_huffman.kernels.stats import level_range
 
 from .. import wire
@@ -50,10 +50,10 @@ def check_device_levels(levels, stream):
                              f"[{_INT32.min}, {_INT32.max}]; got [{lo}, {hi}]")
 
 
-def check_chunk_levels(chunk_levels):
-    """Validate a ``chunk_levels`` argument: levels per independently decodable chunk."""
+def check_chunk_levels(chunk_levels, name="chunk_levels"):
+    """Validate a ``chunk_levels`` argument (or another of levels per chunk, ``name``)."""
     if not isinstance(chunk_levels, (int, np.integer)) or not 1 <= chunk_levels <= 2**31:
-        raise ValueError(f"chunk_levels must be an integer in [1, 2**31], got {chunk_levels!r}")
+        raise ValueError(f"{name} must be an integer in [1, 2**31], got {chunk_levels!r}")
     return int(chunk_levels)
 
 
@@ -142,6 +142,8 @@ class Encoder:
         config = self._config()
         if getattr(self, "chunk_levels", CHUNK_LEVELS) != CHUNK_LEVELS:
             config["chunk_levels"] = self.chunk_levels
+        if getattr(self, "max_chunk_levels", None) not in (None, self._default_max()):
+            config["max_chunk_levels"] = self.max_chunk_levels
         args = ", ".join(f"{k}={v!r}" for k, v in config.items())
         return f"{type(self).__name__}({args})"
 
@@ -157,6 +159,40 @@ class Chunked(Encoder):
         boundaries, and smaller chunks decode with more parallelism on a GPU and cost ~3 bytes
         each."""
         self.chunk_levels = check_chunk_levels(chunk_levels)
+
+
+class GrowingChunks(Chunked):
+    """A chunked encoder whose every chunk costs a fixed number of bits beside its symbols'
+    (rANS: the final states and the padding to a word, ~100 bits): a sparse stream's chunks
+    take 2, 4, ... times ``chunk_levels`` levels, up to ``max_chunk_levels``, until each is
+    estimated at CHUNK_PAYLOAD_BITS or more. Every producer (CPU or GPU) chooses the same size
+    from the same estimate; the stream declares it."""
+
+    def __init__(self, chunk_levels=CHUNK_LEVELS, max_chunk_levels=None):
+        """``max_chunk_levels``: the most levels a chunk may grow to (default: CHUNK_GROWTH
+        times ``chunk_levels``); ``chunk_levels`` itself keeps every chunk at that size (as
+        many chunks as possible: a GPU decodes one per thread)."""
+        super().__init__(chunk_levels)
+        if max_chunk_levels is None:
+            max_chunk_levels = self._default_max()
+        self.max_chunk_levels = check_chunk_levels(max_chunk_levels, "max_chunk_levels")
+        if self.max_chunk_levels < self.chunk_levels:
+            raise ValueError(f"max_chunk_levels ({self.max_chunk_levels}) must be at least "
+                             f"chunk_levels ({self.chunk_levels})")
+
+    def _default_max(self):
+        return min(2**31, CHUNK_GROWTH * self.chunk_levels)
+
+    def chunk_for(self, n, estimated_bytes):
+        """Levels per chunk for ``n`` levels whose stream is estimated at ``estimated_bytes``
+        with chunks of ``chunk_levels``: that size doubled while a chunk holds fewer than n
+        levels, carries less than CHUNK_PAYLOAD_BITS of the estimate, and stays within
+        max_chunk_levels."""
+        chunk = self.chunk_levels
+        while chunk < n and 2 * chunk <= self.max_chunk_levels and \
+                8 * estimated_bytes * chunk < CHUNK_PAYLOAD_BITS * n:
+            chunk *= 2
+        return chunk
 
 
 class Sampled:

@@ -35,7 +35,7 @@ from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
 from . import gpu
 from .ans import coder_tables, normalized, read_frequencies, write_frequencies
-from .base import Chunked, out_words, check_status
+from .base import GrowingChunks, out_words, check_status
 from .codes import read_chunk_bits, write_chunks
 from .runlength import token_counts
 
@@ -45,12 +45,13 @@ ESCAPE_RUN_BITS = 32
 ONE_TABLE, TWO_TABLES = 1, 2
 
 
-class RlaPlan(namedtuple("RlaPlan", "base window counts freqs anchor after_anchor ends symbols "
-                                    "chunk_runs")):
+class RlaPlan(namedtuple("RlaPlan", "base window counts freqs anchor after_anchor chunk ends "
+                                    "symbols chunk_runs")):
     """An ``rla`` code and the tokens it codes: their symbol ``counts`` and ``freqs`` (int64
     slots) per context (rows); ``anchor`` the anchor's level index (-1: one table);
-    ``after_anchor`` (uint8 per symbol) the context a token gives the next; the run ends,
-    token symbols (uint32) and runs up to each chunk's end of ``token_counts``."""
+    ``after_anchor`` (uint8 per symbol) the context a token gives the next; ``chunk`` the
+    levels per chunk; the run ends, token symbols (uint32) and runs up to each chunk's end of
+    ``token_counts`` (None where the tokens are on the GPU)."""
     __slots__ = ()
 
     def information_bits(self, vbits):
@@ -69,7 +70,7 @@ class RlaPlan(namedtuple("RlaPlan", "base window counts freqs anchor after_ancho
         return info + extras
 
 
-class RLA(Chunked):
+class RLA(GrowingChunks):
     """Run-length ANS: joint (level, run-length bucket) tokens, rANS-coded with a table per
     context (whether the previous token has level 0) where that pays; at most ANS_MAX_TOKENS
     distinct token symbols keep a frequency, the rarer ones take the escape.
@@ -85,11 +86,20 @@ class RLA(Chunked):
 
     def sized_plan(self, levels, tokens=None):
         """(the ``RlaPlan`` of ``levels``, its estimated stream bytes without the fixed
-        header): one table or two, whichever the estimate finds smaller. ``tokens``: what
-        ``token_counts(levels, self.chunk_levels, contexts=True)`` returns, where the caller
-        has it."""
+        header): one table or two, whichever the estimate finds smaller, and chunks grown
+        where the stream is sparse (``GrowingChunks``: the runs are cut anew). ``tokens``:
+        what ``token_counts(levels, self.chunk_levels, contexts=True)`` returns, where the
+        caller has it."""
         if tokens is None:
             tokens = token_counts(levels, self.chunk_levels, contexts=True)
+        plan, cost = self._tokens_plan(levels, tokens, self.chunk_levels)
+        chunk = self.chunk_for(levels.size, cost)
+        if chunk == self.chunk_levels:
+            return plan, cost
+        return self._tokens_plan(levels, token_counts(levels, chunk, contexts=True), chunk)
+
+    def _tokens_plan(self, levels, tokens, chunk):
+        """(plan, estimated bytes) of ``levels``'s ``tokens``, their runs cut at ``chunk``."""
         base, window, counts, ends, symbols, chunk_runs, contexts = tokens
         escape = window * RUN_BUCKETS
         limited, counts = _limit_tokens(symbols, counts, escape)
@@ -99,11 +109,8 @@ class RLA(Chunked):
                 contexts = np.zeros_like(contexts)
                 token_contexts(levels, ends, symbols, chunk_runs, base, window,
                                anchor_contexts(base, window), contexts)
-        plan = _plan(base, window, counts, contexts, ends, symbols, chunk_runs)
-        per_bucket = counts[:escape].reshape(RUN_BUCKETS, window).sum(axis=1)
-        extras = int(per_bucket @ BUCKET_EXTRA) + \
-            int(counts[escape]) * (value_bits(levels.dtype) + ESCAPE_RUN_BITS)
-        return plan, _stream_bytes(plan, extras, chunk_runs.size)
+        plan = _plan(base, window, counts, contexts, chunk, ends, symbols, chunk_runs)
+        return plan, _stream_bytes(plan, value_bits(levels.dtype), chunk_runs.size)
 
     def _encode(self, levels):
         plan, _ = self.sized_plan(levels)
@@ -125,7 +132,7 @@ class RLA(Chunked):
         entries, rcps = coder_tables(freqs)
         n_words = encode_token_chunks(symbols, chunk_runs, entries, rcps, plan.after_anchor,
                                       out32, chunk_bits)
-        write_extras(levels, plan.ends, symbols, chunk_runs, self.chunk_levels, window, vbits,
+        write_extras(levels, plan.ends, symbols, chunk_runs, plan.chunk, window, vbits,
                      out32[n_words:], extra_bits)
         return self._result_parts(plan, out32, n_words, chunk_bits, extra_bits)
 
@@ -134,18 +141,32 @@ class RLA(Chunked):
         base, window = lo, hi - lo + 1
         if window > RLH_MAX_WINDOW:                 # escapes: coded on the host
             return self._encode(copy_to_host(levels, stream))
-        after_anchor = anchor_contexts(base, window)
-        contexts, n_tokens, extra_bits = gpu.rla_statistics(levels, self.chunk_levels, base,
-                                                            window, after_anchor, stream)
-        counts = contexts.sum(axis=0)
-        if np.count_nonzero(counts) > ANS_MAX_TOKENS:   # escapes: coded on the host
+        planned = self._device_plan(levels, base, window, self.chunk_levels, stream)
+        if planned is None:                             # escapes: coded on the host
             return self._encode(copy_to_host(levels, stream))
-        plan = _plan(base, window, counts, contexts if after_anchor.any() else None)
+        plan, n_tokens, extra_bits = planned
+        chunk = self.chunk_for(levels.size,
+                               _stream_bytes(plan, value_bits(levels.dtype), n_tokens.size))
+        if chunk != self.chunk_levels:
+            plan, n_tokens, extra_bits = self._device_plan(levels, base, window, chunk, stream)
         entries, rcps = coder_tables(plan.freqs)
-        out32, n_words, chunk_bits = gpu.rla_payload(levels, self.chunk_levels, base, window,
+        out32, n_words, chunk_bits = gpu.rla_payload(levels, plan.chunk, base, window,
                                                      entries, rcps, plan.after_anchor, n_tokens,
                                                      extra_bits, stream)
         return self._result_parts(plan, out32, n_words, chunk_bits, extra_bits)
+
+    @staticmethod
+    def _device_plan(levels, base, window, chunk, stream):
+        """(plan, tokens per chunk, extra bits per chunk) of device ``levels`` with runs cut
+        at ``chunk``, counted on the GPU; None where tokens would take the escape."""
+        after_anchor = anchor_contexts(base, window)
+        contexts, n_tokens, extra_bits = gpu.rla_statistics(levels, chunk, base, window,
+                                                            after_anchor, stream)
+        counts = contexts.sum(axis=0)
+        if np.count_nonzero(counts) > ANS_MAX_TOKENS:
+            return None
+        plan = _plan(base, window, counts, contexts if after_anchor.any() else None, chunk)
+        return plan, n_tokens, extra_bits
 
     def _result_parts(self, plan, out32, n_words, chunk_bits, extra_bits):
         """(params, words, n_words, n_bits) of chunks of ``chunk_bits`` rANS bits in the first
@@ -158,7 +179,7 @@ class RLA(Chunked):
         writer = ParamWriter().sint(plan.base).uint(plan.window).uint(plan.freqs.shape[0])
         for row in plan.freqs:
             write_frequencies(writer, row)
-        write_chunks(writer, self.chunk_levels, chunk_bits)
+        write_chunks(writer, plan.chunk, chunk_bits)
         writer.uints(extra_bits)
         return writer.getvalue(), out32, n_words, bits
 
@@ -196,10 +217,10 @@ class RLA(Chunked):
                                          tables, base, out, lo, hi, vbits), cls.name)
 
 
-def _plan(base, window, counts, contexts, ends=None, symbols=None, chunk_runs=None):
+def _plan(base, window, counts, contexts, chunk, ends=None, symbols=None, chunk_runs=None):
     """The ``RlaPlan`` of tokens with symbol ``counts`` (and, where the window holds level 0,
-    their ``contexts`` counts): two tables where both contexts occur and the estimate finds
-    them smaller, else one."""
+    their ``contexts`` counts), their runs cut at ``chunk``: two tables where both contexts
+    occur and the estimate finds them smaller, else one."""
     rows, anchor = counts[None, :], -1
     after_anchor = anchor_contexts(base, window)
     if contexts is not None and contexts.any(axis=1).all() and \
@@ -208,13 +229,19 @@ def _plan(base, window, counts, contexts, ends=None, symbols=None, chunk_runs=No
     else:
         after_anchor[:] = 0
     freqs = np.stack([normalized(row) for row in rows])
-    return RlaPlan(base, window, rows, freqs, anchor, after_anchor, ends, symbols, chunk_runs)
+    return RlaPlan(base, window, rows, freqs, anchor, after_anchor, chunk, ends, symbols,
+                   chunk_runs)
 
 
-def _stream_bytes(plan, extras, n_chunks):
+def _stream_bytes(plan, vbits, n_chunks):
     """Estimated stream bytes without the fixed header: ``plan``'s tokens under its normalized
     frequencies (not their own: with many rare symbols the slots' rounding costs ~1%), the
-    chunks' final states, its tables, ``extras`` bits and the parameters."""
+    chunks' final states, its tables, the extras (``vbits``: an escaped level's bits) and the
+    parameters."""
+    window, counts = plan.window, plan.counts.sum(axis=0)
+    escape = window * RUN_BUCKETS
+    per_bucket = counts[:escape].reshape(RUN_BUCKETS, window).sum(axis=1)
+    extras = int(per_bucket @ BUCKET_EXTRA) + int(counts[escape]) * (vbits + ESCAPE_RUN_BITS)
     tables = 8 * TABLE_BYTES_PER_SYMBOL * int(np.count_nonzero(plan.counts))
     bits = coded_bits(plan.counts, plan.freqs, n_chunks) + tables + extras
     return (bits + 7) // 8 + 12 + 6 * n_chunks
