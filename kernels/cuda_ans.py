@@ -120,27 +120,64 @@ def decode_chunks(words, starts, chunk_bits, chunk, tables, classes, block_bits,
 @cuda.jit(device=True)
 def _decode_chunk(words, first_bit, n_bits, tables, classes, block_bits, out, start, stop,
                   escapes, k, k_stop):
+    """Decode out[start:stop] from one chunk's stream; returns its status. Four levels a step,
+    one per state, the states in registers: their four chains overlap (a state array indexed
+    by the lane would live in local memory, a load and a store on every level's chain). A
+    group of four never spans two blocks (kernels/ans.py note 6): one class lookup a step."""
     states = cuda.local.array(STATES, uint64)
     status, u, end = open_chunk(words, first_bit, n_bits, states)
     if status != OK:
         return status
-    for i in range(start, stop):
-        lane = (i - start) % STATES
+    x0, x1, x2, x3 = states[0], states[1], states[2], states[3]
+    i = start
+    while i + STATES <= stop:
+        t = classes[i >> block_bits]
+        x0, e0 = get_symbol(x0, tables, t)
+        x1, e1 = get_symbol(x1, tables, t)
+        x2, e2 = get_symbol(x2, tables, t)
+        x3, e3 = get_symbol(x3, tables, t)
+        k, ok0 = put_level(out, i, e0, escapes, k, k_stop)
+        k, ok1 = put_level(out, i + 1, e1, escapes, k, k_stop)
+        k, ok2 = put_level(out, i + 2, e2, escapes, k, k_stop)
+        k, ok3 = put_level(out, i + 3, e3, escapes, k, k_stop)
+        if not (ok0 and ok1 and ok2 and ok3):
+            return ESCAPE_MISMATCH
+        x0, u, r0 = refill(x0, words, u, end)
+        x1, u, r1 = refill(x1, words, u, end)
+        x2, u, r2 = refill(x2, words, u, end)
+        x3, u, r3 = refill(x3, words, u, end)
+        if not (r0 and r1 and r2 and r3):
+            return PAYLOAD_OVERRUN
+        i += STATES
+    states[0], states[1], states[2], states[3] = x0, x1, x2, x3
+    lane = 0
+    while i < stop:                       # the chunk's last levels, fewer than four
         x, e = get_symbol(states[lane], tables, classes[i >> block_bits])
-        if e & uint64(ANS_ESCAPE):
-            if k >= k_stop:
-                return ESCAPE_MISMATCH
-            out[i] = escapes[k]
-            k += 1
-        else:
-            out[i] = int64(int32_of(e >> uint64(ANS_LEVEL_SHIFT)))
-        x, u, ok = refill(x, words, u, end)
+        k, ok = put_level(out, i, e, escapes, k, k_stop)
         if not ok:
+            return ESCAPE_MISMATCH
+        x, u, r = refill(x, words, u, end)
+        if not r:
             return PAYLOAD_OVERRUN
         states[lane] = x
+        lane += 1
+        i += 1
     if k != k_stop:
         return ESCAPE_MISMATCH
     return end_status(states, u, end)
+
+
+@cuda.jit(device=True, inline=True)
+def put_level(out, i, e, escapes, k, k_stop):
+    """out[i] = the level of decode entry e, or for an escape escapes[k]: (k after, False
+    where the chunk's escapes, up to k_stop, are used up)."""
+    if e & uint64(ANS_ESCAPE):
+        if k >= k_stop:
+            return k, False
+        out[i] = escapes[k]
+        return k + 1, True
+    out[i] = int64(int32_of(e >> uint64(ANS_LEVEL_SHIFT)))
+    return k, True
 
 
 @cuda.jit(device=True, inline=True)
