@@ -23,9 +23,9 @@ from .bits import WORD_BITS
 # 2**16 levels: a 1M-level tensor gives 16 chunks (4 for each CPU decoder lane) and a 64M one
 # 1024 (enough blocks for a GPU); the per-chunk bit count costs ~3 bytes of parameters.
 CHUNK_LEVELS = 1 << 16
-# Growing chunks (note 4): a chunk doubles while estimated below CHUNK_PAYLOAD_BITS (~0.3% of
+# Growing chunks (note 4): a chunk doubles while estimated below CHUNK_PAYLOAD_BITS (~0.6% of
 # it then goes to its end), up to CHUNK_GROWTH times the encoder's chunk_levels by default.
-CHUNK_PAYLOAD_BITS = 1 << 15
+CHUNK_PAYLOAD_BITS = 1 << 14
 CHUNK_GROWTH = 16
 
 

@@ -103,68 +103,75 @@ def unit_at(words, u):
         uint64(UNIT_MASK)
 
 
-@cuda.jit
-def decode_chunks(words, starts, chunk_bits, chunk, tables, classes, block_bits, escapes,
-                  escape_starts, out, status):
-    """Thread c decodes chunk c into out (element i on state (i - chunk start) % 4, with the
-    table of class classes[i >> block_bits]), its escapes taking
-    escapes[escape_starts[c]:escape_starts[c + 1]]; status[c] gets its status."""
-    c = cuda.grid(1)
-    if c >= starts.shape[0]:
-        return
-    status[c] = _decode_chunk(words, starts[c], chunk_bits[c], tables, classes, block_bits, out,
-                              int64(c) * chunk, min(int64(out.shape[0]), int64(c + 1) * chunk),
-                              escapes, escape_starts[c], escape_starts[c + 1])
+def _chunk_decoder(selects):
+    """The ``decode_chunks`` kernel renormalizing with ``refill`` or, with ``selects``,
+    ``refill_select`` (compiled apart, as the CPU decoder is for its literal argument)."""
+    take = refill_select if selects else refill
 
+    @cuda.jit(device=True)
+    def decode_chunk(words, first_bit, n_bits, tables, classes, block_bits, out, start, stop,
+                     escapes, k, k_stop):
+        """Decode out[start:stop] from one chunk's stream; returns its status. Four levels a
+        step, one per state, the states in registers: their four chains overlap (a state array
+        indexed by the lane lives in local memory, a load and a store on every level's chain).
+        A group of four never spans two blocks (kernels/ans.py note 6): one class lookup a
+        step."""
+        states = cuda.local.array(STATES, uint64)
+        status, u, end = open_chunk(words, first_bit, n_bits, states)
+        if status != OK:
+            return status
+        x0, x1, x2, x3 = states[0], states[1], states[2], states[3]
+        i = start
+        while i + STATES <= stop:
+            t = classes[i >> block_bits]
+            x0, e0 = get_symbol(x0, tables, t)
+            x1, e1 = get_symbol(x1, tables, t)
+            x2, e2 = get_symbol(x2, tables, t)
+            x3, e3 = get_symbol(x3, tables, t)
+            k, ok0 = put_level(out, i, e0, escapes, k, k_stop)
+            k, ok1 = put_level(out, i + 1, e1, escapes, k, k_stop)
+            k, ok2 = put_level(out, i + 2, e2, escapes, k, k_stop)
+            k, ok3 = put_level(out, i + 3, e3, escapes, k, k_stop)
+            if not (ok0 and ok1 and ok2 and ok3):
+                return ESCAPE_MISMATCH
+            x0, u, r0 = take(x0, words, u, end)
+            x1, u, r1 = take(x1, words, u, end)
+            x2, u, r2 = take(x2, words, u, end)
+            x3, u, r3 = take(x3, words, u, end)
+            if not (r0 and r1 and r2 and r3):
+                return PAYLOAD_OVERRUN
+            i += STATES
+        states[0], states[1], states[2], states[3] = x0, x1, x2, x3
+        lane = 0
+        while i < stop:                       # the chunk's last levels, fewer than four
+            x, e = get_symbol(states[lane], tables, classes[i >> block_bits])
+            k, ok = put_level(out, i, e, escapes, k, k_stop)
+            if not ok:
+                return ESCAPE_MISMATCH
+            x, u, r = take(x, words, u, end)
+            if not r:
+                return PAYLOAD_OVERRUN
+            states[lane] = x
+            lane += 1
+            i += 1
+        if k != k_stop:
+            return ESCAPE_MISMATCH
+        return end_status(states, u, end)
 
-@cuda.jit(device=True)
-def _decode_chunk(words, first_bit, n_bits, tables, classes, block_bits, out, start, stop,
-                  escapes, k, k_stop):
-    """Decode out[start:stop] from one chunk's stream; returns its status. Four levels a step,
-    one per state, the states in registers: their four chains overlap (a state array indexed
-    by the lane would live in local memory, a load and a store on every level's chain). A
-    group of four never spans two blocks (kernels/ans.py note 6): one class lookup a step."""
-    states = cuda.local.array(STATES, uint64)
-    status, u, end = open_chunk(words, first_bit, n_bits, states)
-    if status != OK:
-        return status
-    x0, x1, x2, x3 = states[0], states[1], states[2], states[3]
-    i = start
-    while i + STATES <= stop:
-        t = classes[i >> block_bits]
-        x0, e0 = get_symbol(x0, tables, t)
-        x1, e1 = get_symbol(x1, tables, t)
-        x2, e2 = get_symbol(x2, tables, t)
-        x3, e3 = get_symbol(x3, tables, t)
-        k, ok0 = put_level(out, i, e0, escapes, k, k_stop)
-        k, ok1 = put_level(out, i + 1, e1, escapes, k, k_stop)
-        k, ok2 = put_level(out, i + 2, e2, escapes, k, k_stop)
-        k, ok3 = put_level(out, i + 3, e3, escapes, k, k_stop)
-        if not (ok0 and ok1 and ok2 and ok3):
-            return ESCAPE_MISMATCH
-        x0, u, r0 = refill(x0, words, u, end)
-        x1, u, r1 = refill(x1, words, u, end)
-        x2, u, r2 = refill(x2, words, u, end)
-        x3, u, r3 = refill(x3, words, u, end)
-        if not (r0 and r1 and r2 and r3):
-            return PAYLOAD_OVERRUN
-        i += STATES
-    states[0], states[1], states[2], states[3] = x0, x1, x2, x3
-    lane = 0
-    while i < stop:                       # the chunk's last levels, fewer than four
-        x, e = get_symbol(states[lane], tables, classes[i >> block_bits])
-        k, ok = put_level(out, i, e, escapes, k, k_stop)
-        if not ok:
-            return ESCAPE_MISMATCH
-        x, u, r = refill(x, words, u, end)
-        if not r:
-            return PAYLOAD_OVERRUN
-        states[lane] = x
-        lane += 1
-        i += 1
-    if k != k_stop:
-        return ESCAPE_MISMATCH
-    return end_status(states, u, end)
+    @cuda.jit
+    def decode_chunks(words, starts, chunk_bits, chunk, tables, classes, block_bits, escapes,
+                      escape_starts, out, status):
+        """Thread c decodes chunk c into out (element i on state (i - chunk start) % 4, with
+        the table of class classes[i >> block_bits]), its escapes taking
+        escapes[escape_starts[c]:escape_starts[c + 1]]; status[c] gets its status."""
+        c = cuda.grid(1)
+        if c >= starts.shape[0]:
+            return
+        status[c] = decode_chunk(words, starts[c], chunk_bits[c], tables, classes, block_bits,
+                                 out, int64(c) * chunk,
+                                 min(int64(out.shape[0]), int64(c + 1) * chunk),
+                                 escapes, escape_starts[c], escape_starts[c + 1])
+    return decode_chunks
 
 
 @cuda.jit(device=True, inline=True)
@@ -228,6 +235,17 @@ def refill(x, words, u, end):
 
 
 @cuda.jit(device=True, inline=True)
+def refill_select(x, words, u, end):
+    """``refill`` by selects: the unit is loaded whether or not the state takes it (the
+    chunk's last one past its end), so that whether a state renormalizes is no branch; faster
+    where states renormalize every few levels (kernels/ans.py ``_renorm``)."""
+    low = x < uint64(STATE_LOW)
+    unit = unit_at(words, min(u, end - 1))
+    ok = u < end or not low
+    return (((x << uint64(UNIT_BITS)) | unit) if low else x), (u + 1 if low else u), ok
+
+
+@cuda.jit(device=True, inline=True)
 def end_status(states, u, end):
     """A chunk decoded without error must have read every unit up to ``end`` and left every
     state at STATE_LOW."""
@@ -270,3 +288,8 @@ def class_histograms(levels, base, rows, block_bits, stride, counts):
         if b - w * stride == int64(((uint64(w) * uint64(SAMPLE_HASH)) >> uint64(40)) %
                                    uint64(stride)):
             cuda.atomic.add(counts, (rows[b], int64(levels[i]) - base), 1)
+
+
+# The chunk decoders, renormalizing by branches and by selects (``_chunk_decoder``).
+decode_chunks = _chunk_decoder(False)
+decode_chunks_selects = _chunk_decoder(True)

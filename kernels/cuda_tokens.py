@@ -250,8 +250,8 @@ def level_range(levels, lo_hi):
 
 
 @cuda.jit
-def fill_words(out, value):
-    """out[:] = value (uint32). Any grid."""
+def fill(out, value):
+    """out[:] = value (of out's dtype). Any grid."""
     for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
         out[i] = value
 

@@ -35,12 +35,12 @@ def planned(encoder, levels):
 @pytest.mark.parametrize("name", hh.encoders.GROWING)
 def test_sparse_streams_take_longer_chunks(name):
     """0.1 bits per level: chunks of 2**16 levels would carry ~6 Kbit, of which the ends take
-    ~1.7%; grown eightfold, the payload is within 1% of the information it codes, and a
+    ~1.7%; grown fourfold, the payload is within 1% of the information it codes, and a
     smaller stream than with chunks kept at 2**16."""
     levels = ternary(1 << 20, 0.01, seed=1)
     encoder = hh.get_encoder(name)
     plan, information = planned(encoder, levels)
-    assert plan.chunk == 8 * CHUNK_LEVELS
+    assert plan.chunk == 4 * CHUNK_LEVELS
     buf = encoder.encode(levels)
     assert np.array_equal(hh.decode(buf), levels)
     assert hh.encoders.check(buf).payload_bits <= 1.01 * information

@@ -423,11 +423,11 @@ class Ans(GrowingChunks):
             check_status(read_escapes(host_words, escape_bit, n_escapes, vbits, lo, hi,
                                       escapes), cls.name)
         tables = np.stack([decode_table(row, base, window) for row in freqs])
+        selects = declared >= SELECT_BITS_PER_LEVEL * out.size
         if stream is not None:
             gpu.decode_ans(words, starts, chunk_bits, chunk, tables, classes, block_bits,
-                           escapes, escape_starts, out, cls.name, stream)
+                           escapes, escape_starts, selects, out, cls.name, stream)
             return
-        selects = declared >= SELECT_BITS_PER_LEVEL * out.size
         check_status(decode_chunks(words, starts, chunk_bits, chunk,
                                    (tables, classes, block_bits), out, escapes, escape_starts,
                                    selects), cls.name)

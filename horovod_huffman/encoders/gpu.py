@@ -114,8 +114,14 @@ def fixed_payload(levels, base, width, stream):
 
 def _zeroed_words(n, stream):
     out = cuda.device_array(n, dtype=np.uint32, stream=stream)
-    cuda_tokens.fill_words[grid_for(n, STRIDE_BLOCK), STRIDE_BLOCK, stream](out, np.uint32(0))
+    fill(out, 0, stream)
     return out
+
+
+def fill(out, value, stream):
+    """out[:] = value (device; a value of out's dtype)."""
+    cuda_tokens.fill[grid_for(out.size, STRIDE_BLOCK), STRIDE_BLOCK, stream](
+        out, out.dtype.type(value))
 
 
 def to_device_words(payload, stream):
@@ -240,11 +246,13 @@ def rla_payload(levels, chunk, base, window, entries, rcps, after_anchor, n_toke
 
 
 def decode_ans(words, starts, chunk_bits, chunk, tables, classes, block_bits, escapes,
-               escape_starts, out, name, stream):
-    """``ans`` payload -> ``out`` (device); raises DecodeError like the CPU decoder."""
+               escape_starts, selects, out, name, stream):
+    """``ans`` payload -> ``out`` (device); raises DecodeError like the CPU decoder.
+    ``selects``: renormalize by selects (kernels/cuda_ans.py ``refill_select``)."""
     status = cuda.device_array(len(starts), dtype=np.int64, stream=stream)
     blocks = -(-len(starts) // cuda_ans.ANS_BLOCK)
-    cuda_ans.decode_chunks[blocks, cuda_ans.ANS_BLOCK, stream](
+    kernel = cuda_ans.decode_chunks_selects if selects else cuda_ans.decode_chunks
+    kernel[blocks, cuda_ans.ANS_BLOCK, stream](
         words, cuda.to_device(starts, stream=stream), cuda.to_device(chunk_bits, stream=stream),
         chunk, cuda.to_device(tables, stream=stream), cuda.to_device(classes, stream=stream),
         block_bits, cuda.to_device(escapes, stream=stream),
@@ -254,8 +262,10 @@ def decode_ans(words, starts, chunk_bits, chunk, tables, classes, block_bits, es
 
 def decode_rla(words, starts, chunk_bits, extra_starts, chunk, tables, base, lo, hi, vbits, out,
                name, stream):
-    """``rla`` payload -> ``out`` (device); raises DecodeError like the CPU decoder."""
+    """``rla`` payload -> ``out`` (device); raises DecodeError like the CPU decoder. ``out``
+    is zeroed first: the decoder writes no run of level 0."""
     status = cuda.device_array(len(starts), dtype=np.int64, stream=stream)
+    fill(out, 0, stream)
     bucket_base, bucket_extra = _bucket_tables()
     cuda_rla.decode_chunks[-(-len(starts) // cuda_ans.ANS_BLOCK), cuda_ans.ANS_BLOCK, stream](
         words, cuda.to_device(starts, stream=stream), cuda.to_device(chunk_bits, stream=stream),

@@ -125,7 +125,7 @@ def fill(out, level, stream):
     if stream is None:
         out.fill(level)
     else:
-        out.copy_to_device(np.full(out.size, level, dtype=out.dtype), stream=stream)
+        gpu.fill(out, level, stream)
 
 
 def _constant_params(plan):
