@@ -139,15 +139,15 @@ class Encoder:
         raise NotImplementedError
 
     def __repr__(self):
-        config = self._config()
-        if getattr(self, "chunk_levels", CHUNK_LEVELS) != CHUNK_LEVELS:
-            config["chunk_levels"] = self.chunk_levels
-        if getattr(self, "max_chunk_levels", None) not in (None, self._default_max()):
-            config["max_chunk_levels"] = self.max_chunk_levels
+        config = {**self._config(), **self._chunk_config()}
         args = ", ".join(f"{k}={v!r}" for k, v in config.items())
         return f"{type(self).__name__}({args})"
 
     def _config(self):
+        return {}
+
+    def _chunk_config(self):
+        """The chunk arguments that differ from their defaults (Chunked)."""
         return {}
 
 
@@ -159,6 +159,9 @@ class Chunked(Encoder):
         boundaries, and smaller chunks decode with more parallelism on a GPU and cost ~3 bytes
         each."""
         self.chunk_levels = check_chunk_levels(chunk_levels)
+
+    def _chunk_config(self):
+        return {} if self.chunk_levels == CHUNK_LEVELS else {"chunk_levels": self.chunk_levels}
 
 
 class GrowingChunks(Chunked):
@@ -182,6 +185,12 @@ class GrowingChunks(Chunked):
 
     def _default_max(self):
         return min(2**31, CHUNK_GROWTH * self.chunk_levels)
+
+    def _chunk_config(self):
+        config = super()._chunk_config()
+        if self.max_chunk_levels != self._default_max():
+            config["max_chunk_levels"] = self.max_chunk_levels
+        return config
 
     def chunk_for(self, n, estimated_bytes):
         """Levels per chunk for ``n`` levels whose stream is estimated at ``estimated_bytes``
