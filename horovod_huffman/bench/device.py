@@ -42,10 +42,12 @@ def best_time(fn, stream, repeats):
 
 def bench_encoder(name, chunk_levels=None):
     """Encoder ``name`` as the benchmark runs it: seeded where it samples, with
-    ``chunk_levels`` levels per chunk where it is chunked and that is given."""
+    ``chunk_levels`` levels per chunk (and no more) where it is chunked and that is given."""
     kwargs = {"seed": 0} if name in hh.encoders.SEEDED else {}
     if chunk_levels and name in hh.encoders.CHUNKED:
         kwargs["chunk_levels"] = chunk_levels
+    if chunk_levels and name in hh.encoders.GROWING:
+        kwargs["max_chunk_levels"] = chunk_levels
     return hh.get_encoder(name, **kwargs)
 
 
