@@ -143,7 +143,7 @@ def decode_chunks(words, starts, chunk_bits, extra_starts, chunk, tables, base, 
     starts[c]) and its extras (bits extra_starts[c] .. extra_starts[c + 1] - 1), with the token
     decode ``tables`` (rla.token_table, a row per context, the anchor's tokens flagged);
     escaped levels must lie in [lo, hi]. ``out`` must be zeroed: runs of level 0 are not
-    written (on TernGrad's levels, 10x faster). status[c] gets its status."""
+    written. status[c] gets its status."""
     c = cuda.grid(1)
     if c >= starts.shape[0]:
         return

@@ -53,3 +53,13 @@ def deterministic_encoder(name, **kwargs):
     if name in hh.encoders.SEEDED:
         kwargs.setdefault("seed", 0)
     return hh.get_encoder(name, **kwargs)
+
+
+def chunked_encoder(name, chunk, **kwargs):
+    """``deterministic_encoder`` with chunks of exactly ``chunk`` levels: a growing coder's
+    (``encoders.GROWING``) ``max_chunk_levels`` is pinned to it, so that the small chunks a
+    test asks for are the ones it exercises."""
+    kwargs["chunk_levels"] = chunk
+    if name in hh.encoders.GROWING:
+        kwargs.setdefault("max_chunk_levels", chunk)
+    return deterministic_encoder(name, **kwargs)

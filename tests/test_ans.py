@@ -9,6 +9,7 @@ from horovod_huffman.kernels.ans import (STATE_BITS, cumulative, encode_tables, 
                                          pack_classes, unpack_classes)
 from horovod_huffman.kernels.maxima import (ANS_BIAS_SHIFT, ANS_BOUND_MASK, ANS_COMPLEMENT_SHIFT,
                                             ANS_FREQ_MASK, ANS_PROB_BITS, ANS_PROB_SCALE)
+from strategies import chunked_encoder                # beside this file
 from test_hostile_input import forged_parameters   # beside this file
 
 
@@ -70,7 +71,7 @@ def test_wide_levels_escape_and_come_back():
     rng = np.random.default_rng(1)
     levels = np.where(rng.random(200_000) < 0.01, rng.integers(-10**6, 10**6, 200_000),
                       rng.integers(-3, 4, 200_000)).astype(np.int32)
-    encoder = hh.get_encoder("ans", chunk_levels=4096)
+    encoder = chunked_encoder("ans", 4096)
     assert np.array_equal(hh.decode(encoder.encode(levels)), levels)
 
 
@@ -166,7 +167,7 @@ def test_both_renormalizations_decode_alike(monkeypatch, s):
     from horovod_huffman.encoders import ans as ans_module
     g = np.random.default_rng(s).standard_normal(50_000).astype(np.float32)
     levels = hh.QSGD(levels=s).quantize(g, seed=0).levels.ravel()
-    buf = bytes(hh.get_encoder("ans", chunk_levels=4096).encode(levels))
+    buf = bytes(chunked_encoder("ans", 4096).encode(levels))
     payload = len(buf) - wire.CHECKSUM.size - len(hh.encoders.check(buf).payload)
     rng = np.random.default_rng(s)
     streams = [buf]
@@ -193,7 +194,7 @@ def test_forged_context_streams_raise_or_decode_in_bounds(seed):
     """Resealed streams with bytes of the parameters (classes, block size, tables, class ids)
     replaced: DecodeError or levels of the declared size, never a crash."""
     levels = blocks_of_scales(n_blocks=96, block=16, seed=seed)
-    encoder = hh.get_encoder("ans", chunk_levels=64, block_bits=4)
+    encoder = chunked_encoder("ans", 64, block_bits=4)
     assert encoder.plan(levels).contexts
     buf = bytes(encoder.encode(levels))
     for forged in forged_parameters(buf, np.random.default_rng(seed), 300):

@@ -18,7 +18,7 @@ pytestmark = [
 ]
 
 from numba import cuda  # noqa: E402  (after the skip: importing is fine, using needs a device)
-from strategies import deterministic_encoder  # noqa: E402  (beside this file)
+from strategies import chunked_encoder, deterministic_encoder  # noqa: E402  (beside this file)
 
 DEVICE_ENCODERS = list(hh.encoders.ON_DEVICE)
 CHUNK = 64 if SIMULATED else 4096      # levels per chunk: several chunks in every test input
@@ -26,12 +26,10 @@ N = 300 if SIMULATED else 100_000
 
 
 def encoder(name, **kw):
-    """``name`` with chunks of CHUNK levels (or ``chunk_levels``) that do not grow (but in
-    ``test_sparse_chunks_grow_on_the_device``)."""
+    """``name`` with chunks of CHUNK levels (or ``chunk_levels``) that do not grow (unless
+    ``max_chunk_levels`` says otherwise)."""
     if name in hh.encoders.CHUNKED:
-        kw.setdefault("chunk_levels", CHUNK)
-    if name in hh.encoders.GROWING:
-        kw.setdefault("max_chunk_levels", kw["chunk_levels"])
+        return chunked_encoder(name, kw.pop("chunk_levels", CHUNK), **kw)
     return deterministic_encoder(name, **kw)
 
 
@@ -213,6 +211,30 @@ def test_sparse_chunks_grow_on_the_device(name):
     assert plan.chunk == 16 * CHUNK
     host = enc.encode(levels)
     assert bytes(enc.encode(cuda.to_device(levels))) == bytes(host)
+    np.testing.assert_array_equal(hh.decode(host, device="cuda").copy_to_host(), levels)
+
+
+def test_rla_whose_grown_chunks_pass_the_token_limit_is_coded_on_the_host():
+    """Grown chunks merge runs that chunk ends had cut into new tokens: 2048 distinct tokens
+    (ANS_MAX_TOKENS) with chunks of 64 levels, 2049 with the grown ones, where one takes the
+    escape. The device hands such levels to the host, as when its first count passes the
+    limit: the host's bytes."""
+    from horovod_huffman.encoders.runlength import token_counts
+    from horovod_huffman.kernels.maxima import ANS_MAX_TOKENS, RUN_BUCKETS
+    values = np.arange(1, 2048, dtype=np.int16)
+    levels = np.zeros(8192, np.int16)
+    levels[:64] = values[:64]
+    tail = np.concatenate([values[64:], values[-1:]])
+    levels[128:128 + tail.size] = tail
+
+    def distinct(chunk):
+        tokens = token_counts(levels, chunk, contexts=True)
+        return np.count_nonzero(tokens.counts[:tokens.window * RUN_BUCKETS])
+    rla = encoder("rla", chunk_levels=64, max_chunk_levels=8192)
+    plan, _ = rla.sized_plan(levels)
+    assert distinct(64) == ANS_MAX_TOKENS and distinct(plan.chunk) > ANS_MAX_TOKENS
+    host = rla.encode(levels)
+    assert bytes(rla.encode(cuda.to_device(levels))) == bytes(host)
     np.testing.assert_array_equal(hh.decode(host, device="cuda").copy_to_host(), levels)
 
 

@@ -10,7 +10,7 @@ from hypothesis import given, strategies as st, HealthCheck, settings
 
 import horovod_huffman as hh
 from horovod_huffman import wire
-from strategies import deterministic_encoder as encoder, level_arrays
+from strategies import chunked_encoder, deterministic_encoder as encoder, level_arrays
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAMES = [n for n in hh.ENCODERS if n != "auto"]
@@ -73,8 +73,8 @@ def test_bit_flips_are_caught_by_the_checksum(name):
 def test_resealed_mutations_never_crash_or_overallocate(name, data):
     x = data.draw(level_arrays(max_size=500))
     chunked = name in hh.encoders.CHUNKED and data.draw(st.booleans())
-    kw = {"chunk_levels": data.draw(st.integers(1, 64))} if chunked else {}
-    buf = bytearray(encoder(name, **kw).encode(x))
+    enc = chunked_encoder(name, data.draw(st.integers(1, 64))) if chunked else encoder(name)
+    buf = bytearray(enc.encode(x))
     for _ in range(data.draw(st.integers(1, 8))):
         pos = data.draw(st.integers(0, len(buf) - 5))
         op = data.draw(st.sampled_from(["flip", "byte", "insert", "delete"]))

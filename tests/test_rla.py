@@ -10,6 +10,7 @@ from horovod_huffman.encoders.runlength import token_counts
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS
 from horovod_huffman.kernels.maxima import ANS_MAX_TOKENS, RUN_BUCKETS
 from horovod_huffman.kernels.runs import BUCKET_EXTRA
+from strategies import chunked_encoder   # beside this file
 
 
 def sparse_levels(n, density, seed, s=8):
@@ -84,7 +85,7 @@ def test_rare_tokens_take_the_escape_past_the_table_limit():
     levels[1000:5000] = 7
     base, window, counts, *_ = token_counts(levels, 4096)
     assert np.count_nonzero(counts[:window * RUN_BUCKETS]) > ANS_MAX_TOKENS
-    encoder = hh.get_encoder("rla", chunk_levels=4096)
+    encoder = chunked_encoder("rla", 4096)
     plan, _ = encoder.sized_plan(levels)
     assert np.count_nonzero(plan.freqs[:, :-1].any(axis=0)) <= ANS_MAX_TOKENS
     assert np.array_equal(hh.decode(encoder.encode(levels)), levels)

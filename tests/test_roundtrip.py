@@ -5,7 +5,7 @@ from hypothesis import given, strategies as st
 
 import horovod_huffman as hh
 from horovod_huffman.encoders import SEEDED
-from strategies import level_arrays
+from strategies import chunked_encoder, level_arrays
 
 NAMES = list(hh.ENCODERS)
 CHUNKED = list(hh.encoders.CHUNKED)
@@ -37,7 +37,7 @@ def test_shs_roundtrips_for_any_sparsity_factor(levels, k):
 @given(levels=level_arrays(), chunk=st.integers(1, 300))
 def test_streams_of_many_chunks_roundtrip(name, levels, chunk):
     """Small chunks: the lane loop's queue, lanes that shadow others, chunk ends."""
-    enc = hh.get_encoder(name, chunk_levels=chunk)
+    enc = chunked_encoder(name, chunk)
     np.testing.assert_array_equal(hh.decode(enc.encode(levels)), levels)
 
 
@@ -53,7 +53,7 @@ def sparse_levels(n, density, dtype, seed):
        dtype=st.sampled_from([np.int8, np.int16, np.int32]), seed=st.integers(0, 2**32 - 1))
 def test_sparse_streams_of_many_chunks_roundtrip(name, n, chunk, density, dtype, seed):
     levels = sparse_levels(n, density, dtype, seed)
-    enc = hh.get_encoder(name, chunk_levels=chunk)
+    enc = chunked_encoder(name, chunk)
     np.testing.assert_array_equal(hh.decode(enc.encode(levels)), levels)
 
 

@@ -8,6 +8,7 @@ import horovod_huffman as hh
 from horovod_huffman import wire
 from horovod_huffman.encoders.ans import MODE_ROWS, RowsPlan
 from horovod_huffman.params import ParamReader
+from strategies import chunked_encoder                # beside this file
 from test_hostile_input import forged_parameters   # beside this file
 
 
@@ -54,7 +55,7 @@ def test_the_estimate_is_the_stream_size():
 @pytest.mark.parametrize("contexts", [False, True])
 def test_round_trip_over_dtypes_chunks_and_contexts(dtype, chunk, contexts):
     levels = rank_one(64, 48, seed=5, dtype=dtype)
-    encoder = hh.get_encoder("ans", chunk_levels=chunk, contexts=contexts)
+    encoder = chunked_encoder("ans", chunk, contexts=contexts)
     buf = encoder.encode(levels, layout=[(64, 48)])
     assert mode_of(buf) == MODE_ROWS
     out = hh.decode(buf)
@@ -111,8 +112,8 @@ def test_a_layout_must_fit_the_levels(layout):
 
 
 def test_every_truncation_raises():
-    buf = bytes(hh.get_encoder("ans", chunk_levels=256).encode(rank_one(40, 64, seed=10),
-                                                                layout=[(40, 64)]))
+    buf = bytes(chunked_encoder("ans", 256).encode(rank_one(40, 64, seed=10),
+                                                  layout=[(40, 64)]))
     for cut in range(len(buf)):
         with pytest.raises(hh.DecodeError):
             hh.decode(buf[:cut])
@@ -123,7 +124,7 @@ def test_forged_parameters_raise_or_decode_in_bounds(seed):
     """Resealed streams with bytes of the parameters (segments, profile, gains, the residuals'
     tables) replaced: DecodeError or levels of the declared size, never a crash."""
     levels = rank_one(48, 40, seed=seed)
-    buf = bytes(hh.get_encoder("ans", chunk_levels=256).encode(levels, layout=[(48, 40)]))
+    buf = bytes(chunked_encoder("ans", 256).encode(levels, layout=[(48, 40)]))
     decoded = 0
     for forged in forged_parameters(buf, np.random.default_rng(seed), 400):
         try:

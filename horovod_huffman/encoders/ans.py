@@ -86,7 +86,7 @@ class AnsPlan(namedtuple("AnsPlan", "base window freqs classes block_bits chunk"
     window - 1, symbol ``window`` the escape; ``freqs`` (classes x (window + 1), int64 slots of
     1 / ANS_PROB_SCALE) their normalized frequencies per class; ``classes`` (uint8) the class
     of every block of 2**``block_bits`` levels (one class and NO_BLOCKS: no contexts);
-    ``chunk`` the levels per chunk (a multiple of the block size)."""
+    ``chunk`` the levels per chunk (with contexts, a multiple of the block size)."""
     __slots__ = ()
 
     @classmethod
@@ -260,7 +260,8 @@ class Ans(GrowingChunks):
         or None and one row of counts (all levels). Classes are ranges of the blocks' maxima
         (kernels/ans_plans.py ``best_classes``); counted over a sample of blocks, every level a
         class may hold keeps a frequency. The chunks grow where the estimate is sparse
-        (``GrowingChunks.chunk_for``): the classes' choice does not depend on their count."""
+        (``GrowingChunks.chunk_for``); the classes do not depend on the chunk count, which
+        costs every candidate the same."""
         chunks = chunk_count(n, self.chunk_levels)
         if maxima is None:
             total = counts.sum(axis=0)

@@ -173,8 +173,8 @@ class GrowingChunks(Chunked):
 
     def __init__(self, chunk_levels=CHUNK_LEVELS, max_chunk_levels=None):
         """``max_chunk_levels``: the most levels a chunk may grow to (default: CHUNK_GROWTH
-        times ``chunk_levels``); ``chunk_levels`` itself keeps every chunk at that size (as
-        many chunks as possible: a GPU decodes one per thread)."""
+        times ``chunk_levels``, at most 2**31); ``max_chunk_levels=chunk_levels`` keeps every
+        chunk at ``chunk_levels`` (the most chunks: a GPU codes and decodes one per thread)."""
         super().__init__(chunk_levels)
         if max_chunk_levels is None:
             max_chunk_levels = self._default_max()
@@ -184,6 +184,7 @@ class GrowingChunks(Chunked):
                              f"chunk_levels ({self.chunk_levels})")
 
     def _default_max(self):
+        """``max_chunk_levels`` when none is given."""
         return min(2**31, CHUNK_GROWTH * self.chunk_levels)
 
     def _chunk_config(self):

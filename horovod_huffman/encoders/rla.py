@@ -148,7 +148,10 @@ class RLA(GrowingChunks):
         chunk = self.chunk_for(levels.size,
                                _stream_bytes(plan, value_bits(levels.dtype), n_tokens.size))
         if chunk != self.chunk_levels:
-            plan, n_tokens, extra_bits = self._device_plan(levels, base, window, chunk, stream)
+            planned = self._device_plan(levels, base, window, chunk, stream)
+            if planned is None:     # runs merged across the old chunk ends: new tokens escape
+                return self._encode(copy_to_host(levels, stream))
+            plan, n_tokens, extra_bits = planned
         entries, rcps = coder_tables(plan.freqs)
         out32, n_words, chunk_bits = gpu.rla_payload(levels, plan.chunk, base, window,
                                                      entries, rcps, plan.after_anchor, n_tokens,
