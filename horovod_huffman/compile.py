@@ -7,9 +7,9 @@ directory (ranks started together on one host) take turns under a file lock: the
 the others then find every kernel cached and only load it.
 
 What it calls: every encoder's encode and decode on int8 and int16 levels (QSGD s = 8 and 127
-fill int8, larger s int16), ``ans`` and ``auto`` with a layout (the row model), QSGD and
-TernGrad on float32 and float64 gradients, dequantization, the tensor message and the
-exchange's error feedback.
+fill int8, larger s int16), ``ans`` and ``auto`` with a layout (the row model) and ``auto``
+without one (the search for it), QSGD and TernGrad on float32 and float64 gradients,
+dequantization, the tensor message and the exchange's error feedback.
 """
 import argparse
 import fcntl
@@ -79,6 +79,9 @@ def warm_up():
         for name in ("ans", "auto"):
             buf = hh.get_encoder(name).encode(qt.levels, layout=[matrix.shape])
             assert np.array_equal(hh.decode(buf), qt.levels), name
+        # and ``auto`` without it, which searches for it (encoders/row_search.py)
+        buf = hh.get_encoder("auto").encode(qt.levels)
+        assert np.array_equal(hh.decode(buf), qt.levels), "auto"
     codec = Codec(quantizer=hh.QSGD(levels=8), error_feedback=True, seed=0)
     codec.quantize(HostOps, grad, grad.shape, "warm-up", 0, state="warm-up")
 

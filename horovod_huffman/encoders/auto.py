@@ -24,6 +24,7 @@ from .huffman import Huffman, SampleHuffman, LevelPlan, emit, plan_bits
 from .raw import Raw, fixed_width
 from .rla import RLA
 from .rows import check_layout
+from .row_search import find_layout
 from .runlength import RLH, SHS, emit_shs, rlh_payload_bits, token_counts
 from .codes import Code
 
@@ -67,7 +68,8 @@ class Auto(Encoder):
 
     def estimate(self, levels, layout=None):
         """{encoder name: ``Sized``} for 1-D levels (non-empty); ``ans`` may use the row model
-        of ``layout`` (encoders/rows.py)."""
+        of ``layout`` (encoders/rows.py; None: of the matrices ``find_layout`` finds, an empty
+        one: no row model)."""
         lo, hi = level_range(levels)
         k = self.shs.k
         tokens = token_counts(levels, self.rla.chunk_levels, contexts=True)
@@ -118,7 +120,8 @@ class Auto(Encoder):
         # ans: the information of the levels under their normalized frequencies, per class of
         # blocks where that pays (exact up to the final states), when no level escapes.
         if n_esc == 0 and window <= ANS_MAX_WINDOW:
-            a_plan, a_bytes = self.ans.sized_plan(levels, layout)
+            found = find_layout(levels) if layout is None else layout
+            a_plan, a_bytes = self.ans.sized_plan(levels, found)
             sizes["ans"] = Sized(wire.OVERHEAD_BYTES + a_bytes, a_plan)
         # rla: the same for rlh's run-length tokens (the plan keeps them).
         r_plan, r_bytes = self.rla.sized_plan(levels, tokens)
@@ -157,12 +160,13 @@ class Auto(Encoder):
         return self._member("encoder_id", encoder_id)
 
     def encoded(self, levels, stream=None, layout=None):
-        """As Encoder.encoded; device levels are copied to the host first (the choice needs
-        statistics the device kernels do not gather yet), and chosen for without the layout,
+        """As Encoder.encoded, where levels without a ``layout`` are searched for matrices
+        (``estimate``); device levels are copied to the host first (the choice needs
+        statistics the device kernels do not gather yet), and chosen for without a row model,
         as the encoders' device paths code them (``Encoder.encode``)."""
         if is_device_array(levels):
             levels = copy_to_host(as_device_array(levels), stream_or_default(stream))
-            layout = None
+            layout = ()
         levels = check_levels(levels)
         if layout is not None:
             layout = check_layout(layout, levels.size)

@@ -1,0 +1,206 @@
+"""A layout for levels that come without one (encoders/rows.py): the row length that repeats,
+and where rows of it begin.
+
+The row model needs the matrices a tensor holds. The adapters, the benchmark and ``hh.pack``
+know them from the parameters' shapes; a caller of ``auto`` with a flat array does not, and
+there ``find_layout`` looks for them:
+1. The row length: rows that are multiples of one profile make the squared levels, each over
+   the energy of the LOCAL_LEVELS around it, correlate at lags of the row length and its
+   multiples. Their autocorrelation over SEARCH_BLOCKS blocks of SEARCH_LEVELS levels spread
+   over the tensor gives every lag in [MIN_LENGTH, MAX_SEARCH_LENGTH] a score; the shortest
+   lag within FUNDAMENTAL_SHARE of the best is the row length, where the best reaches
+   MIN_LAG_SCORE.
+2. Where rows begin: in every block of BLOCK_ROWS rows, the phase at which each row best
+   predicts the next up to a factor (kernels/rows.py ``row_phases``); blocks where that keeps
+   at least MIN_SHARE of the energy hold rows.
+3. Matrices: consecutive such blocks whose rows continue one another (to within
+   length // PHASE_SLACK levels) and whose rank-one profiles point the same way (|cosine| at
+   least MERGE_COSINE) are one matrix; a block that overlaps the one before loses its first
+   rows; matrices of fewer than MIN_MATRIX_ROWS rows are dropped.
+The layout is only a guess: ``fit`` still keeps a matrix only where its model pays, and ``ans``
+the row model only where its stream is smaller.
+Units: levels.
+"""
+from bisect import bisect_left, bisect_right
+
+import numpy as np
+
+from horovod_huffman.kernels.rows import (pick_phases, profile_cosines, relative_squares,
+                                          row_phases, trim_edges)
+from horovod_huffman.kernels.stats import level_range
+
+from .rows import MIN_ROWS
+
+SEARCH_BLOCKS = 8
+SEARCH_LEVELS = 8192
+MAX_SEARCH_LENGTH = 2048
+# Rows of fewer levels are not looked for: a row's gain takes 1-2 bytes, 0.12-0.25 bits per
+# level of rows of 64.
+MIN_SEARCH_LENGTH = 64
+LOCAL_LEVELS = 64
+# On the benchmark traces, lags with no rows behind them score up to 0.03 (QSGD s <= 2,
+# TernGrad); the LSTM's rows of 320 score 0.09 at s = 16 and 0.37 at s = 127 (docs/design.md).
+MIN_LAG_SCORE = 0.06
+FUNDAMENTAL_SHARE = 0.8
+HARMONICS = 4
+MAX_LENGTHS = 2
+BLOCK_ROWS = 16
+PHASE_ROWS = 2
+PHASE_BLOCKS = 4
+SHARE_BLOCKS = 1
+MIN_SHARE = 0.05
+NOISE_SHARES = 4
+MERGE_COSINE = 0.5
+PHASE_SLACK = 32
+EDGE_COSINE = 0.5
+MIN_MATRIX_ROWS = 2 * BLOCK_ROWS
+# Levels spanning fewer values are not searched: with their layouts, the row model paid on no
+# benchmark tensor below QSGD s = 8 (17 values) and was not taken below s = 4 (9 values).
+MIN_SEARCH_VALUES = 9
+# Levels are searched up to this magnitude: ``row_phases``'s int64 sums of 2**40 products
+# cannot wrap.
+SEARCH_MAX_LEVEL = 1 << 20
+
+
+def find_layout(levels):
+    """A layout (encoders/rows.py: (rows, row length) pairs from level 0) of the matrices
+    found in 1-D ``levels``, or None where too few levels (SEARCH_BLOCKS * SEARCH_LEVELS),
+    levels spanning fewer than MIN_SEARCH_VALUES values, a |level| above SEARCH_MAX_LEVEL, or
+    no row length that stands out."""
+    n = levels.size
+    if n < SEARCH_BLOCKS * SEARCH_LEVELS:
+        return None
+    lo, hi = level_range(levels)
+    if int(hi) - int(lo) + 1 < MIN_SEARCH_VALUES or \
+            max(abs(int(lo)), abs(int(hi))) > SEARCH_MAX_LEVEL:
+        return None
+    matrices = []
+    for length in row_lengths(lag_scores(levels)):
+        found = _matrices(levels, length, *_row_starts(levels, length))
+        matrices = sorted(matrices + _outside(found, matrices))
+    return _layout(matrices)
+
+
+def lag_scores(levels):
+    """Scores (index: lag in levels, up to MAX_SEARCH_LENGTH) of how the levels' squares, each
+    over its neighbourhood's mean square, correlate at every lag: the mean over the sampled
+    blocks of their autocorrelation (1 at lag 0; a block of one value counts 0)."""
+    at = np.linspace(0, levels.size - SEARCH_LEVELS, SEARCH_BLOCKS).astype(np.int64)
+    z = np.empty((SEARCH_BLOCKS, SEARCH_LEVELS), dtype=np.float32)
+    relative_squares(levels, at, LOCAL_LEVELS, z)
+    spectrum = np.fft.rfft(z, SEARCH_LEVELS + MAX_SEARCH_LENGTH, axis=1)
+    power = spectrum.real ** 2 + spectrum.imag ** 2
+    correlation = np.fft.irfft(power, axis=1)[:, :MAX_SEARCH_LENGTH + 1]
+    varied = correlation[:, 0] > 0
+    return (correlation[varied] / correlation[varied, :1]).sum(axis=0) / SEARCH_BLOCKS
+
+
+def row_lengths(scores):
+    """Up to MAX_LENGTHS row lengths, the most evident first, from lag ``scores``: each the
+    shortest lag in [MIN_SEARCH_LENGTH, MAX_SEARCH_LENGTH // 2] whose HARMONICS first multiples score
+    on average FUNDAMENTAL_SHARE of the best such average, where that reaches MIN_LAG_SCORE;
+    after each, its multiples no longer count."""
+    scores = scores.copy()
+    lags = np.arange(MIN_SEARCH_LENGTH, MAX_SEARCH_LENGTH // 2 + 1)
+    out = []
+    while len(out) < MAX_LENGTHS:
+        taken = np.minimum(HARMONICS, MAX_SEARCH_LENGTH // lags)
+        mean = sum(np.where(k <= taken, scores[np.minimum(k * lags, MAX_SEARCH_LENGTH)], 0.0)
+                   for k in range(1, HARMONICS + 1)) / taken
+        best = mean.max()
+        if not best >= MIN_LAG_SCORE:
+            break
+        length = int(lags[np.argmax(mean >= FUNDAMENTAL_SHARE * best)])
+        out.append(length)
+        scores[::length] = 0.0
+    return out
+
+
+def _row_starts(levels, length):
+    """(the level where rows begin in every block of BLOCK_ROWS rows of ``length``, whether
+    the block holds rows): the phase whose kept sum (kernels/rows.py ``row_phases``) over the
+    block and PHASE_BLOCKS blocks either side is the largest share of its energy, and whether
+    the sums at that phase
+    over the block and SHARE_BLOCKS either side keep MIN_SHARE of their energy, and
+    NOISE_SHARES times what a factor keeps of levels without rows (1 / ``length``)
+    (``pick_phases``). A block starts at a multiple of ``length``, so a phase means the same
+    in every block."""
+    span = BLOCK_ROWS * length
+    blocks = -(-levels.size // span)
+    kept, energy = np.empty((blocks, length)), np.empty((blocks, length))
+    row_phases(levels, length, BLOCK_ROWS, PHASE_ROWS, kept, energy)
+    phases, shares = np.empty(blocks, dtype=np.int64), np.empty(blocks)
+    pick_phases(kept, energy, PHASE_BLOCKS, SHARE_BLOCKS, phases, shares)
+    return np.arange(blocks) * span + phases, shares >= max(MIN_SHARE, NOISE_SHARES / length)
+
+
+def _matrices(levels, length, starts, holds):
+    """[(first level, rows, ``length``)] of the matrices of rows of ``length`` from blocks that
+    begin rows at ``starts`` where ``holds`` (step 3 of the module's note), of at least
+    MIN_MATRIX_ROWS rows. A block continues the matrix before it where it begins within a row
+    of its end and its rows begin within length // PHASE_SLACK levels of the matrix's (rows
+    misplaced by a level or two keep nearly all of their prediction; the matrix keeps its own
+    rows). A matrix then loses, at either end, up to a block's rows whose |cosine| with the
+    row inward of them is below EDGE_COSINE (kernels/rows.py ``trim_edges``): a block's rows
+    may run past a matrix."""
+    starts = starts[holds]
+    rows = np.minimum(BLOCK_ROWS, (levels.size - starts) // length)
+    starts, rows = starts[rows >= MIN_ROWS], rows[rows >= MIN_ROWS]
+    cosines = np.empty(starts.size)
+    profile_cosines(levels, length, starts, rows, cosines)
+    slack = length // PHASE_SLACK
+    out = []
+    for start, n_rows, cosine in zip(starts.tolist(), rows.tolist(), cosines.tolist()):
+        if cosine < 0.0:
+            continue
+        end = start + n_rows * length
+        if out:
+            first, before, _ = out[-1]
+            last = first + before * length
+            shift = (start - last) % length
+            if min(shift, length - shift) <= slack and cosine >= MERGE_COSINE and \
+                    start < last + length:
+                out[-1] = (first, before + max(0, end - last) // length, length)
+                continue
+            if start < last:                    # it loses the rows that overlap
+                start += -(-(last - start) // length) * length
+        if end - start >= MIN_ROWS * length:
+            out.append((start, (end - start) // length, length))
+    if not out:
+        return []
+    starts, rows, _ = (np.array(column, dtype=np.int64) for column in zip(*out))
+    trim_edges(levels, length, starts, rows, BLOCK_ROWS, EDGE_COSINE)
+    return [(start, n_rows, length) for start, n_rows in zip(starts.tolist(), rows.tolist())
+            if n_rows >= MIN_MATRIX_ROWS]
+
+
+def _outside(found, taken):
+    """The rows of ``found`` [(first level, rows, length)] outside every matrix of ``taken``
+    (the same form, in order, apart): each as its runs of rows that overlap none, where they
+    hold MIN_MATRIX_ROWS rows."""
+    firsts = [first for first, _, _ in taken]
+    out = []
+    for start, rows, length in found:
+        at = 0                                  # the first row not yet given out
+        end = start + rows * length
+        for first, n_rows, n in taken[max(0, bisect_right(firsts, start) - 1):
+                                      bisect_left(firsts, end)] + [(end, 0, length)]:
+            lo = min(rows, max(at, (first - start) // length))   # rows that overlap: lo..
+            if lo - at >= MIN_MATRIX_ROWS:
+                out.append((start + at * length, lo - at, length))
+            at = max(at, -(-(first + n_rows * n - start) // length))
+    return out
+
+
+def _layout(matrices):
+    """The layout of ``matrices`` ([(first level, rows, length)], in order, apart), with
+    one-row pieces (never modelled) for the levels between them; None where there are none."""
+    if not matrices:
+        return None
+    out, at = [], 0
+    for start, rows, length in matrices:
+        if start > at:
+            out.append((1, start - at))
+        out.append((rows, length))
+        at = start + rows * length
+    return out
