@@ -332,3 +332,35 @@ def trim_edges(levels, length, starts, rows, most, min_cosine):
             if rows[k] <= 2 or _row_cosine(levels, last, last - length, length) >= min_cosine:
                 break
             rows[k] -= 1
+
+
+@njit(cache=True, nogil=True)
+def join_blocks(length, starts, rows, cosines, slack, merge_cosine, min_rows, out_starts,
+                out_rows):
+    """Matrices of rows of ``length`` from blocks of rows[k] rows from starts[k] (ascending)
+    and ``profile_cosines``'s cosines: a block without a profile (cosine < 0) is skipped; one
+    that begins within a row of the last matrix's end, its rows within ``slack`` levels of the
+    matrix's, and whose cosine is at least ``merge_cosine`` extends that matrix by its whole
+    rows past the matrix's end; any other loses its rows that overlap the last matrix and
+    starts a matrix where ``min_rows`` rows are left. Writes (first level, rows) to
+    ``out_starts`` and ``out_rows`` and returns how many."""
+    count = 0
+    for k in range(starts.shape[0]):
+        if cosines[k] < 0.0:
+            continue
+        start = starts[k]
+        end = start + rows[k] * length
+        if count:
+            last = out_starts[count - 1] + out_rows[count - 1] * length
+            shift = (start - last) % length
+            if min(shift, length - shift) <= slack and cosines[k] >= merge_cosine and \
+                    start < last + length:
+                out_rows[count - 1] += max(0, end - last) // length
+                continue
+            if start < last:
+                start += -(-(last - start) // length) * length
+        if end - start >= min_rows * length:
+            out_starts[count] = start
+            out_rows[count] = (end - start) // length
+            count += 1
+    return count

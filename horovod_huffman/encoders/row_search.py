@@ -25,8 +25,8 @@ from bisect import bisect_left, bisect_right
 
 import numpy as np
 
-from horovod_huffman.kernels.rows import (pick_phases, profile_cosines, relative_squares,
-                                          row_phases, trim_edges)
+from horovod_huffman.kernels.rows import (join_blocks, pick_phases, profile_cosines,
+                                          relative_squares, row_phases, trim_edges)
 from horovod_huffman.kernels.stats import level_range
 
 from .rows import MIN_ROWS
@@ -140,7 +140,7 @@ def _matrices(levels, length, starts, holds):
     MIN_MATRIX_ROWS rows. A block continues the matrix before it where it begins within a row
     of its end and its rows begin within length // PHASE_SLACK levels of the matrix's (rows
     misplaced by a level or two keep nearly all of their prediction; the matrix keeps its own
-    rows). A matrix then loses, at either end, up to a block's rows whose |cosine| with the
+    rows; kernels/rows.py ``join_blocks``). A matrix then loses, at either end, up to a block's rows whose |cosine| with the
     row inward of them is below EDGE_COSINE (kernels/rows.py ``trim_edges``): a block's rows
     may run past a matrix."""
     starts = starts[holds]
@@ -148,27 +148,10 @@ def _matrices(levels, length, starts, holds):
     starts, rows = starts[rows >= MIN_ROWS], rows[rows >= MIN_ROWS]
     cosines = np.empty(starts.size)
     profile_cosines(levels, length, starts, rows, cosines)
-    slack = length // PHASE_SLACK
-    out = []
-    for start, n_rows, cosine in zip(starts.tolist(), rows.tolist(), cosines.tolist()):
-        if cosine < 0.0:
-            continue
-        end = start + n_rows * length
-        if out:
-            first, before, _ = out[-1]
-            last = first + before * length
-            shift = (start - last) % length
-            if min(shift, length - shift) <= slack and cosine >= MERGE_COSINE and \
-                    start < last + length:
-                out[-1] = (first, before + max(0, end - last) // length, length)
-                continue
-            if start < last:                    # it loses the rows that overlap
-                start += -(-(last - start) // length) * length
-        if end - start >= MIN_ROWS * length:
-            out.append((start, (end - start) // length, length))
-    if not out:
-        return []
-    starts, rows, _ = (np.array(column, dtype=np.int64) for column in zip(*out))
+    first, size = np.empty_like(starts), np.empty_like(rows)
+    count = join_blocks(length, starts, rows, cosines, length // PHASE_SLACK, MERGE_COSINE,
+                        MIN_ROWS, first, size)
+    starts, rows = first[:count], size[:count]
     trim_edges(levels, length, starts, rows, BLOCK_ROWS, EDGE_COSINE)
     return [(start, n_rows, length) for start, n_rows in zip(starts.tolist(), rows.tolist())
             if n_rows >= MIN_MATRIX_ROWS]
