@@ -38,8 +38,8 @@ MAX_SEARCH_LENGTH = 2048
 # level of rows of 64.
 MIN_SEARCH_LENGTH = 64
 LOCAL_LEVELS = 64
-# On the benchmark traces, lags with no rows behind them score up to 0.03 (QSGD s <= 2,
-# TernGrad); the LSTM's rows of 320 score 0.09 at s = 16 and 0.37 at s = 127 (docs/design.md).
+# On the benchmark traces single lags without rows behind them score up to 0.03; the LSTM's
+# rows of 320 score 0.09 at s = 16 and 0.35 at s = 127 (docs/design.md).
 MIN_LAG_SCORE = 0.06
 FUNDAMENTAL_SHARE = 0.8
 HARMONICS = 4
@@ -54,8 +54,8 @@ MERGE_COSINE = 0.5
 PHASE_SLACK = 32
 EDGE_COSINE = 0.5
 MIN_MATRIX_ROWS = 2 * BLOCK_ROWS
-# Levels spanning fewer values are not searched: with their layouts, the row model paid on no
-# benchmark tensor below QSGD s = 8 (17 values) and was not taken below s = 4 (9 values).
+# Levels spanning fewer values are not searched: given their layouts, the benchmark tensors
+# took the row model at s = 16 and 127 (12-199 values), not at s = 8 (7-14) or below.
 MIN_SEARCH_VALUES = 9
 # Levels are searched up to this magnitude: ``row_phases``'s int64 sums of 2**40 products
 # cannot wrap.
