@@ -250,6 +250,11 @@ class Codec:
             slice_layout(job.layout, start, start + qt.numel)
         if not isinstance(encoder, Auto):
             return ops.build(qt, encoder, layout)
+        if layout is None and len(qt.shape) < 2:
+            # the member it keeps codes these levels without a row model (message.build gives
+            # one only to a matrix's shape), so ``auto`` chooses without one rather than
+            # searching for matrices (encoders/row_search.py)
+            layout = ()
         slot = (job.key, part)
         chooser, member, step = self.choices.get(slot, (None, None, 0))
         if chooser is encoder and 0 < job.step - step < AUTO_RECHOOSE_STEPS:

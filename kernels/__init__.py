@@ -11,7 +11,8 @@ Encoders: symbols (per-element Huffman: histograms, writer, multi-symbol decode 
 (rlh/shs tokens: run ends, histograms, writers), vector_runs (AVX-512 run pass for rlh), tokens
 (token tables and the token decoder), lanes (the four-lane driver of both table decoders), ans
 (rANS: normalized frequencies, coder tables, the chunk coder), ans_tokens (rla: rlh's tokens
-rANS-coded under contexts, their run bits), stats and estimate (sizing for ``auto``).
+rANS-coded under contexts, their run bits), rows (the row model of ``ans``), row_search
+(finding matrices in levels without a layout), stats and estimate (sizing for ``auto``).
 Quantizers: quantize (QSGD, TernGrad, dequantization), squares (the QSGD bucket norm's vector
 sum).
 GPU: cuda_bits, cuda_decode, cuda_tokens, cuda_ans, cuda_rla, cuda_quantize, cuda_feedback (the

@@ -330,6 +330,24 @@ def test_auto_chooses_a_parts_encoder_again_only_every_few_steps():
     assert not eager.choices
 
 
+def test_auto_without_a_layout_chooses_as_its_kept_member_codes():
+    """A flat bucket of a rank-one matrix and no layout: ``auto`` in the exchange does not
+    search for the matrix (its kept member would code without the row model), so the step
+    that chooses and the steps that keep its choice send streams of one size."""
+    rng = np.random.default_rng(1)
+    matrix = np.outer(rng.standard_normal(600), rng.standard_normal(500)).astype(np.float32)
+    work = (matrix + 0.05 * rng.standard_normal(matrix.shape)).ravel().astype(np.float32)
+    codec = Codec(encoder="auto", quantizer=hh.QSGD(levels=127, bucket_size=512), seed=SEED)
+    sizes = []
+    for step in (1, 2):
+        qt = codec.quantize(HostOps, work, (work.size,), "w", 0)
+        message = codec.build(HostOps, qt, Job("w", 1, step), "all")
+        sizes.append(message.nbytes)
+    assert sizes[0] == sizes[1]
+    searched = hh.get_encoder("auto").encode(qt.levels)
+    assert len(searched) < 0.9 * sizes[0]             # what a search would have found
+
+
 def test_auto_takes_allgather_up_to_three_ranks_and_two_phase_beyond():
     assert [choose("auto", n) for n in (1, 2, 3, 4, 8)] == ["allgather", "allgather",
                                                              "allgather", "two_phase",

@@ -11,7 +11,7 @@ there ``find_layout`` looks for them:
    lag within FUNDAMENTAL_SHARE of the best is the row length, where the best reaches
    MIN_LAG_SCORE.
 2. Where rows begin: in every block of BLOCK_ROWS rows, the phase at which each row best
-   predicts the next up to a factor (kernels/rows.py ``row_phases``); blocks where that keeps
+   predicts the next up to a factor (kernels/row_search.py ``row_phases``); blocks where that keeps
    at least MIN_SHARE of the energy hold rows.
 3. Matrices: consecutive such blocks whose rows continue one another (to within
    length // PHASE_SLACK levels) and whose rank-one profiles point the same way (|cosine| at
@@ -25,14 +25,18 @@ from bisect import bisect_left, bisect_right
 
 import numpy as np
 
-from horovod_huffman.kernels.rows import (join_blocks, pick_phases, profile_cosines,
-                                          relative_squares, row_phases, trim_edges)
+from horovod_huffman.kernels.row_search import (join_blocks, pick_phases, profile_cosines,
+                                                relative_squares, row_phases, trim_edges)
 from horovod_huffman.kernels.stats import level_range
 
 from .rows import MIN_ROWS
 
+# The row-length search samples SEARCH_BLOCKS blocks of SEARCH_LEVELS levels (a fixed cost of
+# 1.3-1.9 ms on the Intel VM of docs/benchmarks.md), so tensors of fewer than MIN_SEARCH_LEVELS
+# levels are not searched.
 SEARCH_BLOCKS = 8
 SEARCH_LEVELS = 8192
+MIN_SEARCH_LEVELS = 1 << 18
 MAX_SEARCH_LENGTH = 2048
 # Rows of fewer levels are not looked for: a row's gain takes 1-2 bytes, 0.12-0.25 bits per
 # level of rows of 64.
@@ -68,7 +72,7 @@ def find_layout(levels):
     levels spanning fewer than MIN_SEARCH_VALUES values, a |level| above SEARCH_MAX_LEVEL, or
     no row length that stands out."""
     n = levels.size
-    if n < SEARCH_BLOCKS * SEARCH_LEVELS:
+    if n < MIN_SEARCH_LEVELS:
         return None
     lo, hi = level_range(levels)
     if int(hi) - int(lo) + 1 < MIN_SEARCH_VALUES or \
@@ -97,20 +101,22 @@ def lag_scores(levels):
 
 def row_lengths(scores):
     """Up to MAX_LENGTHS row lengths, the most evident first, from lag ``scores``: each the
-    shortest lag in [MIN_SEARCH_LENGTH, MAX_SEARCH_LENGTH // 2] whose HARMONICS first multiples score
-    on average FUNDAMENTAL_SHARE of the best such average, where that reaches MIN_LAG_SCORE;
-    after each, its multiples no longer count."""
+    shortest lag in [MIN_SEARCH_LENGTH, MAX_SEARCH_LENGTH // 2] whose weakest of its first
+    HARMONICS multiples (those up to MAX_SEARCH_LENGTH) scores FUNDAMENTAL_SHARE of the best
+    such, where that reaches MIN_LAG_SCORE; after each, its multiples no longer count. (The
+    weakest multiple, not their mean: where rows of two lengths meet, at a common multiple,
+    both score, and a mean would favour the lags with that multiple among their few.)"""
     scores = scores.copy()
     lags = np.arange(MIN_SEARCH_LENGTH, MAX_SEARCH_LENGTH // 2 + 1)
     out = []
     while len(out) < MAX_LENGTHS:
         taken = np.minimum(HARMONICS, MAX_SEARCH_LENGTH // lags)
-        mean = sum(np.where(k <= taken, scores[np.minimum(k * lags, MAX_SEARCH_LENGTH)], 0.0)
-                   for k in range(1, HARMONICS + 1)) / taken
-        best = mean.max()
+        weakest = np.min([np.where(k <= taken, scores[np.minimum(k * lags, MAX_SEARCH_LENGTH)],
+                                   np.inf) for k in range(1, HARMONICS + 1)], axis=0)
+        best = weakest.max()
         if not best >= MIN_LAG_SCORE:
             break
-        length = int(lags[np.argmax(mean >= FUNDAMENTAL_SHARE * best)])
+        length = int(lags[np.argmax(weakest >= FUNDAMENTAL_SHARE * best)])
         out.append(length)
         scores[::length] = 0.0
     return out
@@ -118,7 +124,7 @@ def row_lengths(scores):
 
 def _row_starts(levels, length):
     """(the level where rows begin in every block of BLOCK_ROWS rows of ``length``, whether
-    the block holds rows): the phase whose kept sum (kernels/rows.py ``row_phases``) over the
+    the block holds rows): the phase whose kept sum (kernels/row_search.py ``row_phases``) over the
     block and PHASE_BLOCKS blocks either side is the largest share of its energy, and whether
     the sums at that phase
     over the block and SHARE_BLOCKS either side keep MIN_SHARE of their energy, and
@@ -129,6 +135,10 @@ def _row_starts(levels, length):
     blocks = -(-levels.size // span)
     kept, energy = np.empty((blocks, length)), np.empty((blocks, length))
     row_phases(levels, length, BLOCK_ROWS, PHASE_ROWS, kept, energy)
+    # every block weighs the same: a loud stretch does not pick its neighbours' phases
+    total = energy.sum(axis=1, keepdims=True)
+    np.divide(kept, total, out=kept, where=total > 0)
+    np.divide(energy, total, out=energy, where=total > 0)
     phases, shares = np.empty(blocks, dtype=np.int64), np.empty(blocks)
     pick_phases(kept, energy, PHASE_BLOCKS, SHARE_BLOCKS, phases, shares)
     return np.arange(blocks) * span + phases, shares >= max(MIN_SHARE, NOISE_SHARES / length)
@@ -140,8 +150,8 @@ def _matrices(levels, length, starts, holds):
     MIN_MATRIX_ROWS rows. A block continues the matrix before it where it begins within a row
     of its end and its rows begin within length // PHASE_SLACK levels of the matrix's (rows
     misplaced by a level or two keep nearly all of their prediction; the matrix keeps its own
-    rows; kernels/rows.py ``join_blocks``). A matrix then loses, at either end, up to a block's rows whose |cosine| with the
-    row inward of them is below EDGE_COSINE (kernels/rows.py ``trim_edges``): a block's rows
+    rows; kernels/row_search.py ``join_blocks``). A matrix then loses, at either end, up to a block's rows whose |cosine| with the
+    row inward of them is below EDGE_COSINE (kernels/row_search.py ``trim_edges``): a block's rows
     may run past a matrix."""
     starts = starts[holds]
     rows = np.minimum(BLOCK_ROWS, (levels.size - starts) // length)
