@@ -90,10 +90,12 @@ def profile_cosines(levels, length, starts, rows, cosines):
 
 @njit(cache=True, nogil=True)
 def relative_squares(levels, starts, local, out):
-    """out[b, i] = x^2 / (the mean of x^2 over the ``local`` levels around x), for x the level
-    at starts[b] + i (0 where those are all 0), less the mean of out[b]: squares made
-    independent of the levels' scale, which varies along a tensor (QSGD's buckets). Sums of
-    squares are exact (int64, sliding)."""
+    """out[b, i] = x^2 / (the mean of x^2 over the levels from i - local // 2 to i + local // 2
+    that lie in the block), for x the level at starts[b] + i (0 where those are all 0), less
+    the mean of out[b]: squares made independent of the levels' scale, which varies along a
+    tensor (QSGD's buckets). Blocks of out.shape[1] levels, each inside ``levels``
+    (starts[b] + out.shape[1] <= levels.size: not checked). Sums of squares are exact (int64,
+    sliding)."""
     size = out.shape[1]
     half = local // 2
     for b in range(starts.shape[0]):

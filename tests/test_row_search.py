@@ -2,21 +2,25 @@
 ``auto``, which codes flat levels with the row model where it finds them."""
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import horovod_huffman as hh
 from horovod_huffman.encoders import row_search
 from horovod_huffman.encoders.ans import MODE_ROWS
 from horovod_huffman.encoders.row_search import (BLOCK_ROWS, find_layout, lag_scores,
                                                  row_lengths)
-from horovod_huffman.kernels.row_search import (profile_cosines, relative_squares,
-                                                row_phases)
+from horovod_huffman.encoders.rows import check_layout
+from horovod_huffman.kernels.row_search import (pick_phases, profile_cosines,
+                                                relative_squares, row_phases)
 from test_rows import mode_of, rank_one            # beside this file
 
 
 def noise(n, seed, scale=4.0):
-    """Levels of independent rounded normals: no rows."""
+    """Levels of independent rounded normals, int8 where ``scale`` keeps them small: no
+    rows."""
     rng = np.random.default_rng(seed)
-    return np.clip(np.rint(rng.normal(0, scale, n)), -127, 127).astype(np.int8)
+    values = np.rint(rng.normal(0, scale, n))
+    return np.clip(values, -127, 127).astype(np.int8) if scale < 30 else values.astype(np.int64)
 
 
 def matrices_of(layout):
@@ -155,13 +159,81 @@ def test_profile_cosines_compare_each_matrix_with_the_one_before():
     assert cosines[3] == -1.0
 
 
-def test_row_lengths_are_the_shortest_lags_whose_multiples_score_best():
-    """Lags 320, 640, 960, 1280 score high (and 1600, where rows of 320 and of 200 meet):
-    320, whose multiples score best on average, then 200 with its multiples less those of
-    320; a lag below MIN_SEARCH_LENGTH never counts; scores below MIN_LAG_SCORE give none."""
+def test_row_lengths_are_the_shortest_lags_whose_multiples_all_score_best():
+    """Lags 320, 640, 960, 1280 score high (and 1600 higher, where rows of 320 and of 200
+    meet): 320, whose weakest multiple scores best, then 200, once the multiples of 320 no
+    longer count; a lag below MIN_SEARCH_LENGTH never counts; scores below MIN_LAG_SCORE give
+    none."""
     scores = np.zeros(row_search.MAX_SEARCH_LENGTH + 1)
     scores[0] = 1.0
     scores[[3, 320, 640, 960, 1280, 1600, 1920]] = [0.9, 0.3, 0.32, 0.3, 0.29, 0.5, 0.28]
     scores[[200, 400, 600, 800, 1000, 1200]] = 0.2
     assert row_lengths(scores) == [320, 200]
     assert row_lengths(scores * 0.1) == []
+
+
+def test_pick_phases_pool_the_blocks_around_each():
+    """Against a direct sum: each block's phase has the largest kept / energy over the block
+    and ``phase_blocks`` either side; its share is that ratio over ``share_blocks`` either
+    side."""
+    rng = np.random.default_rng(17)
+    kept, energy = rng.random((13, 9)), rng.random((13, 9)) + 0.5
+    energy[4, :] = 0.0
+    kept[4, :] = 0.0
+    phases, shares = np.empty(13, dtype=np.int64), np.empty(13)
+    pick_phases(kept, energy, 3, 1, phases, shares)
+    for b in range(13):
+        around = slice(max(0, b - 3), b + 4)
+        q = np.argmax(kept[around].sum(axis=0) / energy[around].sum(axis=0))
+        near = slice(max(0, b - 1), b + 2)
+        assert phases[b] == q
+        assert shares[b] == pytest.approx(kept[near, q].sum() / energy[near, q].sum())
+
+
+def test_a_later_lengths_matrices_keep_their_rows_outside_the_earlier_ones():
+    """``_outside`` against a row-by-row check: a row is kept where it overlaps no earlier
+    matrix, in runs of at least MIN_MATRIX_ROWS rows."""
+    rng = np.random.default_rng(18)
+    for _ in range(200):
+        taken, at = [], 0
+        for _ in range(rng.integers(0, 4)):
+            at += int(rng.integers(0, 3000))
+            rows, length = int(rng.integers(1, 60)), int(rng.integers(64, 200))
+            taken.append((at, rows, length))
+            at += rows * length
+        start, rows, length = int(rng.integers(0, 4000)), int(rng.integers(1, 120)), \
+            int(rng.integers(64, 200))
+        free = [not any(first < start + (r + 1) * length and start + r * length <
+                        first + n * width for first, n, width in taken) for r in range(rows)]
+        want, r = [], 0
+        while r < rows:
+            if free[r]:
+                end = r
+                while end < rows and free[end]:
+                    end += 1
+                if end - r >= row_search.MIN_MATRIX_ROWS:
+                    want.append((start + r * length, end - r, length))
+                r = end
+            else:
+                r += 1
+        assert row_search._outside([(start, rows, length)], taken) == want
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), length=st.integers(40, 1100),
+       dtype=st.sampled_from([np.int8, np.int16, np.int32, np.int64]),
+       scale=st.sampled_from([2.0, 30.0, 1e5]), head=st.integers(0, 5000))
+def test_any_levels_give_a_valid_layout_and_round_trip(seed, length, dtype, scale, head):
+    """Noise, a rank-one matrix of any row length and noise again: whatever ``find_layout``
+    finds is a layout of the levels (``check_layout``) and ``auto`` decodes to them."""
+    limit = np.iinfo(dtype).max if dtype != np.int8 else 127
+    levels = np.concatenate([
+        noise(head, seed, scale=scale / 4),
+        rank_one(300_000 // length, length, scale=scale, noise=scale / 20, seed=seed,
+                 dtype=np.int64, limit=min(limit, 2**40)),
+        noise(2000, seed + 1, scale=scale / 4)]).clip(-limit, limit).astype(dtype)
+    layout = find_layout(levels)
+    if layout is not None:
+        check_layout(layout, levels.size)
+        assert all(rows >= 1 and n >= 1 for rows, n in layout)
+    assert np.array_equal(hh.decode(hh.get_encoder("auto").encode(levels)), levels)

@@ -152,7 +152,8 @@ def digits_trace(kind, n_coords, seed=0):
     return _collect(model, batches(), torch.nn.functional.cross_entropy, opt, n_coords, every=5)
 
 
-def lstm_trace(n_coords, seed=0, seq_len=64, batch=16):
+def _lstm(seed, seq_len, batch):
+    """(model, optimizer, endless batches) of the char-LSTM on the stdlib text."""
     torch = _torch()
     torch.manual_seed(seed)
     text = np.frombuffer(stdlib_text(), dtype=np.uint8) % CharLSTM.VOCAB
@@ -168,7 +169,29 @@ def lstm_trace(n_coords, seed=0, seq_len=64, batch=16):
             yb = torch.stack([data[s + 1:s + seq_len + 1] for s in starts]).reshape(-1)
             yield xb, yb
 
-    return _collect(model, batches(), torch.nn.functional.cross_entropy, opt, n_coords, every=5)
+    return model, opt, batches()
+
+
+def lstm_trace(n_coords, seed=0, seq_len=64, batch=16):
+    model, opt, batches = _lstm(seed, seq_len, batch)
+    return _collect(model, batches, _torch().nn.functional.cross_entropy, opt, n_coords,
+                    every=5)
+
+
+def lstm_gradients(steps, n_coords, seed=0, seq_len=64, batch=16):
+    """(step, Trace of the first ``n_coords`` coordinates of the gradient) at each of ``steps``
+    (counted from 1, in order) of the training ``lstm_trace`` samples; its trace is step 5's."""
+    torch = _torch()
+    model, opt, batches = _lstm(seed, seq_len, batch)
+    for step, (xb, yb) in enumerate(batches, 1):
+        if step > max(steps):
+            return
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(xb), yb).backward()
+        if step in steps:
+            grad, layout = _flat_grad(model)
+            yield step, Trace(grad[:n_coords].astype(np.float32), _cut(layout, n_coords))
+        opt.step()
 
 
 TRACES = {

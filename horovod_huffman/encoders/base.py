@@ -81,7 +81,8 @@ class Encoder:
         ``layout``: (rows, row length) pairs of the matrices the levels hold row-major, one
         after another (encoders/rows.py); ``ans`` (and ``auto`` through it) may then code
         the levels against a rank-one prediction of each matrix's rows. The other encoders,
-        and device arrays, do not use it.
+        and device arrays, do not use it. ``auto`` given None looks for the matrices itself
+        (encoders/row_search.py); ``()`` says there are none.
 
         ``levels`` may be a GPU array (``__cuda_array_interface__``: a Numba device array, a torch
         CUDA tensor): the encoders of encoders.ON_DEVICE (huffman, sh, rlh, shs, raw, ans, rla)

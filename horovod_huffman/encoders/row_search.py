@@ -1,22 +1,29 @@
-"""A layout for levels that come without one (encoders/rows.py): the row length that repeats,
-and where rows of it begin.
+"""A layout for levels that come without one (encoders/rows.py): the weight matrices a flat
+tensor holds, found from the levels.
 
 The row model needs the matrices a tensor holds. The adapters, the benchmark and ``hh.pack``
 know them from the parameters' shapes; a caller of ``auto`` with a flat array does not, and
 there ``find_layout`` looks for them:
-1. The row length: rows that are multiples of one profile make the squared levels, each over
-   the energy of the LOCAL_LEVELS around it, correlate at lags of the row length and its
+1. Row lengths: rows that are multiples of one profile make the squared levels, each over the
+   mean square of the LOCAL_LEVELS + 1 around it, correlate at lags of the row length and its
    multiples. Their autocorrelation over SEARCH_BLOCKS blocks of SEARCH_LEVELS levels spread
-   over the tensor gives every lag in [MIN_LENGTH, MAX_SEARCH_LENGTH] a score; the shortest
-   lag within FUNDAMENTAL_SHARE of the best is the row length, where the best reaches
-   MIN_LAG_SCORE.
-2. Where rows begin: in every block of BLOCK_ROWS rows, the phase at which each row best
-   predicts the next up to a factor (kernels/row_search.py ``row_phases``); blocks where that keeps
-   at least MIN_SHARE of the energy hold rows.
-3. Matrices: consecutive such blocks whose rows continue one another (to within
-   length // PHASE_SLACK levels) and whose rank-one profiles point the same way (|cosine| at
-   least MERGE_COSINE) are one matrix; a block that overlaps the one before loses its first
-   rows; matrices of fewer than MIN_MATRIX_ROWS rows are dropped.
+   over the tensor scores every lag up to MAX_SEARCH_LENGTH (``lag_scores``). A length in
+   [MIN_SEARCH_LENGTH, MAX_SEARCH_LENGTH // 2] scores the weakest of its first HARMONICS
+   multiples; the shortest within FUNDAMENTAL_SHARE of the best is taken where the best
+   reaches MIN_LAG_SCORE, and up to MAX_LENGTHS lengths are taken so, each one's multiples
+   dropped after it (``row_lengths``).
+2. Where rows begin, per length: in every block of BLOCK_ROWS rows, windows of a row's length
+   predict the next by a factor (kernels/row_search.py ``row_phases``, on the first PHASE_ROWS
+   rows of each block); a block's phase is the one whose share of the energy kept is largest
+   over it and PHASE_BLOCKS blocks either side, and it holds rows where that phase keeps
+   MIN_SHARE, and NOISE_SHARES times what levels without rows keep (1 / length), over it and
+   SHARE_BLOCKS either side (``pick_phases``).
+3. Matrices, per length: consecutive blocks whose rows continue one another to within
+   length // PHASE_SLACK levels and whose rank-one profiles point the same way (|cosine| at
+   least MERGE_COSINE) are one matrix (``join_blocks``); a block that overlaps the one before
+   loses its first rows; each matrix loses the rows at its ends whose |cosine| with the row
+   inward is under EDGE_COSINE (``trim_edges``); matrices of fewer than MIN_MATRIX_ROWS rows
+   are dropped, and those of a later length keep only their rows outside the earlier ones'.
 The layout is only a guess: ``fit`` still keeps a matrix only where its model pays, and ``ans``
 the row model only where its stream is smaller.
 Units: levels.
@@ -31,46 +38,58 @@ from horovod_huffman.kernels.stats import level_range
 
 from .rows import MIN_ROWS
 
-# The row-length search samples SEARCH_BLOCKS blocks of SEARCH_LEVELS levels (a fixed cost of
-# 1.3-1.9 ms on the Intel VM of docs/benchmarks.md), so tensors of fewer than MIN_SEARCH_LEVELS
-# levels are not searched.
+# The row-length search samples SEARCH_BLOCKS blocks of SEARCH_LEVELS levels, a fixed cost
+# (1.3-1.9 ms on the Intel VM of docs/benchmarks.md), so tensors of fewer than
+# MIN_SEARCH_LEVELS levels are not searched; 8 blocks kept single lags without rows behind
+# them under 0.03 on the benchmark traces.
 SEARCH_BLOCKS = 8
 SEARCH_LEVELS = 8192
 MIN_SEARCH_LEVELS = 1 << 18
+# Lags scored; row lengths are looked for up to half of it, so that each has two multiples.
 MAX_SEARCH_LENGTH = 2048
 # Rows of fewer levels are not looked for: a row's gain takes 1-2 bytes, 0.12-0.25 bits per
 # level of rows of 64.
 MIN_SEARCH_LENGTH = 64
+# QSGD's buckets of 512 give neighbouring levels one scale; 64 levels measure it.
 LOCAL_LEVELS = 64
-# On the benchmark traces single lags without rows behind them score up to 0.03; the LSTM's
-# rows of 320 score 0.09 at s = 16 and 0.35 at s = 127 (docs/design.md).
+# The LSTM's rows of 320 score 0.08 at s = 16 and 0.34 at s = 127 (docs/design.md).
 MIN_LAG_SCORE = 0.06
+# A length's own multiples score within a few percent of it (the LSTM: 320 and 640).
 FUNDAMENTAL_SHARE = 0.8
 HARMONICS = 4
+# Each length costs a pass over the tensor (``row_phases``, the profiles).
 MAX_LENGTHS = 2
+# Blocks of 16 rows: a phase and a profile per block; two rows measured per block, four
+# blocks either side pooled, settle the phase on the LSTM's s = 16 levels (docs/design.md).
 BLOCK_ROWS = 16
 PHASE_ROWS = 2
 PHASE_BLOCKS = 4
 SHARE_BLOCKS = 1
+# Blocks of rows keep 0.15-0.5 of their energy on the LSTM's s = 16 levels, levels without
+# rows about 1 / length (0.003 at 320); 0.05 found the most of its matrices (docs/design.md).
 MIN_SHARE = 0.05
 NOISE_SHARES = 4
+# Blocks of one matrix have profiles of |cosine| near 1, of two matrices near 0.
 MERGE_COSINE = 0.5
+# A phase off by a level or two keeps nearly all of the prediction and is noise in step 2.
 PHASE_SLACK = 32
 EDGE_COSINE = 0.5
+# A profile costs a byte or two per column: fewer rows do not pay for it.
 MIN_MATRIX_ROWS = 2 * BLOCK_ROWS
 # Levels spanning fewer values are not searched: given their layouts, the benchmark tensors
 # took the row model at s = 16 and 127 (12-199 values), not at s = 8 (7-14) or below.
 MIN_SEARCH_VALUES = 9
-# Levels are searched up to this magnitude: ``row_phases``'s int64 sums of 2**40 products
-# cannot wrap.
+# Levels are searched up to this magnitude: ``row_phases``'s int64 sums of 2 * 1024 products
+# of at most 2**40 stay below 2**51.
 SEARCH_MAX_LEVEL = 1 << 20
+assert SEARCH_MAX_LEVEL ** 2 * 2 * (MAX_SEARCH_LENGTH // 2) < 2 ** 63
 
 
 def find_layout(levels):
     """A layout (encoders/rows.py: (rows, row length) pairs from level 0) of the matrices
-    found in 1-D ``levels``, or None where too few levels (SEARCH_BLOCKS * SEARCH_LEVELS),
-    levels spanning fewer than MIN_SEARCH_VALUES values, a |level| above SEARCH_MAX_LEVEL, or
-    no row length that stands out."""
+    found in 1-D ``levels``, or None where there are fewer than MIN_SEARCH_LEVELS levels,
+    they span fewer than MIN_SEARCH_VALUES values, a |level| exceeds SEARCH_MAX_LEVEL, no row
+    length stands out, or no matrix of MIN_MATRIX_ROWS rows is found."""
     n = levels.size
     if n < MIN_SEARCH_LEVELS:
         return None
@@ -148,11 +167,10 @@ def _matrices(levels, length, starts, holds):
     """[(first level, rows, ``length``)] of the matrices of rows of ``length`` from blocks that
     begin rows at ``starts`` where ``holds`` (step 3 of the module's note), of at least
     MIN_MATRIX_ROWS rows. A block continues the matrix before it where it begins within a row
-    of its end and its rows begin within length // PHASE_SLACK levels of the matrix's (rows
-    misplaced by a level or two keep nearly all of their prediction; the matrix keeps its own
-    rows; kernels/row_search.py ``join_blocks``). A matrix then loses, at either end, up to a block's rows whose |cosine| with the
-    row inward of them is below EDGE_COSINE (kernels/row_search.py ``trim_edges``): a block's rows
-    may run past a matrix."""
+    of its end and its rows begin within length // PHASE_SLACK levels of the matrix's (the
+    matrix keeps its own rows; kernels/row_search.py ``join_blocks``). A matrix then loses, at
+    either end, up to a block's rows whose |cosine| with the row inward of them is below
+    EDGE_COSINE (``trim_edges``): a block's rows may run past a matrix."""
     starts = starts[holds]
     rows = np.minimum(BLOCK_ROWS, (levels.size - starts) // length)
     starts, rows = starts[rows >= MIN_ROWS], rows[rows >= MIN_ROWS]
