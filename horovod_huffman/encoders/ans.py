@@ -159,7 +159,7 @@ class Ans(GrowingChunks):
     def sized_plan(self, levels, layout=None):
         """(``plan(levels, layout)``, its estimated stream bytes without the fixed header)."""
         plan, cost = self._level_plan(levels)
-        if layout is None:
+        if layout is None or not len(layout):
             return plan, cost
         rows = self._rows_plan(levels, layout)
         if rows is None or rows[1] * MODEL_GAIN > cost:

@@ -120,7 +120,7 @@ class Auto(Encoder):
         # ans: the information of the levels under their normalized frequencies, per class of
         # blocks where that pays (exact up to the final states), when no level escapes.
         if n_esc == 0 and window <= ANS_MAX_WINDOW:
-            found = find_layout(levels) if layout is None else layout
+            found = find_layout(levels, (lo, hi)) if layout is None else layout
             a_plan, a_bytes = self.ans.sized_plan(levels, found)
             sizes["ans"] = Sized(wire.OVERHEAD_BYTES + a_bytes, a_plan)
         # rla: the same for rlh's run-length tokens (the plan keeps them).

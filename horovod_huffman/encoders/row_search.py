@@ -88,15 +88,16 @@ SEARCH_MAX_LEVEL = 1 << 20
 assert SEARCH_MAX_LEVEL ** 2 * 2 * (MAX_SEARCH_LENGTH // 2) < 2 ** 63
 
 
-def find_layout(levels):
+def find_layout(levels, value_range=None):
     """A layout (encoders/rows.py: (rows, row length) pairs from level 0) of the matrices
     found in 1-D ``levels``, or None where there are fewer than MIN_SEARCH_LEVELS levels,
     they span fewer than MIN_SEARCH_VALUES values, a |level| exceeds SEARCH_MAX_LEVEL, no row
-    length stands out, or no matrix of MIN_MATRIX_ROWS rows is found."""
+    length stands out, or no matrix of MIN_MATRIX_ROWS rows is found. ``value_range``: the
+    levels' (min, max), where the caller has it."""
     n = levels.size
     if n < MIN_SEARCH_LEVELS:
         return None
-    lo, hi = level_range(levels)
+    lo, hi = level_range(levels) if value_range is None else value_range
     if int(hi) - int(lo) + 1 < MIN_SEARCH_VALUES or \
             max(abs(int(lo)), abs(int(hi))) > SEARCH_MAX_LEVEL:
         return None
