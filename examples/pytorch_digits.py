@@ -6,7 +6,8 @@
 
 Each rank trains on its own shard; gradients cross the network through
 ``hvd.DistributedOptimizer(compression=...)``. Rank 0 prints per-epoch loss, test accuracy and
-compression statistics, and a final JSON line (``RESULT {...}``) that the tests read.
+compression statistics, and a JSON line (``RESULT {...}``) that the tests read: one per seed
+(``--seed 0 1 2`` trains three times in one launch).
 """
 import argparse
 import json
@@ -24,14 +25,14 @@ from horovod_huffman.torch import Compression, switch_to_low_rank
 COMPRESSIONS = ["none", "fp16"] + list(hh.ENCODERS)
 
 
-def make_compression(name, args):
+def make_compression(name, args, seed):
     if name in ("none", "fp16"):
         return getattr(Compression, name)
     quantizer = hh.QSGD(levels=args.levels, bucket_size=args.bucket_size)
     # A distinct seed per rank: ranks must not share their random rounding.
     return Compression.build(encoder=name, quantizer=quantizer,
                              error_feedback=args.error_feedback or None,
-                             seed=args.seed * 65536 + hvd.rank(), exchange=args.exchange)
+                             seed=seed * 65536 + hvd.rank(), exchange=args.exchange)
 
 
 def identical(model):
@@ -70,7 +71,8 @@ def main():
     p.add_argument("--rank-ratio", type=float, default=0.25, help="Pufferfish's rank per output")
     p.add_argument("--extra-bn", action="store_true",
                    help="Pufferfish: a BatchNorm between a convolution's two factors")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, nargs="+", default=[0],
+                   help="one training run per seed, one after another, each printing its RESULT")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                    help="cuda: one GPU per rank (local rank); gradients take the GPU path")
     args = p.parse_args()
@@ -81,9 +83,14 @@ def main():
         torch.cuda.set_device(hvd.local_rank())
         device = torch.device("cuda", hvd.local_rank())
     torch.set_num_threads(1)
-    torch.manual_seed(args.seed)
     logging.basicConfig(level=logging.WARNING)
+    for seed in args.seed:
+        train(args, seed, device)
 
+
+def train(args, seed, device):
+    """One training run from ``seed``: a new model, optimizer and compression."""
+    torch.manual_seed(seed)
     xtr, ytr, xte, yte = digits_data()
     shard = np.arange(hvd.rank(), len(ytr), hvd.size())
     x, y = torch.from_numpy(xtr[shard]).to(device), torch.from_numpy(ytr[shard]).to(device)
@@ -94,7 +101,7 @@ def main():
     def make_optimizer(params):
         return torch.optim.SGD(params, lr=args.lr * hvd.size(), momentum=0.9)
 
-    compression = make_compression(args.compression, args)
+    compression = make_compression(args.compression, args, seed)
     opt = hvd.DistributedOptimizer(make_optimizer(model.parameters()),
                                    named_parameters=model.named_parameters(),
                                    compression=compression)
@@ -114,7 +121,7 @@ def main():
     if args.pufferfish and args.warmup_epochs == 0:
         opt, switched_identical = switch()
 
-    gen = torch.Generator().manual_seed(args.seed + hvd.rank())
+    gen = torch.Generator().manual_seed(seed + hvd.rank())
     # Every rank takes the same number of steps per epoch (shards differ by at most one sample).
     steps = len(y) // args.batch_size
     t0 = time.perf_counter()
@@ -142,7 +149,8 @@ def main():
             opt, switched_identical = switch()
     same = identical(model)
     if hvd.rank() == 0:
-        result = {"compression": args.compression, "ranks": hvd.size(), "test_accuracy": acc,
+        result = {"compression": args.compression, "ranks": hvd.size(), "seed": seed,
+                  "test_accuracy": acc,
                   "test_loss": test_loss, "identical_parameters": same,
                   "seconds": time.perf_counter() - t0,
                   "parameters": sum(p.numel() for p in model.parameters()),

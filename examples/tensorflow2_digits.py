@@ -16,7 +16,8 @@ Huffman-coded gradients.
                   under Keras 3, horovod.tensorflow.keras under legacy Keras
                   (TF_USE_LEGACY_KERAS=1, tf-keras installed).
 Rank 0 prints per-epoch loss, test accuracy and compression statistics, then a JSON line
-(``RESULT {...}``) that the tests read.
+(``RESULT {...}``) that the tests read: one per seed (``--seed 0 1 2`` trains three times in
+one launch).
 """
 import argparse
 import json
@@ -38,12 +39,12 @@ from horovod_huffman.tensorflow import (Compression, DistributedGradientTape,   
 COMPRESSIONS = ["none", "fp16"] + list(hh.ENCODERS)
 
 
-def make_compression(name, args):
+def make_compression(name, args, seed):
     if name in ("none", "fp16"):
         return getattr(Compression, name)
     return Compression.build(encoder=name, quantizer=hh.QSGD(levels=args.levels),
                              error_feedback=not args.no_error_feedback,
-                             seed=args.seed * 65536 + hvd.rank())
+                             seed=seed * 65536 + hvd.rank())
 
 
 def keras_horovod():
@@ -127,7 +128,8 @@ def main():
     p.add_argument("--rank-ratio", type=float, default=0.25, help="Pufferfish's rank per output")
     p.add_argument("--extra-bn", action="store_true",
                    help="Pufferfish: a BatchNormalization between a convolution's two factors")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, nargs="+", default=[0],
+                   help="one training run per seed, one after another, each printing its RESULT")
     args = p.parse_args()
     if args.pufferfish and args.mode != "tape":
         p.error("--pufferfish rebuilds the model and its train step: use --mode tape")
@@ -135,12 +137,18 @@ def main():
     hvd.init()
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
-    tf.random.set_seed(args.seed)
+    for seed in args.seed:
+        train(args, seed)
+
+
+def train(args, seed):
+    """One training run from ``seed``: a new model, optimizer and compression."""
+    tf.keras.utils.set_random_seed(seed)
     xtr, ytr, xte, yte = digits_data()
     x, y = xtr[hvd.rank()::hvd.size()], ytr[hvd.rank()::hvd.size()]
     steps = len(y) // args.batch_size
     x, y = x[:steps * args.batch_size], y[:steps * args.batch_size]
-    compression = make_compression(args.compression, args)
+    compression = make_compression(args.compression, args, seed)
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     lr = args.lr * hvd.size()
     rate = tf.Variable(lr, trainable=False)   # the epoch's learning rate, for --mode optimizer
@@ -193,7 +201,7 @@ def main():
 
     if args.pufferfish and args.warmup_epochs == 0:
         model, opt, step, switched_identical = switch(model)
-    rng = np.random.default_rng(args.seed + hvd.rank())
+    rng = np.random.default_rng(seed + hvd.rank())
     t0 = time.perf_counter()
     for epoch in range(args.epochs):
         if args.schedule == "cosine":
@@ -223,7 +231,7 @@ def main():
     same = identical(model)
     if hvd.rank() == 0:
         result = {"compression": args.compression, "mode": args.mode, "ranks": hvd.size(),
-                  "test_accuracy": acc, "identical_parameters": same,
+                  "seed": seed, "test_accuracy": acc, "identical_parameters": same,
                   "seconds": time.perf_counter() - t0, "parameters": model.count_params(),
                   "full_rank_parameters": full_rank_params}
         if args.pufferfish:

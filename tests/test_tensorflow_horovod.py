@@ -22,15 +22,18 @@ def test_every_rank_gets_the_exact_reduction_of_all_round_trips(n_ranks, modes):
     assert rc == 0 and "OK" in out, excerpt(out)
 
 
-def run_example(compression, mode, seed, epochs=8, *options, env=None):
-    rc, out = horovodrun(2, "examples/tensorflow2_digits.py", "--compression", compression,
-                         "--mode", mode, "--epochs", epochs, "--seed", seed, *options,
-                         timeout=600, env=env)
-    assert rc == 0, excerpt(out)
-    return json.loads(next(l for l in out.splitlines() if "RESULT " in l).split("RESULT ", 1)[1])
-
-
 SEEDS = (0, 1, 2)
+
+
+def run_example(compression, mode, epochs=8, *options, env=None):
+    """The RESULTs of one launch of the TensorFlow example on 2 ranks, one per seed of SEEDS."""
+    rc, out = horovodrun(2, "examples/tensorflow2_digits.py", "--compression", compression,
+                         "--mode", mode, "--epochs", epochs, "--seed", *SEEDS, *options,
+                         timeout=900, env=env)
+    assert rc == 0, excerpt(out)
+    runs = [json.loads(l.split("RESULT ", 1)[1]) for l in out.splitlines() if "RESULT " in l]
+    assert [r["seed"] for r in runs] == list(SEEDS), excerpt(out)
+    return runs
 
 
 # The Keras routes: Keras 3 (horovod_huffman.tensorflow.keras) and legacy tf-keras (Horovod's
@@ -45,8 +48,7 @@ def test_training_matches_uncompressed_accuracy(mode, keras):
     of this small problem differ by up to 3 points from seed to seed either way. ``fit``:
     model.fit with Horovod's Keras DistributedOptimizer and callbacks on each Keras route. (The
     plain tape's accuracy with ``rlh`` is the Pufferfish test's below.)"""
-    runs = {c: [run_example(c, mode, seed, env=KERAS[keras]) for seed in SEEDS]
-            for c in ("none", "rlh")}
+    runs = {c: run_example(c, mode, env=KERAS[keras]) for c in ("none", "rlh")}
     assert all(r["identical_parameters"] for rs in runs.values() for r in rs)
     mean = {c: sum(r["test_accuracy"] for r in rs) / len(rs) for c, rs in runs.items()}
     assert mean["rlh"] >= mean["none"] - 0.02, mean
@@ -60,8 +62,7 @@ def test_pufferfish_alone_and_with_rlh_matches_full_rank_accuracy():
     decays its learning rate along a cosine (as Pufferfish's own training does): at a constant
     rate the last epoch's accuracy swings by up to 4 points from seed to seed."""
     puffer = ("--pufferfish", "--warmup-epochs", 3)
-    runs = {name: [run_example(compression, "tape", seed, 12, "--schedule", "cosine", *options)
-                   for seed in SEEDS]
+    runs = {name: run_example(compression, "tape", 12, "--schedule", "cosine", *options)
             for name, compression, options in (("full", "none", ()),
                                                ("pufferfish", "none", puffer),
                                                ("pufferfish+rlh", "rlh", puffer))}

@@ -1,5 +1,6 @@
 """The PyTorch adapter under real Horovod (horovodrun --gloo, 2 and 3 ranks): no mocks."""
 import functools
+import itertools
 import json
 
 import pytest
@@ -52,21 +53,34 @@ def test_adaptive_routing_agrees_on_every_rank(n_ranks, encoder):
     assert rc == 0 and "OK routes" in out, excerpt(out)
 
 
+SEEDS = ("--seed", 0, 1, 2)
+
+
 @functools.lru_cache(maxsize=None)
 def run_example(compression, epochs=8, n_ranks=2, *options):
-    """The RESULT of one run of the PyTorch example (runs are deterministic: cached)."""
+    """The RESULTs of one launch of the PyTorch example, one per seed in ``options`` (runs are
+    deterministic: cached)."""
     rc, out = horovodrun(n_ranks, "examples/pytorch_digits.py", "--compression", compression,
-                         "--epochs", epochs, *options, timeout=300)
+                         "--epochs", epochs, *options, timeout=900)
     assert rc == 0, excerpt(out)
-    line = next(l for l in out.splitlines() if "RESULT " in l)
-    return json.loads(line.split("RESULT ", 1)[1])
+    runs = tuple(json.loads(l.split("RESULT ", 1)[1]) for l in out.splitlines() if "RESULT " in l)
+    assert [r["seed"] for r in runs] == _seeds(options), excerpt(out)
+    return runs
+
+
+def _seeds(options):
+    """The seeds an example's ``options`` give it (its --seed takes several; default 0)."""
+    if "--seed" not in options:
+        return [0]
+    rest = options[options.index("--seed") + 1:]
+    return list(itertools.takewhile(lambda option: isinstance(option, int), rest))
 
 
 def test_training_with_huffman_encoders_matches_uncompressed_accuracy():
-    baseline = run_example("none")
+    (baseline,) = run_example("none")
     assert baseline["identical_parameters"]
     for name in ("rlh", "sh", "shs", "huffman"):
-        r = run_example(name)
+        (r,) = run_example(name)
         assert r["identical_parameters"], name
         assert r["test_accuracy"] >= baseline["test_accuracy"] - 0.02, (name, r, baseline)
         assert r["stats"]["ratio"] > 10, (name, r["stats"])
@@ -74,7 +88,7 @@ def test_training_with_huffman_encoders_matches_uncompressed_accuracy():
 
 def test_two_phase_training_on_three_ranks_matches_uncompressed_accuracy():
     """Mean test accuracy over three seeds within 2 points of uncompressed training."""
-    runs = {c: [run_example(c, 8, 3, "--seed", seed, *options) for seed in (0, 1, 2)]
+    runs = {c: run_example(c, 8, 3, *SEEDS, *options)
             for c, options in (("none", ()), ("rlh", ("--exchange", "two_phase")))}
     assert all(r["identical_parameters"] for rs in runs.values() for r in rs)
     mean = {c: sum(r["test_accuracy"] for r in rs) / len(rs) for c, rs in runs.items()}
@@ -90,8 +104,7 @@ def test_pufferfish_alone_and_with_rlh_matches_full_rank_accuracy():
     parameters), on 2 ranks: parameters identical on every rank after the switch and at the
     end, mean test accuracy over three seeds within 1 point of twelve epochs of full-rank
     training."""
-    runs = {name: [run_example(compression, 12, 2, "--seed", seed, *options)
-                   for seed in (0, 1, 2)]
+    runs = {name: run_example(compression, 12, 2, *SEEDS, *options)
             for name, compression, options in (("full", "none", ()),
                                                ("pufferfish", "none", PUFFERFISH),
                                                ("pufferfish+rlh", "rlh", PUFFERFISH))}
@@ -105,8 +118,8 @@ def test_pufferfish_with_rlh_on_three_ranks_stays_identical_and_trains():
     parameters identical after the switch and at the end, over 3x fewer of them, and ends
     within 2 points of the same seed's full-rank test accuracy (a diverged run ends far
     below)."""
-    full = run_example("none", 12, 3, "--seed", 0)
-    low = run_example("rlh", 12, 3, "--seed", 0, *PUFFERFISH)
+    (full,) = run_example("none", 12, 3, "--seed", 0)
+    (low,) = run_example("rlh", 12, 3, "--seed", 0, *PUFFERFISH)
     assert low["identical_after_switch"] and low["identical_parameters"], low
     assert low["parameters"] * 3 < low["full_rank_parameters"], low
     assert low["test_accuracy"] >= full["test_accuracy"] - 0.02, (low, full)
