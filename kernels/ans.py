@@ -172,22 +172,44 @@ def decode_table(freqs, base, escape):
 
 # ---- Encoding -------------------------------------------------------------------------------
 
+# A symbol's encode record (``encode_records``): its ``encode_tables`` entry and reciprocal in
+# fields of their own, so that the coder loads each field without a shift or a mask, and the
+# quotient's two shifts are one (``shift``: ANS_RECIPROCAL_BITS plus the reciprocal's shift).
+ENCODE_RECORD = np.dtype([("bound", np.uint32), ("rcp", np.uint32), ("bias", np.uint32),
+                          ("complement", np.uint16), ("shift", np.uint16)], align=True)
+assert ENCODE_RECORD.itemsize == 16, "a record is one 16-byte load apart from the next"
+assert ANS_BOUND_MASK <= 0xFFFFFFFF and ANS_RECIPROCAL_MASK <= 0xFFFFFFFF and \
+    2 * ANS_PROB_SCALE <= 0xFFFFFFFF and ANS_FREQ_MASK <= 0xFFFF and \
+    ANS_RECIPROCAL_BITS + ANS_PROB_BITS <= 0xFFFF, "every field fits its record field"
+
+
+@njit(cache=True, nogil=True)
+def encode_records(entries, rcps):
+    """The ``ENCODE_RECORD`` of every symbol of ``encode_tables``'s ``entries`` and ``rcps``
+    (rows of C symbols, uint64), flattened: row c's symbol s at c * C + s."""
+    flat_entries, flat_rcps = entries.reshape(entries.size), rcps.reshape(rcps.size)
+    records = np.empty(flat_entries.size, dtype=ENCODE_RECORD)
+    for k in range(flat_entries.size):
+        e, r = flat_entries[k], flat_rcps[k]
+        records[k].bound = e & uint64(ANS_BOUND_MASK)
+        records[k].rcp = r & uint64(ANS_RECIPROCAL_MASK)
+        records[k].bias = e >> uint64(ANS_BIAS_SHIFT)
+        records[k].complement = (e >> uint64(ANS_COMPLEMENT_SHIFT)) & uint64(ANS_FREQ_MASK)
+        records[k].shift = (r >> uint64(ANS_RECIPROCAL_BITS)) + uint64(ANS_RECIPROCAL_BITS)
+    return records
+
+
 @njit(cache=True, inline="always")
-def put_symbol(x, k, entries, rcps, units, u):
-    """Code the symbol of table entry k on state x (uint64), writing a unit below ``u`` when
-    the state must renormalize first; returns (x, u). ``entries`` and ``rcps`` are the tables
-    flattened (row c of C symbols from entry c * C, k = c * C + symbol: no multiplication per
-    symbol for a 2-D index)."""
-    e = entries[k]
-    renorm = x >= e & uint64(ANS_BOUND_MASK)
+def put_symbol(x, k, records, units, u):
+    """Code the symbol of record k (``encode_records``) on state x (uint64), writing a unit
+    below ``u`` when the state must renormalize first; returns (x, u)."""
+    r = records[k]
+    renorm = x >= uint64(r.bound)
     units[u - uint64(1)] = x & uint64(UNIT_MASK)        # kept only when renormalizing
     u -= uint64(1) if renorm else uint64(0)
     x = x >> uint64(UNIT_BITS) if renorm else x
-    r = rcps[k]
-    q = ((x * (r & uint64(ANS_RECIPROCAL_MASK))) >> uint64(ANS_RECIPROCAL_BITS)) >> \
-        (r >> uint64(ANS_RECIPROCAL_BITS))
-    return x + (e >> uint64(ANS_BIAS_SHIFT)) + q * \
-        ((e >> uint64(ANS_COMPLEMENT_SHIFT)) & uint64(ANS_FREQ_MASK)), u
+    q = (x * uint64(r.rcp)) >> uint64(r.shift)
+    return x + uint64(r.bias) + q * uint64(r.complement), u
 
 
 @njit(cache=True, inline="always")
@@ -202,55 +224,60 @@ def close_states(x0, x1, x2, x3, units, u):
 
 
 @njit(cache=True, inline="always")
-def _symbol(level, base, window, escapes):
-    """The symbol of a level: its index in the window, else the escape (``window``).
-    ``escapes`` False: every level lies in the window (a literal, so the compare is
-    compiled out)."""
-    v = uint64(int64(level) - base)
+def _record(level, row_at, level_at, base, window, escapes):
+    """The record index of a level in the row at ``row_at``: its index in the window, else the
+    escape (``window``), after the row. ``level_at``: row_at - base (wrapping), the index of
+    level 0 (the base folded into the row). ``escapes`` False: every level lies in the window
+    (a literal, so the compare is compiled out)."""
     if escapes:
-        return v if v < window else window
-    return v
+        v = uint64(int64(level) - base)
+        return row_at + (v if v < window else window)
+    return level_at + uint64(int64(level))
 
 
 @njit(cache=True, nogil=True)
-def encode_chunk(levels, start, stop, base, window, entries, rcps, row, classes, block_bits,
+def encode_chunk(levels, start, stop, base, window, records, row, classes, block_bits,
                  escapes, units):
     """Code levels[start:stop] backwards into ``units`` (uint16, at least stop - start +
     HEADER_UNITS + 1 long), element i with the table of class classes[i >> block_bits] (rows of
-    ``row`` entries of the flattened ``entries`` and ``rcps``: ``put_symbol``), its symbol
-    ``_symbol``'s (``escapes``: a literal); returns the first unit of the chunk's stream, which
-    runs to the end of ``units``: the four final states (high unit first), then the
-    renormalization units in the order the decoder reads them. A group of four never spans
-    two blocks (note 6)."""
+    ``row`` records of the flattened ``records``: ``put_symbol``; ``_record``'s index,
+    ``escapes`` a literal); returns the first unit of the chunk's stream, which runs to the
+    end of ``units``: the four final states (high unit first), then the renormalization units
+    in the order the decoder reads them. A group of four never spans two blocks (note 6)."""
     base, window, row = int64(base), uint64(window), uint64(row)
     shift = uint64(block_bits)
     u = uint64(units.shape[0])
     x0 = x1 = x2 = x3 = uint64(STATE_LOW)
-    i = int64(stop)
+    first, i = uint64(start), uint64(stop)      # (unsigned: no negative-index wrap)
     # The tail, a last group not whole. (A helper shared with ans_tokens.py for these lines
     # measured 8% slower coding here: its states pass through a returned tuple.)
-    while (i - start) % STATES != 0:
-        i -= 1
-        k = uint64(classes[uint64(i) >> shift]) * row + _symbol(levels[i], base, window,
-                                                                escapes)
-        lane = (i - start) % STATES
-        if lane == 0:
-            x0, u = put_symbol(x0, k, entries, rcps, units, u)
-        elif lane == 1:
-            x1, u = put_symbol(x1, k, entries, rcps, units, u)
+    while (i - first) % uint64(STATES) != uint64(0):
+        i -= uint64(1)
+        row_at = uint64(classes[i >> shift]) * row
+        k = _record(levels[i], row_at, row_at - uint64(base), base, window, escapes)
+        lane = (i - first) % uint64(STATES)
+        if lane == uint64(0):
+            x0, u = put_symbol(x0, k, records, units, u)
+        elif lane == uint64(1):
+            x1, u = put_symbol(x1, k, records, units, u)
         else:
-            x2, u = put_symbol(x2, k, entries, rcps, units, u)
-    while i > start:
-        i -= STATES
-        t = uint64(classes[uint64(i) >> shift]) * row
-        s3 = _symbol(levels[i + 3], base, window, escapes)
-        s2 = _symbol(levels[i + 2], base, window, escapes)
-        s1 = _symbol(levels[i + 1], base, window, escapes)
-        s0 = _symbol(levels[i], base, window, escapes)
-        x3, u = put_symbol(x3, t + s3, entries, rcps, units, u)
-        x2, u = put_symbol(x2, t + s2, entries, rcps, units, u)
-        x1, u = put_symbol(x1, t + s1, entries, rcps, units, u)
-        x0, u = put_symbol(x0, t + s0, entries, rcps, units, u)
+            x2, u = put_symbol(x2, k, records, units, u)
+    # Block by block (one class each: its row found once per block), group by group.
+    while i > first:
+        block = (i - uint64(1)) >> shift
+        block_start = max(first, block << shift)
+        row_at = uint64(classes[block]) * row
+        level_at = row_at - uint64(base)
+        while i > block_start:
+            i -= uint64(STATES)
+            k3 = _record(levels[i + uint64(3)], row_at, level_at, base, window, escapes)
+            k2 = _record(levels[i + uint64(2)], row_at, level_at, base, window, escapes)
+            k1 = _record(levels[i + uint64(1)], row_at, level_at, base, window, escapes)
+            k0 = _record(levels[i], row_at, level_at, base, window, escapes)
+            x3, u = put_symbol(x3, k3, records, units, u)
+            x2, u = put_symbol(x2, k2, records, units, u)
+            x1, u = put_symbol(x1, k1, records, units, u)
+            x0, u = put_symbol(x0, k0, records, units, u)
     return close_states(x0, x1, x2, x3, units, u)
 
 
@@ -264,17 +291,17 @@ def encode_chunks(levels, base, window, entries, rcps, classes, block_bits, chun
     stream, odd units padded) and returns the words written."""
     n = levels.shape[0]
     units = np.empty(min(n, chunk) + HEADER_UNITS + 1, dtype=np.uint16)
-    flat_entries, flat_rcps = entries.reshape(entries.size), rcps.reshape(rcps.size)
+    records = encode_records(entries, rcps)
     w = 0
     for c in range(chunk_bits.shape[0]):
         start = c * chunk
         stop = min(n, start + chunk)
         if escapes:                              # (literal arguments: two compiled chunk coders)
-            first = encode_chunk(levels, start, stop, base, window, flat_entries, flat_rcps,
-                                 entries.shape[1], classes, block_bits, True, units)
+            first = encode_chunk(levels, start, stop, base, window, records, entries.shape[1],
+                                 classes, block_bits, True, units)
         else:
-            first = encode_chunk(levels, start, stop, base, window, flat_entries, flat_rcps,
-                                 entries.shape[1], classes, block_bits, False, units)
+            first = encode_chunk(levels, start, stop, base, window, records, entries.shape[1],
+                                 classes, block_bits, False, units)
         chunk_bits[c], w = store_units(units, first, out32, w)
     return w
 

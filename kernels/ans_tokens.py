@@ -27,16 +27,17 @@ Units: positions of the rANS streams in 16-bit units, of the extras in bits.
 import numpy as np
 from numba import njit, int64, uint64
 
-from .ans import (HEADER_UNITS, STATE_LOW, STATES, UNIT_BITS, close_states, end_status,
-                  open_states, payload_units, put_symbol, store_units, take_symbol,
+from .ans import (HEADER_UNITS, STATE_LOW, STATES, UNIT_BITS, close_states, encode_records,
+                  end_status, open_states, payload_units, put_symbol, store_units, take_symbol,
                   unit_at)
-from .bits import flush_bits, peek64, put_bits, put_bits_long, unzigzag, zigzag
+from .bits import WORD_BITS, flush_bits, peek64, put_bits, put_bits_long, unzigzag, zigzag
 from .elias import put_gamma, read_gamma
 from .errors import (OK, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, BAD_STATE, RUN_OVERFLOW,
                      VALUE_OVERFLOW)
 from .maxima import (ANS_ESCAPE, ANS_LEVEL_SHIFT, ANS_PROB_SCALE, RUN_BUCKETS, ANS_TOKEN_ANCHOR,
                      ANS_TOKEN_BUCKET_SHIFT, ANS_TOKEN_INDEX_MASK)
-from .runs import BUCKET_BASE, BUCKET_EXTRA, LONG_RUN_SYMBOL, run_symbol
+from .runs import (BUCKET_BASE, BUCKET_EXTRA, LONG_RUN_SYMBOL, bucket_and_extra,
+                   long_runs_dense, run_symbol)
 
 # Levels the decoder stores per token before it looks at the run's length.
 SHORT_RUN = 4
@@ -56,9 +57,25 @@ def anchor_contexts(base, window):
 def token_contexts(levels, ends, symbols, chunk_runs, base, window, after_anchor, counts):
     """Add every token's symbol to the row of its context (note 5) in ``counts`` (contexts x
     symbols, int64), first giving a LONG_RUN_SYMBOL placeholder (kernels/vector_runs.py) its
-    symbol as ``runs.count_symbols`` does: one pass for both."""
+    symbol as ``runs.count_symbols`` does: one pass for both. Where a sample finds
+    placeholders common (``long_runs_dense``), every token's symbol is found again from its run
+    without a branch (``_dense_contexts``); otherwise a placeholder takes a branch."""
+    n_tokens = chunk_runs[-1] if chunk_runs.shape[0] else 0
+    if long_runs_dense(symbols, n_tokens):
+        _dense_contexts(levels, ends, symbols, chunk_runs, base, window, after_anchor,
+                        counts)
+    else:
+        _sparse_contexts(levels, ends, symbols, chunk_runs, base, window, after_anchor,
+                         counts)
+
+
+@njit(cache=True, nogil=True)
+def _sparse_contexts(levels, ends, symbols, chunk_runs, base, window, after_anchor, counts):
+    """``token_contexts`` with a branch per placeholder."""
     long_run = uint64(LONG_RUN_SYMBOL)
     one = uint64(1)
+    flat = counts.reshape(counts.size)
+    row_after = after_anchor.astype(np.uint64) * uint64(counts.shape[1])
     k = uint64(0)
     for c in range(chunk_runs.shape[0]):
         t = uint64(0)
@@ -72,40 +89,67 @@ def token_contexts(levels, ends, symbols, chunk_runs, base, window, after_anchor
                 start = uint64(ends[k - one]) + one if k > uint64(0) else uint64(0)
                 symbol = run_symbol(start, end, levels[end], base, window)
                 symbols[k] = symbol
-            counts[t, symbol] += 1
-            t = uint64(after_anchor[symbol])
+            flat[t + symbol] += 1
+            t = row_after[symbol]
             k += uint64(1)
 
 
 @njit(cache=True, nogil=True)
-def _encode_token_chunk(symbols, start, stop, entries, rcps, row_after, units):
+def _dense_contexts(levels, ends, symbols, chunk_runs, base, window, after_anchor, counts):
+    """``token_contexts`` without a branch per token: each token's symbol is computed from its
+    run (``bucket_and_extra``'s branch-free form) and taken where the token holds a
+    placeholder; its context's row is found by a table (``row_after``, the flat offset of
+    the row that each symbol gives the next token)."""
+    long_run = uint64(LONG_RUN_SYMBOL)
+    one, w = uint64(1), uint64(window)
+    flat = counts.reshape(counts.size)
+    row_after = after_anchor.astype(np.uint64) * uint64(counts.shape[1])
+    k, start = uint64(0), uint64(0)                  # start: the token's run's first level
+    for c in range(chunk_runs.shape[0]):
+        t = uint64(0)
+        stop = uint64(chunk_runs[c])
+        while k < stop:
+            end = uint64(ends[k])
+            bucket, _ = bucket_and_extra(end + one - start, False)
+            start = end + one
+            symbol = uint64(symbols[k])
+            if symbol == long_run:                  # (a select: both sides computed)
+                symbol = bucket * w + uint64(int64(levels[end]) - base)
+            symbols[k] = symbol
+            flat[t + symbol] += 1
+            t = row_after[symbol]
+            k += one
+
+
+@njit(cache=True, nogil=True)
+def _encode_token_chunk(symbols, start, stop, records, row_after, units):
     """Code the token symbols[start:stop] backwards into ``units`` as kernels/ans.py's
     ``encode_chunk`` codes levels, token i with the table of its context (note 5): the row
     that ``row_after`` (uint64 per symbol) gives the symbol before it, of the flattened
-    ``entries`` and ``rcps`` (``put_symbol``); returns the first unit of the chunk's
-    stream."""
+    ``records`` (``put_symbol``); returns the first unit of the chunk's stream."""
     u = uint64(units.shape[0])
     x0 = x1 = x2 = x3 = uint64(STATE_LOW)
-    i = int64(stop)
-    while (i - start) % STATES != 0:                    # the tail: a last group not whole
-        i -= 1
-        k = uint64(symbols[i]) + (row_after[symbols[i - 1]] if i > start else uint64(0))
-        lane = (i - start) % STATES
-        if lane == 0:
-            x0, u = put_symbol(x0, k, entries, rcps, units, u)
-        elif lane == 1:
-            x1, u = put_symbol(x1, k, entries, rcps, units, u)
+    first, i = uint64(start), uint64(stop)      # (unsigned: no negative-index wrap)
+    one = uint64(1)
+    while (i - first) % uint64(STATES) != uint64(0):   # the tail: a last group not whole
+        i -= one
+        k = uint64(symbols[i]) + (row_after[symbols[i - one]] if i > first else uint64(0))
+        lane = (i - first) % uint64(STATES)
+        if lane == uint64(0):
+            x0, u = put_symbol(x0, k, records, units, u)
+        elif lane == uint64(1):
+            x1, u = put_symbol(x1, k, records, units, u)
         else:
-            x2, u = put_symbol(x2, k, entries, rcps, units, u)
-    while i > start:
-        i -= STATES
-        s0, s1 = uint64(symbols[i]), uint64(symbols[i + 1])
-        s2, s3 = uint64(symbols[i + 2]), uint64(symbols[i + 3])
-        x3, u = put_symbol(x3, s3 + row_after[s2], entries, rcps, units, u)
-        x2, u = put_symbol(x2, s2 + row_after[s1], entries, rcps, units, u)
-        x1, u = put_symbol(x1, s1 + row_after[s0], entries, rcps, units, u)
-        x0, u = put_symbol(x0, s0 + (row_after[symbols[i - 1]] if i > start else uint64(0)),
-                           entries, rcps, units, u)
+            x2, u = put_symbol(x2, k, records, units, u)
+    while i > first:
+        i -= uint64(STATES)
+        s0, s1 = uint64(symbols[i]), uint64(symbols[i + one])
+        s2, s3 = uint64(symbols[i + uint64(2)]), uint64(symbols[i + uint64(3)])
+        x3, u = put_symbol(x3, s3 + row_after[s2], records, units, u)
+        x2, u = put_symbol(x2, s2 + row_after[s1], records, units, u)
+        x1, u = put_symbol(x1, s1 + row_after[s0], records, units, u)
+        x0, u = put_symbol(x0, s0 + (row_after[symbols[i - one]] if i > first else uint64(0)),
+                           records, units, u)
     return close_states(x0, x1, x2, x3, units, u)
 
 
@@ -122,12 +166,11 @@ def encode_token_chunks(symbols, chunk_runs, entries, rcps, after_anchor, out32,
         k = chunk_runs[c]
     units = np.empty(most + HEADER_UNITS + 1, dtype=np.uint16)
     row_after = after_anchor.astype(np.uint64) * uint64(entries.shape[1])
-    flat_entries, flat_rcps = entries.reshape(entries.size), rcps.reshape(rcps.size)
+    records = encode_records(entries, rcps)
     w = 0
     k = 0
     for c in range(chunk_runs.shape[0]):
-        first = _encode_token_chunk(symbols, k, chunk_runs[c], flat_entries, flat_rcps,
-                                    row_after, units)
+        first = _encode_token_chunk(symbols, k, chunk_runs[c], records, row_after, units)
         chunk_bits[c], w = store_units(units, first, out32, w)
         k = chunk_runs[c]
     return w
@@ -138,19 +181,43 @@ PLAIN_BUCKETS = 3
 assert (BUCKET_EXTRA[:PLAIN_BUCKETS] == 0).all() and (BUCKET_EXTRA[PLAIN_BUCKETS:] > 0).all()
 
 
+# write_extras samples this many tokens for the share with extras; from 1 in
+# DENSE_EXTRAS_SHARE on, every token goes through the branch-free writer.
+EXTRAS_SAMPLE = 1024
+DENSE_EXTRAS_SHARE = 32
+
+
 @njit(cache=True, nogil=True)
 def write_extras(levels, ends, symbols, chunk_runs, chunk, window, vbits, out32, extra_bits):
     """Write every token's extras (note 3) into ``out32`` from word 0; fills ``extra_bits``
     (the bits of each chunk's extras) and returns the words written. Only tokens of run
-    buckets PLAIN_BUCKETS and up, and escapes, have extras: the others (most tokens of dense
-    levels) cost one compare."""
-    acc, n_pending, w = uint64(0), int64(0), int64(0)
+    buckets PLAIN_BUCKETS and up, and escapes, have extras: where a sample finds them rare,
+    the others cost one compare (``_sparse_extras``); otherwise every token is written
+    without a branch, zero bits for most (``_dense_extras``)."""
     escape = uint64(RUN_BUCKETS) * uint64(window)
     plain = uint64(PLAIN_BUCKETS) * uint64(window)
-    # Each symbol's extra bits, looked up per token (no division by the window per token).
-    symbol_extra = np.empty(escape, dtype=np.int64)
+    # Each symbol's extra bits, looked up per token (no division by the window per token);
+    # the escape's entry is never read.
+    symbol_extra = np.zeros(escape + uint64(1), dtype=np.uint64)
     for b in range(RUN_BUCKETS):
         symbol_extra[b * window:(b + 1) * window] = BUCKET_EXTRA[b]
+    n_tokens = chunk_runs[-1] if chunk_runs.shape[0] else 0
+    stride = max(1, n_tokens // EXTRAS_SAMPLE)
+    with_extras = 0
+    for k in range(0, n_tokens, stride):
+        with_extras += symbols[k] >= plain
+    if DENSE_EXTRAS_SHARE * with_extras >= -(-n_tokens // stride):
+        return _dense_extras(levels, ends, symbols, chunk_runs, chunk, escape, symbol_extra,
+                             vbits, out32, extra_bits)
+    return _sparse_extras(levels, ends, symbols, chunk_runs, chunk, escape, plain,
+                          symbol_extra, vbits, out32, extra_bits)
+
+
+@njit(cache=True, nogil=True)
+def _sparse_extras(levels, ends, symbols, chunk_runs, chunk, escape, plain, symbol_extra,
+                   vbits, out32, extra_bits):
+    """``write_extras`` with a branch per token: tokens below ``plain`` are skipped."""
+    acc, n_pending, w = uint64(0), int64(0), int64(0)
     k = 0
     for c in range(chunk_runs.shape[0]):
         first = k
@@ -161,17 +228,61 @@ def write_extras(levels, ends, symbols, chunk_runs, chunk, window, vbits, out32,
                 end = int64(ends[k])
                 run = end - (int64(ends[k - 1]) if k > first else int64(c) * chunk - 1)
                 if symbol == escape:
-                    acc, n_pending, w = put_bits(out32, acc, n_pending, w,
-                                                 zigzag(levels[end]), vbits)
-                    acc, n_pending, w, g = put_gamma(out32, acc, n_pending, w, run)
-                    bits += vbits + g
+                    acc, n_pending, w, g = _put_escape(out32, acc, n_pending, w, levels[end],
+                                                       vbits, run)
+                    bits += g
                 else:
-                    extra = symbol_extra[symbol]
+                    extra = int64(symbol_extra[symbol])
                     acc, n_pending, w = put_bits_long(out32, acc, n_pending, w, run, extra)
                     bits += extra
             k += 1
         extra_bits[c] = bits
     return flush_bits(out32, acc, n_pending, w)
+
+
+@njit(cache=True, nogil=True)
+def _dense_extras(levels, ends, symbols, chunk_runs, chunk, escape, symbol_extra, vbits,
+                  out32, extra_bits):
+    """``write_extras`` without a branch per token (but the escape's, rarely taken): every
+    token appends its symbol's extra bits (0..MAX_RUN_EXTRA_BITS, most of them 0) at bit
+    ``at``. The accumulator holds the bits since word at >> 5 began, and that word is stored
+    after every token: complete once a token crosses its end (one token crosses at most one
+    end), else a partial word that the token which completes it overwrites."""
+    one, word_bits = uint64(1), uint64(WORD_BITS)
+    acc, at = uint64(0), uint64(0)
+    k = uint64(0)
+    for c in range(chunk_runs.shape[0]):
+        chunk_at = at
+        last_end = uint64(c * chunk) - one                 # (wrapping for the first chunk)
+        stop = uint64(chunk_runs[c])
+        while k < stop:
+            symbol = uint64(symbols[k])
+            end = uint64(ends[k])
+            run = end - last_end
+            last_end = end
+            if symbol == escape:
+                acc, n_pending, w, g = _put_escape(out32, acc, int64(at % word_bits),
+                                                   int64(at // word_bits), levels[end], vbits,
+                                                   int64(run))
+                at = uint64(w) * word_bits + uint64(n_pending)
+            else:
+                extra = symbol_extra[symbol]
+                acc = (acc << extra) | (run & ((one << extra) - one))
+                word = at // word_bits
+                at += extra
+                out32[word] = np.uint32((acc >> (at % word_bits)) & uint64(0xFFFFFFFF))
+            k += one
+        extra_bits[c] = at - chunk_at
+    return flush_bits(out32, acc, int64(at % word_bits), int64(at // word_bits))
+
+
+@njit(cache=True, inline="always")
+def _put_escape(out32, acc, n_pending, w, level, vbits, run):
+    """Append an escape's extras: ``level`` as a zigzag field of ``vbits`` bits, then
+    ``run`` as an Elias-gamma code; returns (acc, n_pending, w, the bits appended)."""
+    acc, n_pending, w = put_bits(out32, acc, n_pending, w, zigzag(level), vbits)
+    acc, n_pending, w, g = put_gamma(out32, acc, n_pending, w, run)
+    return acc, n_pending, w, vbits + g
 
 
 @njit(cache=True, inline="always")

@@ -23,7 +23,7 @@ from horovod_huffman.kernels.lanes import decode_tokens
 from horovod_huffman.kernels import vector_runs
 from horovod_huffman.kernels.runs import (RUN_BUCKETS, BUCKET_EXTRA, run_ends, rlh_histogram,
                                           count_symbols, encode_rlh, encode_shs,
-                                          long_runs_dense, token_payload_bits)
+                                          token_payload_bits)
 from horovod_huffman.kernels.tokens import rlh_token_table, token_table, lookup_tables
 from horovod_huffman.kernels.stats import level_range
 from horovod_huffman.kernels.symbols import level_histogram
@@ -115,7 +115,7 @@ def token_counts(levels, chunk_levels, contexts=False):
         n_runs = vector_runs.runs_and_symbols(levels, chunk_levels, base, window, ends,
                                               symbols, chunk_runs)
         symbols = symbols[:n_runs]
-        if rows is not None and not long_runs_dense(symbols, n_runs):
+        if rows is not None:
             # one pass gives the placeholders their symbols and counts them per context
             token_contexts(levels, ends, symbols, chunk_runs, base, window, after_anchor, rows)
             return Tokens(base, window, rows.sum(axis=0), ends, symbols, chunk_runs, rows)
