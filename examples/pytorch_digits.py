@@ -84,14 +84,16 @@ def main():
         device = torch.device("cuda", hvd.local_rank())
     torch.set_num_threads(1)
     logging.basicConfig(level=logging.WARNING)
+    data = digits_data()
     for seed in args.seed:
-        train(args, seed, device)
+        train(args, seed, data, device)
 
 
-def train(args, seed, device):
-    """One training run from ``seed``: a new model, optimizer and compression."""
+def train(args, seed, data, device):
+    """One training run from ``seed`` on ``data`` (``digits_data``'s): a new model,
+    optimizer and compression."""
     torch.manual_seed(seed)
-    xtr, ytr, xte, yte = digits_data()
+    xtr, ytr, xte, yte = data
     shard = np.arange(hvd.rank(), len(ytr), hvd.size())
     x, y = torch.from_numpy(xtr[shard]).to(device), torch.from_numpy(ytr[shard]).to(device)
     x_test, y_test = torch.from_numpy(xte).to(device), torch.from_numpy(yte).to(device)

@@ -137,14 +137,16 @@ def main():
     hvd.init()
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
+    data = digits_data()
     for seed in args.seed:
-        train(args, seed)
+        train(args, seed, data)
 
 
-def train(args, seed):
-    """One training run from ``seed``: a new model, optimizer and compression."""
+def train(args, seed, data):
+    """One training run from ``seed`` on ``data`` (``digits_data``'s): a new model,
+    optimizer and compression."""
     tf.keras.utils.set_random_seed(seed)
-    xtr, ytr, xte, yte = digits_data()
+    xtr, ytr, xte, yte = data
     x, y = xtr[hvd.rank()::hvd.size()], ytr[hvd.rank()::hvd.size()]
     steps = len(y) // args.batch_size
     x, y = x[:steps * args.batch_size], y[:steps * args.batch_size]
