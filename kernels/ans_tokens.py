@@ -245,9 +245,10 @@ def _dense_extras(levels, ends, symbols, chunk_runs, chunk, escape, symbol_extra
                   out32, extra_bits):
     """``write_extras`` without a branch per token (but the escape's, rarely taken): every
     token appends its symbol's extra bits (0..MAX_RUN_EXTRA_BITS, most of them 0) at bit
-    ``at``. The accumulator holds the bits since word at >> 5 began, and that word is stored
-    after every token: complete once a token crosses its end (one token crosses at most one
-    end), else a partial word that the token which completes it overwrites."""
+    ``at``. After every token the 32 bits of ``acc`` that end where word at >> 5 begins are
+    stored at the index of the word the token began in: the word just completed where the
+    token crossed its end (one token crosses at most one end), else a stale value that the
+    token completing that word overwrites; ``flush_bits`` writes the last, partial word."""
     one, word_bits = uint64(1), uint64(WORD_BITS)
     acc, at = uint64(0), uint64(0)
     k = uint64(0)
