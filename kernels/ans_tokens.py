@@ -21,26 +21,26 @@ READ ME FIRST
    tokens: after an anchor token the next one almost never is one, which one table would
    still give a share of its slots. ``after_anchor[s]`` (uint8, per symbol) is the context
    that a token of symbol s gives the next one; the decoder finds it in the token's decode
-   entry (ANS_TOKEN_ANCHOR), one AND on the path from one token to the next.
+   entry (ANS_TOKEN_ANCHOR; on the host, its slot entry: ``decode_records``), a shift and
+   an AND on the path from one token to the next.
 Units: positions of the rANS streams in 16-bit units, of the extras in bits.
 """
 import numpy as np
 from numba import njit, int64, uint64
 
 from .ans import (HEADER_UNITS, STATE_LOW, STATES, UNIT_BITS, close_states, encode_records,
-                  end_status, open_states, payload_units, put_symbol, store_units, take_symbol,
-                  unit_at)
+                  end_status, open_states, payload_units, put_symbol, store_units, unit_at)
 from .bits import WORD_BITS, flush_bits, peek64, put_bits, put_bits_long, unzigzag, zigzag
 from .elias import put_gamma, read_gamma
 from .errors import (OK, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, BAD_STATE, RUN_OVERFLOW,
                      VALUE_OVERFLOW)
-from .maxima import (ANS_ESCAPE, ANS_LEVEL_SHIFT, ANS_PROB_SCALE, RUN_BUCKETS, ANS_TOKEN_ANCHOR,
-                     ANS_TOKEN_BUCKET_SHIFT, ANS_TOKEN_INDEX_MASK)
+from .maxima import (ANS_ESCAPE, ANS_FREQ_MASK, ANS_LEVEL_SHIFT, ANS_OFFSET_MASK,
+                     ANS_OFFSET_SHIFT, ANS_PROB_BITS, ANS_PROB_SCALE, ANS_TOKEN_ANCHOR,
+                     ANS_TOKEN_BUCKET_SHIFT, ANS_TOKEN_INDEX_MASK, MAX_RUN_EXTRA_BITS,
+                     RUN_BUCKETS)
 from .runs import (BUCKET_BASE, BUCKET_EXTRA, LONG_RUN_SYMBOL, bucket_and_extra,
                    long_runs_dense, run_symbol)
-
-# Levels the decoder stores per token before it looks at the run's length.
-SHORT_RUN = 4
+from .stores import last_level, level_word, levels_per_word, store8
 
 
 def anchor_contexts(base, window):
@@ -309,14 +309,77 @@ def _escaped_token(words, at, extras_end, vbits, lo, hi):
     return level, run, at, status
 
 
+# The host decoder's tables (``decode_records``), made from the token decode tables (two rows;
+# one context: its row twice) so that a token's path runs through small L1-resident loads:
+#   slot entry (uint16, a row per context): start | context << SLOT_CONTEXT_BIT |
+#       anchor << SLOT_ANCHOR_BIT, where start is the first slot of the slot's symbol, and
+#       context * ANS_PROB_SCALE + start indexes the symbol's record;
+#   record (two uint64): frequency | RECORD_ESCAPE | extra bits << RECORD_EXTRA_SHIFT | run base
+#       << RECORD_RUN_SHIFT, then the level in every level of 8 bytes (``store8``'s word).
+SLOT_START_MASK = ANS_PROB_SCALE - 1
+SLOT_CONTEXT_BIT = ANS_PROB_BITS
+SLOT_RECORD_MASK = (2 << SLOT_CONTEXT_BIT) - 1
+SLOT_ANCHOR_BIT = SLOT_CONTEXT_BIT + 1
+RECORD_ESCAPE = ANS_FREQ_MASK + 1
+RECORD_EXTRA_SHIFT = 16
+RECORD_EXTRA_MASK = 0x3F
+RECORD_SPECIAL = RECORD_ESCAPE | RECORD_EXTRA_MASK << RECORD_EXTRA_SHIFT
+RECORD_RUN_SHIFT = 32
+assert SLOT_ANCHOR_BIT < 16 and RECORD_ESCAPE < 1 << RECORD_EXTRA_SHIFT
+assert MAX_RUN_EXTRA_BITS <= RECORD_EXTRA_MASK and RECORD_EXTRA_SHIFT + 6 <= RECORD_RUN_SHIFT
+assert int(BUCKET_BASE.max()) < 1 << (64 - RECORD_RUN_SHIFT), "a run base fits its field"
+
+
 @njit(cache=True, nogil=True)
-def decode_token_chunk(words, units, first_bit, n_bits, tables, base, extras, out, start, stop,
+def decode_records(tables, base, out):
+    """(slots, records) of the layout above for ``out``'s dtype from the token decode
+    ``tables`` (rla.token_table: one or two rows) of the window from level ``base``."""
+    scale = ANS_PROB_SCALE
+    slots = np.empty(2 * scale, dtype=np.uint16)
+    records = np.empty(4 * scale, dtype=np.uint64)     # (a record per symbol's start)
+    for c in range(2):
+        row = tables[min(c, tables.shape[0] - 1)]
+        for slot in range(scale):
+            e = row[slot]
+            start = slot - int64((e >> uint64(ANS_OFFSET_SHIFT)) & uint64(ANS_OFFSET_MASK))
+            anchor = int64((e & uint64(ANS_TOKEN_ANCHOR)) != uint64(0))
+            slots[c * scale + slot] = start | c << SLOT_CONTEXT_BIT | anchor << SLOT_ANCHOR_BIT
+            if start == slot:
+                r = 2 * (c * scale + start)
+                record = e & uint64(ANS_FREQ_MASK)
+                if e & uint64(ANS_ESCAPE):
+                    records[r] = record | uint64(RECORD_ESCAPE)
+                else:
+                    field = e >> uint64(ANS_LEVEL_SHIFT)
+                    b = field >> uint64(ANS_TOKEN_BUCKET_SHIFT)
+                    records[r] = record | uint64(BUCKET_EXTRA[b]) << uint64(RECORD_EXTRA_SHIFT) \
+                        | uint64(BUCKET_BASE[b]) << uint64(RECORD_RUN_SHIFT)
+                    level = base + int64(field & uint64(ANS_TOKEN_INDEX_MASK))
+                    records[r + 1] = level_word(uint64(level), out)
+    return slots, records
+
+
+@njit(cache=True, nogil=True)
+def _special_token(record, words, at, extras_end, vbits, lo, hi, out):
+    """(run, the escape's level word or 0, the next extra bit, status) of a token whose
+    ``record`` has extras (note 3) at bit ``at``: a call of its own, so that the token loop
+    keeps its registers."""
+    if record & uint64(RECORD_ESCAPE):
+        level, run, at, status = _escaped_token(words, at, extras_end, vbits, lo, hi)
+        return run, level_word(uint64(level), out), at, status
+    extra = int64((record >> uint64(RECORD_EXTRA_SHIFT)) & uint64(RECORD_EXTRA_MASK))
+    if at + extra > extras_end:
+        return uint64(0), uint64(0), at, PAYLOAD_OVERRUN
+    run = (record >> uint64(RECORD_RUN_SHIFT)) + _extra(words, at, extra)
+    return run, uint64(0), at + extra, OK
+
+
+@njit(cache=True, nogil=True)
+def decode_token_chunk(words, units, first_bit, n_bits, slots, records, extras, out, start, stop,
                        lo, hi, vbits):
     """Decode levels out[start:stop] from a chunk's rANS stream (``n_bits`` bits at
-    ``first_bit``) and its extras, bits extras[0]..extras[1] - 1 of ``words``, with the token
-    decode ``tables`` (a row per context, note 5; maxima.py's ANS decode layout, the level
-    field holding bucket << ANS_TOKEN_BUCKET_SHIFT | level index; the escape flagged, and
-    ANS_TOKEN_ANCHOR on the anchor's tokens: rla.token_table). ``words``: the payload with
+    ``first_bit``) and its extras, bits extras[0]..extras[1] - 1 of ``words``, with
+    ``decode_records``' ``slots`` and ``records``. ``words``: the payload with
     bits.bytes_to_words's zero words after it; ``units`` their ans.payload_units. Levels of
     escapes must lie in [lo, hi]. Returns a status (errors.py)."""
     if first_bit % UNIT_BITS or n_bits % UNIT_BITS or n_bits < HEADER_UNITS * UNIT_BITS:
@@ -328,20 +391,26 @@ def decode_token_chunk(words, units, first_bit, n_bits, tables, base, extras, ou
         return BAD_STATE
     u += uint64(HEADER_UNITS)
     at, extras_end = int64(extras[0]), int64(extras[1])
-    t = uint64(0)                       # the context: the last token's ANS_TOKEN_ANCHOR
-    last = tables.shape[0] - 1
-    i = int64(start)
+    per_word, size = uint64(levels_per_word(out)), uint64(out.shape[0])
+    i, stop = uint64(start), uint64(stop)
+    # The context as a mask: all ones after an anchor token. Both rows' slot entries are
+    # loaded and the mask picks one; a select would be compiled into one load from a
+    # selected address, which puts the load on the path from one token to the next.
+    t = uint64(0)
+    scale, one = uint64(ANS_PROB_SCALE), uint64(1)
     # Token j of the chunk is on state j % 4: the states rotate through x0, x0 being the
     # next token's.
     x0, x1, x2, x3 = states[0], states[1], states[2], states[3]
     while i < stop:
-        # Both contexts' entries are loaded before the context is known (it comes from the
-        # token just decoded), so the next table load does not wait on this token.
         x = x0
-        slot = x & uint64(ANS_PROB_SCALE - 1)
-        e0, e1 = tables[0, slot], tables[last, slot]
-        e = e1 if t else e0
-        x = take_symbol(x, e)
+        slot = x & (scale - one)
+        s0, s1 = uint64(slots[slot]), uint64(slots[slot + scale])
+        s = s0 ^ ((s0 ^ s1) & t)
+        t = uint64(0) - ((s >> uint64(SLOT_ANCHOR_BIT)) & one)
+        r = (s & uint64(SLOT_RECORD_MASK)) << one
+        record, word = records[r], records[r + one]
+        x = (record & uint64(ANS_FREQ_MASK)) * (x >> uint64(ANS_PROB_BITS)) + slot - \
+            (s & uint64(SLOT_START_MASK))
         # Selects, not branches: renormalizing is random. The unit is loaded whether it is
         # taken or not (u <= end; at end, a unit of the next chunk or of the zero words
         # after the payload: bits.bytes_to_words), so no branch guards the load.
@@ -351,34 +420,30 @@ def decode_token_chunk(words, units, first_bit, n_bits, tables, base, extras, ou
         u += uint64(low)
         if u > end:
             return PAYLOAD_OVERRUN
-        field = e >> uint64(ANS_LEVEL_SHIFT)
-        if e & uint64(ANS_ESCAPE):
-            level, run, at, status = _escaped_token(words, at, extras_end, vbits, lo, hi)
+        run = record >> uint64(RECORD_RUN_SHIFT)
+        if record & uint64(RECORD_SPECIAL):          # runs of 4 or more, escapes
+            run, escaped, at, status = _special_token(record, words, at, extras_end, vbits,
+                                                      lo, hi, out)
             if status != OK:
                 return status
+            if record & uint64(RECORD_ESCAPE):
+                word = escaped
+        # Most runs are short: 8 bytes of the level whatever the run (the next tokens
+        # overwrite the surplus), and a fill only past them; within 8 bytes of the end of
+        # ``out``, the run alone.
+        if i + per_word <= size:
+            store8(out, i, word)
+            if run > per_word:
+                if run > stop - i:
+                    return RUN_OVERFLOW
+                out[i + per_word:i + run] = last_level(word, out)
         else:
-            b = field >> uint64(ANS_TOKEN_BUCKET_SHIFT)
-            run = uint64(BUCKET_BASE[b])
-            extra = BUCKET_EXTRA[b]
-            if extra:                                # runs of 4 or more: rare in dense levels
-                if at + extra > extras_end:
-                    return PAYLOAD_OVERRUN
-                run += _extra(words, at, extra)
-                at += extra
-            level = base + int64(field & uint64(ANS_TOKEN_INDEX_MASK))
-        if run > uint64(stop - i):
-            return RUN_OVERFLOW
-        if i + SHORT_RUN <= stop:
-            # Short runs, most tokens, store SHORT_RUN levels whatever their length (the next
-            # tokens overwrite the surplus): no branch on the run's length.
-            for j in range(SHORT_RUN):               # (unsigned: no negative-index wrap)
-                out[uint64(i + j)] = level
-            if run > uint64(SHORT_RUN):
-                out[i + SHORT_RUN:i + int64(run)] = level
-        else:
-            out[i:i + int64(run)] = level
-        i += int64(run)
-        t = e & uint64(ANS_TOKEN_ANCHOR)
+            if run > stop - i:
+                return RUN_OVERFLOW
+            out[i:i + run] = last_level(word, out)
+        i += run
+    if i != stop:
+        return RUN_OVERFLOW
     if at != extras_end:
         return PAYLOAD_UNDERRUN
     states[0], states[1], states[2], states[3] = x0, x1, x2, x3     # (in any order)
@@ -388,15 +453,17 @@ def decode_token_chunk(words, units, first_bit, n_bits, tables, base, extras, ou
 @njit(cache=True, nogil=True)
 def decode_token_chunks(words, starts, chunk_bits, extra_starts, chunk, tables, base, out, lo, hi,
                         vbits):
-    """Decode every chunk into ``out``: chunk c's extras are bits extra_starts[c] ..
+    """Decode every chunk into ``out`` with the token decode ``tables`` of the window from
+    level ``base`` (``decode_records``): chunk c's extras are bits extra_starts[c] ..
     extra_starts[c + 1] - 1. Returns the first non-OK status, else OK."""
     n = out.shape[0]
     units = payload_units(words)
+    slots, records = decode_records(tables, base, out)
     for c in range(starts.shape[0]):
         first = c * chunk
-        status = decode_token_chunk(words, units, starts[c], chunk_bits[c], tables, base,
-                                    extra_starts[c:c + 2], out, first, min(n, first + chunk),
-                                    lo, hi, vbits)
+        stop = min(n, first + chunk)
+        status = decode_token_chunk(words, units, starts[c], chunk_bits[c], slots, records,
+                                    extra_starts[c:c + 2], out, first, stop, lo, hi, vbits)
         if status != OK:
             return status
     return OK

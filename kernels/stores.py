@@ -177,3 +177,17 @@ def _last_level(word, out):
         return lambda word, out: dtype(word >> uint64(64 - width))
     mask = (1 << width) - 1 if width < 64 else (1 << 64) - 1
     return lambda word, out: dtype(word & uint64(mask))
+
+
+def level_word(level, out):
+    """The uint64 whose every level of ``out``'s dtype is ``level`` (its low bits): the word
+    ``store8`` writes for a run of one level. Compiled only."""
+    raise NotImplementedError("level_word runs inside Numba-compiled code only")
+
+
+@overload(level_word, inline="always")
+def _level_word(level, out):
+    width = out.dtype.bitwidth
+    mask = (1 << width) - 1 if width < 64 else (1 << 64) - 1
+    every = ((1 << 64) - 1) // mask
+    return lambda level, out: (uint64(level) & uint64(mask)) * uint64(every)

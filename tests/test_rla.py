@@ -91,6 +91,27 @@ def test_rare_tokens_take_the_escape_past_the_table_limit():
     assert np.array_equal(hh.decode(encoder.encode(levels)), levels)
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32])
+def test_runs_that_reach_the_end_of_a_chunk_or_of_the_levels_decode_exactly(dtype):
+    """The decoder writes 8 bytes of a token's level whatever its run, except within 8 bytes
+    of the end of the levels: short tensors, runs across chunk ends and up to the last level,
+    and escapes (more distinct tokens than a table holds, negative levels among them) come
+    back exactly."""
+    rng = np.random.default_rng(5)
+    encoder = chunked_encoder("rla", 4096)
+    low = max(np.iinfo(dtype).min, -1500)
+    escaped = 0
+    for n in [1, 2, 7, 8, 9, 15, 17, 4095, 4096, 4097, 3 * 4096 + 5, 60_000]:
+        for tail in (1, 3, 8, 11):
+            runs = rng.geometric(0.08, n)
+            levels = np.repeat(rng.integers(low, -low, n), runs)[:n].astype(dtype)
+            levels[-min(tail, n):] = low
+            plan, _ = encoder.sized_plan(levels)
+            escaped += bool(plan.freqs[:, -1].any())
+            assert np.array_equal(hh.decode(encoder.encode(levels)), levels), (n, tail)
+    assert escaped
+
+
 @pytest.mark.parametrize("levels", [np.zeros(200_000, dtype=np.int8),
                                     np.full(70_000, -3, dtype=np.int16),
                                     np.array([2**31 - 1, -2**31, 0, 0], dtype=np.int32)])
