@@ -42,6 +42,10 @@ from .runs import (BUCKET_BASE, BUCKET_EXTRA, LONG_RUN_SYMBOL, bucket_and_extra,
                    long_runs_dense, run_symbol)
 from .stores import last_level, level_word, levels_per_word, store8
 
+# Symbols below this many windows (run buckets 0..2: runs of 1..3) have no extra bits.
+PLAIN_BUCKETS = 3
+assert (BUCKET_EXTRA[:PLAIN_BUCKETS] == 0).all() and (BUCKET_EXTRA[PLAIN_BUCKETS:] > 0).all()
+
 
 def anchor_contexts(base, window):
     """``after_anchor`` (uint8 per token symbol) with level 0 as the anchor where the window
@@ -54,44 +58,62 @@ def anchor_contexts(base, window):
 
 
 @njit(cache=True, nogil=True)
-def token_contexts(levels, ends, symbols, chunk_runs, base, window, after_anchor, counts):
+def token_contexts(levels, ends, symbols, chunk_runs, base, window, after_anchor, counts,
+                   marked):
     """Add every token's symbol to the row of its context (note 5) in ``counts`` (contexts x
     symbols, int64), first giving a LONG_RUN_SYMBOL placeholder (kernels/vector_runs.py) its
     symbol as ``runs.count_symbols`` does: one pass for both. Where a sample finds
     placeholders common (``long_runs_dense``), every token's symbol is found again from its run
-    without a branch (``_dense_contexts``); otherwise a placeholder takes a branch."""
+    without a branch (``_dense_contexts``); otherwise tokens with extras (note 3) take a
+    branch. Where a sample finds these rare too (not ``extras_dense``), that branch also
+    writes their indices, in order, into ``marked`` (as many as the tokens), and their count
+    is returned (``write_extras`` then visits them alone); else -1."""
     n_tokens = chunk_runs[-1] if chunk_runs.shape[0] else 0
     if long_runs_dense(symbols, n_tokens):
         _dense_contexts(levels, ends, symbols, chunk_runs, base, window, after_anchor,
                         counts)
-    else:
+        return -1
+    if extras_dense(symbols, n_tokens, window):
         _sparse_contexts(levels, ends, symbols, chunk_runs, base, window, after_anchor,
-                         counts)
+                         counts, None)
+        return -1
+    return _sparse_contexts(levels, ends, symbols, chunk_runs, base, window, after_anchor,
+                            counts, marked)
 
 
 @njit(cache=True, nogil=True)
-def _sparse_contexts(levels, ends, symbols, chunk_runs, base, window, after_anchor, counts):
-    """``token_contexts`` with a branch per placeholder."""
+def _sparse_contexts(levels, ends, symbols, chunk_runs, base, window, after_anchor, counts,
+                     marked):
+    """``token_contexts`` with a branch per token with extras (a placeholder among them),
+    which writes the token's index into ``marked`` unless that is None (a compile-time
+    choice: docs/design.md); returns their count."""
     long_run = uint64(LONG_RUN_SYMBOL)
+    plain = uint64(PLAIN_BUCKETS) * uint64(window)
     one = uint64(1)
     flat = counts.reshape(counts.size)
     row_after = after_anchor.astype(np.uint64) * uint64(counts.shape[1])
     k = uint64(0)
+    n_marked = 0
     for c in range(chunk_runs.shape[0]):
         t = uint64(0)
         stop = uint64(chunk_runs[c])
         while k < stop:
             symbol = uint64(symbols[k])
-            if symbol == long_run:                 # rare in dense levels
-                # (count_symbols's lines: as a helper taking levels and ends they cost the
-                # pass 0.61 -> 0.78 ns per level, docs/design.md)
-                end = uint64(ends[k])
-                start = uint64(ends[k - one]) + one if k > uint64(0) else uint64(0)
-                symbol = run_symbol(start, end, levels[end], base, window)
-                symbols[k] = symbol
+            if symbol >= plain:                    # rare in dense levels
+                if symbol == long_run:
+                    # (count_symbols's lines: as a helper taking levels and ends they cost
+                    # the pass 0.61 -> 0.78 ns per level, docs/design.md)
+                    end = uint64(ends[k])
+                    start = uint64(ends[k - one]) + one if k > uint64(0) else uint64(0)
+                    symbol = run_symbol(start, end, levels[end], base, window)
+                    symbols[k] = symbol
+                if marked is not None:
+                    marked[n_marked] = k
+                    n_marked += 1
             flat[t + symbol] += 1
             t = row_after[symbol]
             k += uint64(1)
+    return n_marked
 
 
 @njit(cache=True, nogil=True)
@@ -176,24 +198,36 @@ def encode_token_chunks(symbols, chunk_runs, entries, rcps, after_anchor, out32,
     return w
 
 
-# Symbols below this many windows (run buckets 0..2: runs of 1..3) have no extra bits.
-PLAIN_BUCKETS = 3
-assert (BUCKET_EXTRA[:PLAIN_BUCKETS] == 0).all() and (BUCKET_EXTRA[PLAIN_BUCKETS:] > 0).all()
-
-
-# write_extras samples this many tokens for the share with extras; from 1 in
-# DENSE_EXTRAS_SHARE on, every token goes through the branch-free writer.
+# extras_dense samples this many tokens for the share with extras; from 1 in
+# DENSE_EXTRAS_SHARE on, write_extras sends every token through the branch-free writer.
 EXTRAS_SAMPLE = 1024
 DENSE_EXTRAS_SHARE = 32
 
 
 @njit(cache=True, nogil=True)
-def write_extras(levels, ends, symbols, chunk_runs, chunk, window, vbits, out32, extra_bits):
+def extras_dense(symbols, n_tokens, window):
+    """Whether a sample of the first ``n_tokens`` token ``symbols`` holds at least 1 in
+    DENSE_EXTRAS_SHARE with extras (note 3; a LONG_RUN_SYMBOL placeholder is one)."""
+    plain = uint64(PLAIN_BUCKETS) * uint64(window)
+    stride = max(1, n_tokens // EXTRAS_SAMPLE)
+    with_extras = 0
+    for k in range(0, n_tokens, stride):
+        with_extras += uint64(symbols[k]) >= plain
+    return DENSE_EXTRAS_SHARE * with_extras >= -(-n_tokens // stride)
+
+
+@njit(cache=True, nogil=True)
+def write_extras(levels, ends, symbols, chunk_runs, chunk, window, vbits, out32, extra_bits,
+                 marked, n_marked):
     """Write every token's extras (note 3) into ``out32`` from word 0; fills ``extra_bits``
     (the bits of each chunk's extras) and returns the words written. Only tokens of run
-    buckets PLAIN_BUCKETS and up, and escapes, have extras: where a sample finds them rare,
-    the others cost one compare (``_sparse_extras``); otherwise every token is written
-    without a branch, zero bits for most (``_dense_extras``)."""
+    buckets PLAIN_BUCKETS and up, and escapes, have extras: ``marked`` holds the indices of the
+    first ``n_marked`` of them, in order, where ``token_contexts`` wrote them (n_marked >= 0),
+    else it is a buffer of as many indices as tokens (n_marked = -1). Where such tokens are
+    rare (below 1 in DENSE_EXTRAS_SHARE; without marks, in ``extras_dense``'s sample), the
+    marked tokens alone are visited (``_marked_extras``; without marks, found by a pass
+    first); otherwise every token is written without a branch, zero bits for most
+    (``_dense_extras``)."""
     escape = uint64(RUN_BUCKETS) * uint64(window)
     plain = uint64(PLAIN_BUCKETS) * uint64(window)
     # Each symbol's extra bits, looked up per token (no division by the window per token);
@@ -202,41 +236,49 @@ def write_extras(levels, ends, symbols, chunk_runs, chunk, window, vbits, out32,
     for b in range(RUN_BUCKETS):
         symbol_extra[b * window:(b + 1) * window] = BUCKET_EXTRA[b]
     n_tokens = chunk_runs[-1] if chunk_runs.shape[0] else 0
-    stride = max(1, n_tokens // EXTRAS_SAMPLE)
-    with_extras = 0
-    for k in range(0, n_tokens, stride):
-        with_extras += symbols[k] >= plain
-    if DENSE_EXTRAS_SHARE * with_extras >= -(-n_tokens // stride):
+    if n_marked >= 0:
+        dense = DENSE_EXTRAS_SHARE * n_marked >= n_tokens
+    else:
+        dense = extras_dense(symbols, n_tokens, window)
+    if dense:
         return _dense_extras(levels, ends, symbols, chunk_runs, chunk, escape, symbol_extra,
                              vbits, out32, extra_bits)
-    return _sparse_extras(levels, ends, symbols, chunk_runs, chunk, escape, plain,
-                          symbol_extra, vbits, out32, extra_bits)
+    if n_marked < 0:
+        n_marked = 0
+        for k in range(n_tokens):
+            if uint64(symbols[k]) >= plain:
+                marked[n_marked] = k
+                n_marked += 1
+    return _marked_extras(levels, ends, symbols, chunk_runs, chunk, escape, symbol_extra,
+                          vbits, out32, extra_bits, marked[:n_marked])
 
 
 @njit(cache=True, nogil=True)
-def _sparse_extras(levels, ends, symbols, chunk_runs, chunk, escape, plain, symbol_extra,
-                   vbits, out32, extra_bits):
-    """``write_extras`` with a branch per token: tokens below ``plain`` are skipped."""
+def _marked_extras(levels, ends, symbols, chunk_runs, chunk, escape, symbol_extra, vbits,
+                   out32, extra_bits, marked):
+    """``write_extras`` visiting the ``marked`` tokens (every token with extras) alone."""
     acc, n_pending, w = uint64(0), int64(0), int64(0)
-    k = 0
-    for c in range(chunk_runs.shape[0]):
-        first = k
-        bits = int64(0)
-        while k < chunk_runs[c]:
-            symbol = uint64(symbols[k])
-            if symbol >= plain:
-                end = int64(ends[k])
-                run = end - (int64(ends[k - 1]) if k > first else int64(c) * chunk - 1)
-                if symbol == escape:
-                    acc, n_pending, w, g = _put_escape(out32, acc, n_pending, w, levels[end],
-                                                       vbits, run)
-                    bits += g
-                else:
-                    extra = int64(symbol_extra[symbol])
-                    acc, n_pending, w = put_bits_long(out32, acc, n_pending, w, run, extra)
-                    bits += extra
-            k += 1
+    c, bits = 0, int64(0)
+    for j in range(marked.shape[0]):
+        k = int64(marked[j])
+        while k >= chunk_runs[c]:                   # the chunks before k's
+            extra_bits[c] = bits
+            c, bits = c + 1, int64(0)
+        first = chunk_runs[c - 1] if c > 0 else 0
+        symbol = uint64(symbols[k])
+        end = int64(ends[k])
+        run = end - (int64(ends[k - 1]) if k > first else int64(c) * chunk - 1)
+        if symbol == escape:
+            acc, n_pending, w, g = _put_escape(out32, acc, n_pending, w, levels[end], vbits,
+                                               run)
+            bits += g
+        else:
+            extra = int64(symbol_extra[symbol])
+            acc, n_pending, w = put_bits_long(out32, acc, n_pending, w, run, extra)
+            bits += extra
+    while c < chunk_runs.shape[0]:                  # k's chunk and those after it
         extra_bits[c] = bits
+        c, bits = c + 1, int64(0)
     return flush_bits(out32, acc, n_pending, w)
 
 

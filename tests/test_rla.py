@@ -9,6 +9,7 @@ from horovod_huffman.encoders.rla import RLA
 from horovod_huffman.encoders.runlength import token_counts
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS
 from horovod_huffman.kernels.maxima import ANS_MAX_TOKENS, RUN_BUCKETS
+from horovod_huffman.kernels.ans_tokens import PLAIN_BUCKETS
 from horovod_huffman.kernels.runs import BUCKET_EXTRA
 from strategies import chunked_encoder   # beside this file
 
@@ -42,7 +43,7 @@ def token_information_bits(levels):
     """The tokens' empirical information with one table per context (the previous token's
     level 0 or not, the chunk's first token with 'not'), plus their extra bits: what rla's
     payload codes."""
-    base, window, _, ends, symbols, chunk_runs, _ = token_counts(levels, CHUNK_LEVELS)
+    base, window, _, ends, symbols, chunk_runs, *_ = token_counts(levels, CHUNK_LEVELS)
     symbols = symbols.astype(np.int64)
     after_zero = np.concatenate(([False], symbols[:-1] % window == -base))
     after_zero[np.concatenate(([0], chunk_runs[:-1]))] = False
@@ -133,7 +134,8 @@ def test_auto_takes_rla_where_runs_and_contexts_pay():
 def test_token_counts_per_context_match_the_symbols(dtype, share):
     """``token_counts(..., contexts=True)`` counts every token under its context in the pass
     that gives long runs their symbols (int8 levels with sparse long runs) or after it: the
-    rows are the symbols counted after a token of level 0 or not, chunk by chunk."""
+    rows are the symbols counted after a token of level 0 or not, chunk by chunk; where long
+    runs are rare, the pass also marks every token with extras, in order."""
     rng = np.random.default_rng(11)
     levels = np.where(rng.random(50_000) < share, rng.integers(-20, 21, 50_000), 0).astype(dtype)
     tokens = token_counts(levels, 4096, contexts=True)
@@ -147,3 +149,8 @@ def test_token_counts_per_context_match_the_symbols(dtype, share):
     for context in (0, 1):
         expected = np.bincount(symbols[after_zero == context], minlength=tokens.counts.size)
         np.testing.assert_array_equal(tokens.contexts[context], expected)
+    # Where the pass marks the tokens with extras (long runs rare), it marks them all.
+    assert (tokens.marked is None) == (share == 0.05)
+    if tokens.marked is not None:
+        np.testing.assert_array_equal(tokens.marked,
+                                      np.flatnonzero(symbols >= PLAIN_BUCKETS * tokens.window))

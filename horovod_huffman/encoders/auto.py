@@ -73,7 +73,7 @@ class Auto(Encoder):
         lo, hi = level_range(levels)
         k = self.shs.k
         tokens = token_counts(levels, self.rla.chunk_levels, contexts=True)
-        base, window, rlh_counts, ends, symbols, chunk_runs, _ = tokens
+        base, window, rlh_counts, ends, symbols, chunk_runs, *_ = tokens
         level_counts = np.zeros(window + 1, dtype=np.int64)
         zero_runs = np.zeros(k + 1, dtype=np.int64)
         rle_bits, qsgd_bits, chunks = token_statistics(levels, ends, symbols.size, chunk_runs,

@@ -21,8 +21,7 @@ import numpy as np
 from horovod_huffman.kernels.ans import HEADER_UNITS, UNIT_BITS, decode_table
 from horovod_huffman.kernels.ans_plans import TABLE_BYTES_PER_SYMBOL, coded_bits
 from horovod_huffman.kernels.ans_tokens import (anchor_contexts, decode_token_chunks,
-                                                encode_token_chunks, token_contexts,
-                                                write_extras)
+                                                encode_token_chunks, write_extras)
 from horovod_huffman.kernels.bits import WORD_BITS
 from horovod_huffman.kernels.chunks import payload_bits
 from horovod_huffman.kernels.maxima import (ANS_LEVEL_SHIFT, ANS_MAX_TOKENS, ANS_TOKEN_ANCHOR,
@@ -37,7 +36,7 @@ from . import gpu
 from .ans import coder_tables, normalized, read_frequencies, write_frequencies
 from .base import GrowingChunks, out_words, check_status
 from .codes import read_chunk_bits, write_chunks
-from .runlength import token_counts
+from .runlength import context_counts, token_counts
 
 # Estimated bits of an escape's gamma-coded run (a guess: escapes are rare).
 ESCAPE_RUN_BITS = 32
@@ -46,12 +45,13 @@ ONE_TABLE, TWO_TABLES = 1, 2
 
 
 class RlaPlan(namedtuple("RlaPlan", "base window counts freqs anchor after_anchor chunk ends "
-                                    "symbols chunk_runs")):
+                                    "symbols chunk_runs marked")):
     """An ``rla`` code and the tokens it codes: their symbol ``counts`` and ``freqs`` (int64
     slots) per context (rows); ``anchor`` the anchor's level index (-1: one table);
     ``after_anchor`` (uint8 per symbol) the context a token gives the next; ``chunk`` the
     levels per chunk; the run ends, token symbols (uint32) and runs up to each chunk's end of
-    ``token_counts`` (None where the tokens are on the GPU)."""
+    ``token_counts`` (None where the tokens are on the GPU), and the indices of the tokens
+    with extras where the context pass marked them (``Tokens.marked``), else None."""
     __slots__ = ()
 
     def information_bits(self, vbits):
@@ -100,16 +100,17 @@ class RLA(GrowingChunks):
 
     def _tokens_plan(self, levels, tokens, chunk):
         """(plan, estimated bytes) of ``levels``'s ``tokens``, their runs cut at ``chunk``."""
-        base, window, counts, ends, symbols, chunk_runs, contexts = tokens
+        base, window, counts, ends, symbols, chunk_runs, contexts, marked = tokens
         escape = window * RUN_BUCKETS
         limited, counts = _limit_tokens(symbols, counts, escape)
         if limited is not symbols:
             symbols = limited
             if contexts is not None:                   # the new escapes change contexts
                 contexts = np.zeros_like(contexts)
-                token_contexts(levels, ends, symbols, chunk_runs, base, window,
-                               anchor_contexts(base, window), contexts)
-        plan = _plan(base, window, counts, contexts, chunk, ends, symbols, chunk_runs)
+                marked = context_counts(levels, ends, symbols, chunk_runs, base, window,
+                                        anchor_contexts(base, window), contexts)
+        plan = _plan(base, window, counts, contexts, chunk, ends, symbols, chunk_runs,
+                     marked)
         return plan, _stream_bytes(plan, value_bits(levels.dtype), chunk_runs.size)
 
     def _encode(self, levels):
@@ -132,8 +133,12 @@ class RLA(GrowingChunks):
         entries, rcps = coder_tables(freqs)
         n_words = encode_token_chunks(symbols, chunk_runs, entries, rcps, plan.after_anchor,
                                       out32, chunk_bits)
+        marked = plan.marked
+        n_marked = -1 if marked is None else marked.size
+        if marked is None:                              # a buffer write_extras fills
+            marked = np.empty(symbols.size, dtype=plan.ends.dtype)
         write_extras(levels, plan.ends, symbols, chunk_runs, plan.chunk, window, vbits,
-                     out32[n_words:], extra_bits)
+                     out32[n_words:], extra_bits, marked, n_marked)
         return self._result_parts(plan, out32, n_words, chunk_bits, extra_bits)
 
     def _encode_device(self, levels, stream):
@@ -220,7 +225,8 @@ class RLA(GrowingChunks):
                                          tables, base, out, lo, hi, vbits), cls.name)
 
 
-def _plan(base, window, counts, contexts, chunk, ends=None, symbols=None, chunk_runs=None):
+def _plan(base, window, counts, contexts, chunk, ends=None, symbols=None, chunk_runs=None,
+          marked=None):
     """The ``RlaPlan`` of tokens with symbol ``counts`` (and, where the window holds level 0,
     their ``contexts`` counts), their runs cut at ``chunk``: two tables where both contexts
     occur and the estimate finds them smaller, else one."""
@@ -233,7 +239,7 @@ def _plan(base, window, counts, contexts, chunk, ends=None, symbols=None, chunk_
         after_anchor[:] = 0
     freqs = np.stack([normalized(row) for row in rows])
     return RlaPlan(base, window, rows, freqs, anchor, after_anchor, chunk, ends, symbols,
-                   chunk_runs)
+                   chunk_runs, marked)
 
 
 def _stream_bytes(plan, vbits, n_chunks):

@@ -50,7 +50,7 @@ class RLH(Chunked):
     on_device = True
 
     def _encode(self, levels):
-        base, window, counts, ends, symbols, chunk_runs, _ = token_counts(levels,
+        base, window, counts, ends, symbols, chunk_runs, *_ = token_counts(levels,
                                                                           self.chunk_levels)
         escape = window * RUN_BUCKETS
         code = Code.from_counts(counts, escape)
@@ -89,11 +89,13 @@ class RLH(Chunked):
         _decode_tokens(cls.name, words, starts, chunk_bits, chunk, table, base, out, True, stream)
 
 
-class Tokens(namedtuple("Tokens", "base window counts ends symbols chunk_runs contexts")):
+class Tokens(namedtuple("Tokens", "base window counts ends symbols chunk_runs contexts "
+                                  "marked")):
     """A tensor's run-length tokens (kernels/runs.py, note 1): the window [base, base +
     window), the joint token ``counts``, the run ends, the token symbols, the runs up to each
     chunk's end, and where asked for and the window holds level 0, the counts per context
-    (rows; kernels/ans_tokens.py, note 5), else None."""
+    (rows; kernels/ans_tokens.py, note 5), else None; ``marked``: the indices of the tokens
+    with extras where the context pass wrote them (``token_contexts``), else None."""
     __slots__ = ()
 
 
@@ -117,16 +119,29 @@ def token_counts(levels, chunk_levels, contexts=False):
         symbols = symbols[:n_runs]
         if rows is not None:
             # one pass gives the placeholders their symbols and counts them per context
-            token_contexts(levels, ends, symbols, chunk_runs, base, window, after_anchor, rows)
-            return Tokens(base, window, rows.sum(axis=0), ends, symbols, chunk_runs, rows)
+            marked = context_counts(levels, ends, symbols, chunk_runs, base, window,
+                                    after_anchor, rows)
+            return Tokens(base, window, rows.sum(axis=0), ends, symbols, chunk_runs, rows,
+                          marked)
         count_symbols(levels, ends, symbols, n_runs, base, window, counts)
     else:
         n_runs = run_ends(levels, chunk_levels, ends, chunk_runs)
         symbols = symbols[:n_runs]
         rlh_histogram(levels, ends, n_runs, base, window, counts, symbols, hi - lo < window)
+    marked = None
     if rows is not None:
-        token_contexts(levels, ends, symbols, chunk_runs, base, window, after_anchor, rows)
-    return Tokens(base, window, counts, ends, symbols, chunk_runs, rows)
+        marked = context_counts(levels, ends, symbols, chunk_runs, base, window, after_anchor,
+                                rows)
+    return Tokens(base, window, counts, ends, symbols, chunk_runs, rows, marked)
+
+
+def context_counts(levels, ends, symbols, chunk_runs, base, window, after_anchor, rows):
+    """Count the tokens per context into ``rows`` (``token_contexts``); returns the indices
+    of the tokens with extras where the pass marks them, else None."""
+    marked = np.empty(symbols.size, dtype=ends.dtype)
+    n_marked = token_contexts(levels, ends, symbols, chunk_runs, base, window, after_anchor,
+                              rows, marked)
+    return marked[:n_marked] if n_marked >= 0 else None
 
 
 # Page offset between the run ends and the token symbols (bytes; see token_buffers).
