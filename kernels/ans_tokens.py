@@ -150,29 +150,24 @@ def _encode_token_chunk(symbols, start, stop, records, row_after, units):
     that ``row_after`` (uint64 per symbol) gives the symbol before it, of the flattened
     ``records`` (``put_symbol``); returns the first unit of the chunk's stream."""
     u = uint64(units.shape[0])
-    x0 = x1 = x2 = x3 = uint64(STATE_LOW)
-    first, i = uint64(start), uint64(stop)      # (unsigned: no negative-index wrap)
     one = uint64(1)
-    while (i - first) % uint64(STATES) != uint64(0):   # the tail: a last group not whole
-        i -= one
-        k = uint64(symbols[i]) + (row_after[symbols[i - one]] if i > first else uint64(0))
-        lane = (i - first) % uint64(STATES)
-        if lane == uint64(0):
-            x0, u = put_symbol(x0, k, records, units, u)
-        elif lane == uint64(1):
-            x1, u = put_symbol(x1, k, records, units, u)
-        else:
-            x2, u = put_symbol(x2, k, records, units, u)
-    while i > first:
-        i -= uint64(STATES)
-        s0, s1 = uint64(symbols[i]), uint64(symbols[i + one])
-        s2, s3 = uint64(symbols[i + uint64(2)]), uint64(symbols[i + uint64(3)])
-        x3, u = put_symbol(x3, s3 + row_after[s2], records, units, u)
-        x2, u = put_symbol(x2, s2 + row_after[s1], records, units, u)
-        x1, u = put_symbol(x1, s1 + row_after[s0], records, units, u)
-        x0, u = put_symbol(x0, s0 + (row_after[symbols[i - one]] if i > first else uint64(0)),
-                           records, units, u)
-    return close_states(x0, x1, x2, x3, units, u)
+    # One token per step, the states rotating: ``a`` codes the token, and the token before
+    # it is on the state after it, ``b``. Every state starts at STATE_LOW, so the rotation
+    # may start anywhere: after the chunk's first token, ``a`` is the state of lane 3 (token
+    # j on lane j % 4, as the decoder reads them).
+    a = b = c = d = uint64(STATE_LOW)
+    first, i = uint64(start), uint64(stop)      # (unsigned: no negative-index wrap)
+    if i > first:
+        symbol = uint64(symbols[i - one])
+        while i > first + one:
+            i -= one
+            before = uint64(symbols[i - one])
+            x, u = put_symbol(a, symbol + row_after[before], records, units, u)
+            a, b, c, d = b, c, d, x
+            symbol = before
+        x, u = put_symbol(a, symbol, records, units, u)      # the first: context 0
+        a, b, c, d = b, c, d, x
+    return close_states(d, c, b, a, units, u)
 
 
 @njit(cache=True, nogil=True)
