@@ -213,39 +213,44 @@ def extras_dense(symbols, n_tokens, window):
 
 @njit(cache=True, nogil=True)
 def write_extras(levels, ends, symbols, chunk_runs, chunk, window, vbits, out32, extra_bits,
-                 marked, n_marked):
+                 marked):
     """Write every token's extras (note 3) into ``out32`` from word 0; fills ``extra_bits``
     (the bits of each chunk's extras) and returns the words written. Only tokens of run
-    buckets PLAIN_BUCKETS and up, and escapes, have extras: ``marked`` holds the indices of the
-    first ``n_marked`` of them, in order, where ``token_contexts`` wrote them (n_marked >= 0),
-    else it is a buffer of as many indices as tokens (n_marked = -1). Where such tokens are
-    rare (below 1 in DENSE_EXTRAS_SHARE; without marks, in ``extras_dense``'s sample), the
-    marked tokens alone are visited (``_marked_extras``; without marks, found by a pass
-    first); otherwise every token is written without a branch, zero bits for most
+    buckets PLAIN_BUCKETS and up, and escapes, have extras. ``marked``: their indices, in
+    order, where ``token_contexts`` wrote them (it does where they are rare), else None.
+    Where they are rare (marked, or below 1 in DENSE_EXTRAS_SHARE in ``extras_dense``'s
+    sample), they alone are visited (``_marked_extras``; unmarked, found by a pass first);
+    otherwise every token is written without a branch, zero bits for most
     (``_dense_extras``)."""
     escape = uint64(RUN_BUCKETS) * uint64(window)
-    plain = uint64(PLAIN_BUCKETS) * uint64(window)
     # Each symbol's extra bits, looked up per token (no division by the window per token);
     # the escape's entry is never read.
     symbol_extra = np.zeros(escape + uint64(1), dtype=np.uint64)
     for b in range(RUN_BUCKETS):
         symbol_extra[b * window:(b + 1) * window] = BUCKET_EXTRA[b]
-    n_tokens = chunk_runs[-1] if chunk_runs.shape[0] else 0
-    if n_marked >= 0:
-        dense = DENSE_EXTRAS_SHARE * n_marked >= n_tokens
-    else:
-        dense = extras_dense(symbols, n_tokens, window)
-    if dense:
-        return _dense_extras(levels, ends, symbols, chunk_runs, chunk, escape, symbol_extra,
-                             vbits, out32, extra_bits)
-    if n_marked < 0:
-        n_marked = 0
-        for k in range(n_tokens):
-            if uint64(symbols[k]) >= plain:
-                marked[n_marked] = k
-                n_marked += 1
+    if marked is None:                              # (a compile-time choice)
+        n_tokens = chunk_runs[-1] if chunk_runs.shape[0] else 0
+        if extras_dense(symbols, n_tokens, window):
+            return _dense_extras(levels, ends, symbols, chunk_runs, chunk, escape,
+                                 symbol_extra, vbits, out32, extra_bits)
+        return _marked_extras(levels, ends, symbols, chunk_runs, chunk, escape, symbol_extra,
+                              vbits, out32, extra_bits,
+                              _with_extras(symbols, n_tokens, window))
     return _marked_extras(levels, ends, symbols, chunk_runs, chunk, escape, symbol_extra,
-                          vbits, out32, extra_bits, marked[:n_marked])
+                          vbits, out32, extra_bits, marked)
+
+
+@njit(cache=True, nogil=True)
+def _with_extras(symbols, n_tokens, window):
+    """The indices (int64, in order) of the first ``n_tokens`` tokens that have extras."""
+    plain = uint64(PLAIN_BUCKETS) * uint64(window)
+    found = np.empty(n_tokens, dtype=np.int64)
+    n = 0
+    for k in range(n_tokens):
+        if uint64(symbols[k]) >= plain:
+            found[n] = k
+            n += 1
+    return found[:n]
 
 
 @njit(cache=True, nogil=True)

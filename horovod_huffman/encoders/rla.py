@@ -133,12 +133,8 @@ class RLA(GrowingChunks):
         entries, rcps = coder_tables(freqs)
         n_words = encode_token_chunks(symbols, chunk_runs, entries, rcps, plan.after_anchor,
                                       out32, chunk_bits)
-        marked = plan.marked
-        n_marked = -1 if marked is None else marked.size
-        if marked is None:                              # a buffer write_extras fills
-            marked = np.empty(symbols.size, dtype=plan.ends.dtype)
         write_extras(levels, plan.ends, symbols, chunk_runs, plan.chunk, window, vbits,
-                     out32[n_words:], extra_bits, marked, n_marked)
+                     out32[n_words:], extra_bits, plan.marked)
         return self._result_parts(plan, out32, n_words, chunk_bits, extra_bits)
 
     def _encode_device(self, levels, stream):
