@@ -196,3 +196,39 @@ def test_forged_segments_past_the_levels_raise():
         writer.uints(np.stack([gaps, rows, lengths], axis=1).ravel())
         with pytest.raises(hh.DecodeError, match=match):
             RowModel.read(ParamReader(writer.getvalue() + bytes(200)), n, 4095, "ans")
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64])
+@pytest.mark.parametrize("sign", [1, -1])
+def test_predictions_add_exactly_and_flag_every_value_out_of_range(dtype, sign):
+    """``add_predictions`` (32-bit sums for sources of up to 16 bits, 64-bit ones above) gives
+    src + sign * clamp((u * v + 64) >> 7, -clip, clip), computed here in Python integers,
+    with levels outside the segments passed through; the range check is exact at both ends,
+    and a 32-bit source near its limits is summed without wrapping (64-bit sources, which
+    no stream holds, at +-2**40)."""
+    from horovod_huffman.kernels.rows import GAIN_MAX, PREDICTION_MAX, add_predictions
+    rng = np.random.default_rng(5)
+    offsets, rows, lengths = np.array([3, 200]), np.array([5, 7]), np.array([19, 13])
+    profiles = rng.integers(-127, 128, int(lengths.sum()))
+    gains = rng.integers(-GAIN_MAX, GAIN_MAX + 1, int(rows.sum()))
+    gains[:2] = GAIN_MAX, -GAIN_MAX
+    low, high = max(np.iinfo(dtype).min, -2**40), min(np.iinfo(dtype).max, 2**40)
+    src = rng.integers(max(low, -30000), min(high, 30000) + 1, 330).astype(dtype)
+    src[0], src[4], src[210] = low, high, high if sign > 0 else low
+    clip = PREDICTION_MAX if dtype != np.int8 else 127
+    expect = [int(x) for x in src]
+    p0, g0 = 0, 0
+    for at, n_rows, length in zip(offsets, rows, lengths):
+        for r in range(n_rows):
+            for j in range(length):
+                p = (int(gains[g0 + r]) * int(profiles[p0 + j]) + 64) >> 7
+                expect[at + r * length + j] += sign * min(max(p, -clip), clip)
+        p0, g0 = p0 + length, g0 + n_rows
+    expect = np.array(expect, dtype=object)
+    lo, hi = int(expect.min()), int(expect.max())
+    out = np.empty(src.size, dtype=np.int64)
+    args = (src, sign, offsets, rows, lengths, profiles, gains, clip)
+    assert add_predictions(*args, lo, hi, out) == 0
+    assert [int(x) for x in out] == list(expect)
+    assert add_predictions(*args, lo + 1, hi, out) != 0
+    assert add_predictions(*args, lo, hi - 1, out) != 0

@@ -114,7 +114,7 @@ class AnsPlan(namedtuple("AnsPlan", "base window freqs classes block_bits chunk"
 
 class RowsPlan(namedtuple("RowsPlan", "code model resid")):
     """An ``ans`` code with the row model (encoders/rows.py): ``model`` (a RowModel), ``resid``
-    (int32: level - prediction) and ``code`` (the AnsPlan of the residuals)."""
+    (level - prediction, of ``_residual_dtype``) and ``code`` (the AnsPlan of the residuals)."""
     __slots__ = ()
 
 
@@ -245,10 +245,7 @@ class Ans(GrowingChunks):
         model = fit(levels, layout)
         if model is None:
             return None
-        # Residuals of levels of n bits lie within n + 1 bits: int16 where they fit (half the
-        # memory the planning and coding passes read; no escapes either way: their window,
-        # at most 4 * 127 + 1 wide, stays below ANS_MAX_WINDOW), else int32.
-        resid = np.empty(levels.size, dtype=np.int16 if levels.dtype.itemsize == 1 else np.int32)
+        resid = np.empty(levels.size, dtype=_residual_dtype(levels.dtype))
         model.add_to(levels, -1, *dtype_range(resid.dtype), resid)
         code, cost = self._level_plan(resid)
         return RowsPlan(code, model, resid), cost + _model_bytes(model)
@@ -436,11 +433,12 @@ class Ans(GrowingChunks):
     @classmethod
     def _decode_rows(cls, reader, words, payload_bits_, out, stream):
         """Decode a stream with the row model: the model, the residuals' stream (mode 0, 1 or
-        2) into int32, then the predictions added, every level checked against the dtype.
+        2) into ``_residual_dtype``'s, then the predictions added, every level checked against
+        the dtype.
         Runs on the host; device arrays are copied."""
         model = RowModel.read(reader, out.size, PREDICTION_MAX, cls.name)
         mode = reader.uint("residual mode", MODE_CODED, MODE_CONTEXTS)
-        resid = np.empty(out.size, dtype=np.int32)
+        resid = np.empty(out.size, dtype=_residual_dtype(out.dtype))
         host_words = words if stream is None else copy_to_host(words, stream)
         cls._decode_levels(reader, mode, host_words, payload_bits_, resid, None)
         lo, hi = dtype_range(out.dtype)
@@ -464,6 +462,16 @@ def coder_tables(freqs):
     kernels.ans.encode_tables."""
     pairs = [encode_tables(row) for row in freqs]
     return np.stack([e for e, _ in pairs]), np.stack([r for _, r in pairs])
+
+
+def _residual_dtype(dtype):
+    """The dtype of the row model's residuals of levels of ``dtype``: residuals of levels of n
+    bits lie within n + 1 bits, so int16 for int8 levels (half the memory the planning, coding
+    and decoding passes touch, and 32-bit arithmetic where the predictions are added:
+    kernels/rows.py note 4; no escapes either way: their window, at most 4 * 127 + 1 wide,
+    stays below ANS_MAX_WINDOW), else int32. The decoder takes the encoder's, so a stream
+    whose residuals leave it is corrupt."""
+    return np.dtype(np.int16 if np.dtype(dtype).itemsize == 1 else np.int32)
 
 
 def _class_bytes(n, block_bits):
