@@ -75,8 +75,9 @@ def normalize(counts):
     symbol that occurs gets at least one slot. Starts from the proportional share rounded to
     nearest (at least 1), then moves one slot at a time where it costs the fewest bits over the
     counts: to the symbol whose count times log2 gain per added slot is largest, or from the
-    one whose loss is smallest. Needs at least one and at most ANS_PROB_SCALE symbols that
-    occur."""
+    one whose loss is smallest, the lowest symbol among equals. Needs at least one and at most
+    ANS_PROB_SCALE symbols that occur. (The candidates wait in a heap: a scan per slot moved
+    took 30 us on a table of 199 symbols, 107 moves.)"""
     n = counts.shape[0]
     total = 0
     for s in range(n):
@@ -87,26 +88,55 @@ def normalize(counts):
         if counts[s] > 0:
             freqs[s] = max(1, (2 * counts[s] * ANS_PROB_SCALE + total) // (2 * total))
             used += freqs[s]
-    if used < ANS_PROB_SCALE:
-        gain = np.full(n, -1.0)
-        for s in range(n):
-            if counts[s] > 0:
-                gain[s] = counts[s] * np.log2((freqs[s] + 1) / freqs[s])
-        for _ in range(ANS_PROB_SCALE - used):
-            best = np.argmax(gain)
-            freqs[best] += 1
-            gain[best] = counts[best] * np.log2((freqs[best] + 1) / freqs[best])
-    elif used > ANS_PROB_SCALE:
-        loss = np.full(n, np.inf)
-        for s in range(n):
-            if freqs[s] > 1:
-                loss[s] = counts[s] * np.log2(freqs[s] / (freqs[s] - 1))
-        for _ in range(used - ANS_PROB_SCALE):
-            best = np.argmin(loss)
-            freqs[best] -= 1
-            loss[best] = counts[best] * np.log2(freqs[best] / (freqs[best] - 1)) \
-                if freqs[best] > 1 else np.inf
+    # Adding: the largest gain first; taking: the smallest loss first (the negated loss
+    # largest), only from symbols of more than one slot.
+    step = 1 if used < ANS_PROB_SCALE else -1
+    key = np.empty(n)
+    heap = np.empty(n, dtype=np.int64)
+    size = 0
+    for s in range(n):
+        if counts[s] > 0 and (step > 0 or freqs[s] > 1):
+            key[s] = _move_value(counts[s], freqs[s], step)
+            heap[size] = s
+            size += 1
+    for at in range(size // 2 - 1, -1, -1):
+        _sift_down(heap, size, key, at)
+    for _ in range(abs(ANS_PROB_SCALE - used)):
+        best = heap[0]
+        freqs[best] += step
+        if step < 0 and freqs[best] == 1:
+            size -= 1
+            heap[0] = heap[size]
+        else:
+            key[best] = _move_value(counts[best], freqs[best], step)
+        _sift_down(heap, size, key, 0)
     return freqs
+
+
+@njit(cache=True, inline="always")
+def _move_value(count, freq, step):
+    """What moving one slot to (``step`` 1) or from (-1) a symbol of ``count`` and ``freq``
+    slots is worth in bits over its count: the gain, or the loss negated."""
+    if step > 0:
+        return count * np.log2((freq + 1) / freq)
+    return -(count * np.log2(freq / (freq - 1)))
+
+
+@njit(cache=True)
+def _sift_down(heap, size, key, at):
+    """Restore the heap order below position ``at`` of heap[:size] (symbol ids): a parent
+    before its children, the larger key first, the lower id among equal keys."""
+    while True:
+        first = at
+        for child in (2 * at + 1, 2 * at + 2):
+            if child < size:
+                c, f = heap[child], heap[first]
+                if key[c] > key[f] or (key[c] == key[f] and c < f):
+                    first = child
+        if first == at:
+            return
+        heap[at], heap[first] = heap[first], heap[at]
+        at = first
 
 
 @njit(cache=True, nogil=True)
