@@ -202,30 +202,42 @@ def decode_table(freqs, base, escape):
 
 # ---- Encoding -------------------------------------------------------------------------------
 
-# A symbol's encode record (``encode_records``): its ``encode_tables`` entry and reciprocal in
-# fields of their own, so that the coder loads each field without a shift or a mask, and the
-# quotient's two shifts are one (``shift``: ANS_RECIPROCAL_BITS plus the reciprocal's shift).
-ENCODE_RECORD = np.dtype([("bound", np.uint32), ("rcp", np.uint32), ("bias", np.uint32),
-                          ("complement", np.uint16), ("shift", np.uint16)], align=True)
+# A symbol's encode record (``encode_records``): its bound, and a reciprocal of its frequency
+# f with a fixed shift, RECORD_SHIFT: x // f is (x * rcp) >> RECORD_SHIFT with rcp =
+# ceil(2**RECORD_SHIFT / f), exact for every state it is applied to (x < f * 2**RENORM_SHIFT:
+# the error x * (rcp - 2**RECORD_SHIFT / f) / 2**RECORD_SHIFT stays below f / 2**24 <= 1 / f,
+# and the product below 2**63). Against ``encode_tables``'s 32-bit reciprocals (which the
+# device keeps) the shift is one per coder, not a field loaded per symbol, and frequency 1
+# needs no case of its own. Each field is loaded without a shift or a mask.
+RECORD_SHIFT = 2 * ANS_PROB_BITS + RENORM_SHIFT
+ENCODE_RECORD = np.dtype([("rcp", np.uint64), ("bound", np.uint32), ("bias", np.uint16),
+                          ("complement", np.uint16)], align=True)
 assert ENCODE_RECORD.itemsize == 16, "a record is one 16-byte load apart from the next"
-assert ANS_BOUND_MASK <= 0xFFFFFFFF and ANS_RECIPROCAL_MASK <= 0xFFFFFFFF and \
-    2 * ANS_PROB_SCALE <= 0xFFFFFFFF and ANS_FREQ_MASK <= 0xFFFF and \
-    ANS_RECIPROCAL_BITS + ANS_PROB_BITS <= 0xFFFF, "every field fits its record field"
+assert (1 << (RENORM_SHIFT + RECORD_SHIFT)) + (ANS_PROB_SCALE << RENORM_SHIFT) < 2**63, \
+    "x < f * 2**RENORM_SHIFT times ceil(2**RECORD_SHIFT / f) fits 63 bits"
+assert ANS_PROB_SCALE <= 0xFFFF and ANS_BOUND_MASK <= 0xFFFFFFFF, "every field fits"
 
 
 @njit(cache=True, nogil=True)
 def encode_records(entries, rcps):
-    """The ``ENCODE_RECORD`` of every symbol of ``encode_tables``'s ``entries`` and ``rcps``
-    (rows of C symbols, uint64), flattened: row c's symbol s at c * C + s."""
-    flat_entries, flat_rcps = entries.reshape(entries.size), rcps.reshape(rcps.size)
-    records = np.empty(flat_entries.size, dtype=ENCODE_RECORD)
-    for k in range(flat_entries.size):
-        e, r = flat_entries[k], flat_rcps[k]
+    """The ``ENCODE_RECORD`` of every symbol of ``encode_tables``'s ``entries`` (rows of C
+    symbols, uint64; their frequency, bound, complement and cumulative frequency), flattened:
+    row c's symbol s at c * C + s. (``rcps`` is the device's; the records' reciprocals are
+    their own.) Symbols of frequency 0 get a zero record."""
+    flat = entries.reshape(entries.size)
+    records = np.zeros(flat.size, dtype=ENCODE_RECORD)
+    for k in range(flat.size):
+        e = flat[k]
+        f = (e & uint64(ANS_BOUND_MASK)) >> uint64(RENORM_SHIFT)
+        if f == uint64(0):
+            continue
+        bias = e >> uint64(ANS_BIAS_SHIFT)
+        if f == uint64(1):                   # encode_tables's frequency-1 bias, undone
+            bias -= uint64(ANS_PROB_SCALE - 1)
+        records[k].rcp = ((uint64(1) << uint64(RECORD_SHIFT)) + f - uint64(1)) // f
         records[k].bound = e & uint64(ANS_BOUND_MASK)
-        records[k].rcp = r & uint64(ANS_RECIPROCAL_MASK)
-        records[k].bias = e >> uint64(ANS_BIAS_SHIFT)
-        records[k].complement = (e >> uint64(ANS_COMPLEMENT_SHIFT)) & uint64(ANS_FREQ_MASK)
-        records[k].shift = (r >> uint64(ANS_RECIPROCAL_BITS)) + uint64(ANS_RECIPROCAL_BITS)
+        records[k].bias = bias
+        records[k].complement = uint64(ANS_PROB_SCALE) - f
     return records
 
 
@@ -238,7 +250,7 @@ def put_symbol(x, k, records, units, u):
     units[u - uint64(1)] = x & uint64(UNIT_MASK)        # kept only when renormalizing
     u -= uint64(1) if renorm else uint64(0)
     x = x >> uint64(UNIT_BITS) if renorm else x
-    q = (x * uint64(r.rcp)) >> uint64(r.shift)
+    q = (x * r.rcp) >> uint64(RECORD_SHIFT)
     return x + uint64(r.bias) + q * uint64(r.complement), u
 
 

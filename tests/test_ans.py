@@ -5,8 +5,9 @@ import pytest
 
 import horovod_huffman as hh
 from horovod_huffman import wire
-from horovod_huffman.kernels.ans import (STATE_BITS, cumulative, encode_tables, normalize,
-                                         pack_classes, unpack_classes)
+from horovod_huffman.kernels.ans import (RECORD_SHIFT, RENORM_SHIFT, STATE_BITS, cumulative,
+                                         encode_records, encode_tables, normalize, pack_classes,
+                                         unpack_classes)
 from horovod_huffman.kernels.maxima import (ANS_BIAS_SHIFT, ANS_BOUND_MASK, ANS_COMPLEMENT_SHIFT,
                                             ANS_FREQ_MASK, ANS_PROB_BITS, ANS_PROB_SCALE)
 from strategies import chunked_encoder                # beside this file
@@ -35,6 +36,34 @@ def test_coding_step_is_exact_below_2_to_31():
             for x in xs - {0}:
                 q = ((x * (r & 0xFFFFFFFF)) >> 32) >> (r >> 32)
                 assert x + bias + q * complement == \
+                    (x // f) * ANS_PROB_SCALE + x % f + cum[s], (f, x)
+
+
+def test_host_records_code_exactly_below_each_bound():
+    """The host coder's records (``encode_records``: one reciprocal with a fixed shift) give
+    C(s, x) for every frequency 1..M and every state it codes with them, x below the
+    symbol's bound f * 2**RENORM_SHIFT (the edges of the range and of multiples of f, random
+    states), in Python integers: the 64-bit product does not wrap."""
+    rng = np.random.default_rng(1)
+    for g in range(1, ANS_PROB_SCALE + 1):
+        rest = ANS_PROB_SCALE - g
+        freqs = np.array([g, rest - g, g] if rest > g else [rest, g] if rest else [g],
+                         dtype=np.int64)
+        entries, rcps = encode_tables(freqs)
+        records = encode_records(entries, rcps)
+        cum = cumulative(freqs).tolist()
+        for s in {0, freqs.size - 1} - {s for s in range(freqs.size) if freqs[s] == 0}:
+            f, rec = int(freqs[s]), records[s]
+            bound = int(rec["bound"])
+            assert bound == f << RENORM_SHIFT
+            xs = {1, bound - 1, bound - 2, f, f - 1, f + 1, (bound - 1) // f * f,
+                  (bound - 1) // f * f - 1}
+            xs.update(int(x) for x in rng.integers(1, bound, 4))
+            for x in xs - {0}:
+                product = x * int(rec["rcp"])
+                assert product < 2**64
+                q = product >> RECORD_SHIFT
+                assert x + int(rec["bias"]) + q * int(rec["complement"]) == \
                     (x // f) * ANS_PROB_SCALE + x % f + cum[s], (f, x)
 
 
