@@ -560,6 +560,45 @@ def decode_chunks(words, starts, chunk_bits, chunk, coder, out, escapes, escape_
     return OK
 
 
+# ---- Frequency tables in the parameters -----------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def frequency_fields(freqs, out):
+    """The parameter fields of every frequency table (rows of ``freqs``) into ``out``: per
+    table the coded-symbol count, then per coded symbol the gap to its id from the previous
+    one's + 1 and its frequency - 1 (horovod_huffman/encoders/ans.py ``write_frequencies``);
+    returns the fields written (at most rows * (2 * symbols + 1))."""
+    n = 0
+    for t in range(freqs.shape[0]):
+        at = n
+        n += 1
+        last = -1
+        for s in range(freqs.shape[1]):
+            if freqs[t, s]:
+                out[n] = s - last - 1
+                out[n + 1] = freqs[t, s] - 1
+                n += 2
+                last = s
+        out[at] = (n - at - 1) // 2
+    return n
+
+
+@njit(cache=True, nogil=True)
+def frequencies_from_fields(pairs, freqs):
+    """A frequency table from its parameter fields (``frequency_fields``: per coded symbol the
+    gap + 1 and the frequency - 1, flat) into ``freqs`` (zeros, one per symbol id); returns
+    (the last id named, the frequencies' sum). Stops at the first id past ``freqs``, which it
+    returns (the caller raises)."""
+    last, total = -1, 0
+    for k in range(0, pairs.shape[0] - 1, 2):
+        last += pairs[k] + 1
+        if last >= freqs.shape[0]:
+            return last, total
+        freqs[last] = pairs[k + 1] + 1
+        total += pairs[k + 1] + 1
+    return last, total
+
+
 # ---- Class ids (note 6; the plan's statistics: ans_plans.py) -------------------------------
 
 @njit(cache=True, nogil=True)

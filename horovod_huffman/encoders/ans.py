@@ -20,7 +20,8 @@ from collections import namedtuple
 import numpy as np
 
 from horovod_huffman.kernels.ans import (decode_chunks, decode_table, encode_chunks,
-                                         encode_tables, escaped_levels, normalize, pack_classes,
+                                         encode_tables, escaped_levels, frequency_fields,
+                                         frequencies_from_fields, normalize, pack_classes,
                                          read_escapes, unpack_classes, write_escapes,
                                          HEADER_UNITS, UNIT_BITS)
 from horovod_huffman.kernels.ans_plans import (best_classes, block_maxima, chunks_bytes,
@@ -357,8 +358,7 @@ class Ans(GrowingChunks):
         writer = ParamWriter().uint(mode).sint(plan.base).uint(plan.window)
         if plan.contexts:
             writer.uint(plan.freqs.shape[0]).uint(plan.block_bits)
-        for row in plan.freqs:
-            write_frequencies(writer, row)
+        write_frequencies(writer, plan.freqs)
         write_chunks(writer, plan.chunk, chunk_bits)
         if plan.contexts:
             writer.raw(_pack_classes(plan.classes, class_bits(plan.freqs.shape[0])))
@@ -514,27 +514,26 @@ def _read_classes(reader, n_blocks, n_classes, name):
 
 
 def write_frequencies(writer, freqs):
-    """Append a frequency table to a ParamWriter: the coded-symbol count, then per coded symbol
-    the gap to its id from the previous one's + 1 and its frequency - 1."""
-    coded = np.flatnonzero(freqs)
-    gaps = np.diff(coded, prepend=-1) - 1
-    writer.uint(coded.size).uints(np.stack([gaps, freqs[coded] - 1], axis=1).ravel())
+    """Append frequency tables, one per row of ``freqs`` (int64), to a ParamWriter: each the
+    coded-symbol count, then per coded symbol the gap to its id from the previous one's + 1 and
+    its frequency - 1 (kernels/ans.py ``frequency_fields``, every table's fields in one
+    call)."""
+    freqs = np.atleast_2d(freqs)
+    fields = np.empty(freqs.shape[0] * (2 * freqs.shape[1] + 1), dtype=np.int64)
+    writer.uints(fields[:frequency_fields(freqs, fields)])
 
 
 def read_frequencies(reader, n_symbols, name):
     """Normalized frequencies over ``n_symbols`` ids, fully validated: at least one coded
     symbol, ids in range and increasing, every frequency >= 1, the sum exactly the scale."""
     n_coded = reader.uint("coded symbols", 1, min(ANS_PROB_SCALE, n_symbols))
-    pairs = reader.uints("frequency table", 2 * n_coded, 0,
-                         max(n_symbols, ANS_PROB_SCALE)).reshape(n_coded, 2)
-    ids = np.cumsum(pairs[:, 0] + 1) - 1
-    if ids[-1] >= n_symbols:
-        raise DecodeError(f"{name}: frequency table names symbol {int(ids[-1])} of {n_symbols}")
+    pairs = reader.uints("frequency table", 2 * n_coded, 0, max(n_symbols, ANS_PROB_SCALE))
     freqs = np.zeros(n_symbols, dtype=np.int64)
-    freqs[ids] = pairs[:, 1] + 1
-    if int(freqs.sum()) != ANS_PROB_SCALE:
-        raise DecodeError(f"{name}: frequencies add up to {int(freqs.sum())}, not "
-                          f"{ANS_PROB_SCALE}")
+    last, total = frequencies_from_fields(pairs, freqs)
+    if last >= n_symbols:
+        raise DecodeError(f"{name}: frequency table names symbol {last} of {n_symbols}")
+    if total != ANS_PROB_SCALE:
+        raise DecodeError(f"{name}: frequencies add up to {total}, not {ANS_PROB_SCALE}")
     return freqs
 
 

@@ -181,8 +181,7 @@ class RLA(GrowingChunks):
             bits = n_words * WORD_BITS + total
             n_words += -(-total // WORD_BITS)
         writer = ParamWriter().sint(plan.base).uint(plan.window).uint(plan.freqs.shape[0])
-        for row in plan.freqs:
-            write_frequencies(writer, row)
+        write_frequencies(writer, plan.freqs)
         write_chunks(writer, plan.chunk, chunk_bits)
         writer.uints(extra_bits)
         return writer.getvalue(), out32, n_words, bits
