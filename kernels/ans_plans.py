@@ -108,6 +108,22 @@ def coded_bits(counts, freqs, chunks):
     return int(np.ceil(info)) + chunks * CHUNK_BITS
 
 
+@njit(cache=True, nogil=True)
+def empirical_information(counts):
+    """(the bits of symbols with ``counts`` (rows: tables) each coded with its own row's
+    empirical frequencies, the number of symbols that occur in any row's count)."""
+    info, used = 0.0, 0
+    for t in range(counts.shape[0]):
+        total = 0
+        for s in range(counts.shape[1]):
+            total += counts[t, s]
+        for s in range(counts.shape[1]):
+            if counts[t, s] > 0:
+                info += counts[t, s] * (np.log2(total) - np.log2(counts[t, s]))
+                used += 1
+    return info, used
+
+
 def chunks_bytes(chunks):
     """What ``chunks`` chunks add to ``stream_bytes``'s estimate: their ends (CHUNK_BITS each)
     and bit counts, in whole bytes."""

@@ -448,15 +448,6 @@ class Ans(GrowingChunks):
             out.copy_to_device(host_out, stream=stream)
 
 
-def normalized(counts):
-    """``normalize``'s frequencies of ``counts``, computed over the symbols that occur only (its
-    search scans every symbol it is given)."""
-    used = np.flatnonzero(counts)
-    freqs = np.zeros(counts.size, dtype=np.int64)
-    freqs[used] = normalize(counts[used])
-    return freqs
-
-
 def coder_tables(freqs):
     """Encode entries and reciprocals per table (rows of ``freqs``), as
     kernels.ans.encode_tables."""

@@ -18,8 +18,9 @@ from collections import namedtuple
 
 import numpy as np
 
-from horovod_huffman.kernels.ans import HEADER_UNITS, UNIT_BITS, decode_table
-from horovod_huffman.kernels.ans_plans import TABLE_BYTES_PER_SYMBOL, coded_bits
+from horovod_huffman.kernels.ans import HEADER_UNITS, UNIT_BITS, decode_table, normalize
+from horovod_huffman.kernels.ans_plans import (TABLE_BYTES_PER_SYMBOL, coded_bits,
+                                               empirical_information)
 from horovod_huffman.kernels.ans_tokens import (anchor_contexts, decode_token_chunks,
                                                 encode_token_chunks, write_extras)
 from horovod_huffman.kernels.bits import WORD_BITS
@@ -33,7 +34,7 @@ from ..device import copy_to_host
 from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
 from . import gpu
-from .ans import coder_tables, normalized, read_frequencies, write_frequencies
+from .ans import coder_tables, read_frequencies, write_frequencies
 from .base import GrowingChunks, out_words, check_status
 from .codes import read_chunk_bits, write_chunks
 from .runlength import context_counts, token_counts
@@ -232,7 +233,7 @@ def _plan(base, window, counts, contexts, chunk, ends=None, symbols=None, chunk_
         rows, anchor = contexts, -base
     else:
         after_anchor[:] = 0
-    freqs = np.stack([normalized(row) for row in rows])
+    freqs = np.stack([normalize(row) for row in rows])
     return RlaPlan(base, window, rows, freqs, anchor, after_anchor, chunk, ends, symbols,
                    chunk_runs, marked)
 
@@ -277,12 +278,8 @@ def extras_bound(counts, window, vbits):
 def _table_bits(rows):
     """Estimated bits of token symbols with counts ``rows`` (one per context), each coded with
     its own row's frequencies, and of their frequency tables."""
-    bits = 0.0
-    for row in rows:
-        used = row[row > 0]
-        bits += float(used @ (np.log2(used.sum()) - np.log2(used)))
-        bits += 8 * TABLE_BYTES_PER_SYMBOL * used.size
-    return int(np.ceil(bits))
+    info, used = empirical_information(rows)
+    return int(np.ceil(info + 8 * TABLE_BYTES_PER_SYMBOL * used))
 
 
 def token_table(freqs, window, anchor):
