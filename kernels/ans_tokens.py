@@ -171,11 +171,11 @@ def _encode_token_chunk(symbols, start, stop, records, row_after, units):
 
 
 @njit(cache=True, nogil=True)
-def encode_token_chunks(symbols, chunk_runs, entries, rcps, after_anchor, out32, chunk_bits):
+def encode_token_chunks(symbols, chunk_runs, entries, after_anchor, out32, chunk_bits):
     """Code every chunk's token ``symbols`` (uint32; chunk c holds tokens chunk_runs[c - 1] ..
     chunk_runs[c] - 1) into ``out32`` (uint32 words, chunks on word bounds) with the tables
-    (rows: contexts) of ``entries`` and ``rcps``; fills ``chunk_bits`` and returns the words
-    written."""
+    (rows: contexts) of ``encode_tables``'s ``entries``; fills ``chunk_bits`` and returns the
+    words written."""
     most = 0
     k = 0
     for c in range(chunk_runs.shape[0]):
@@ -183,7 +183,7 @@ def encode_token_chunks(symbols, chunk_runs, entries, rcps, after_anchor, out32,
         k = chunk_runs[c]
     units = np.empty(most + HEADER_UNITS + 1, dtype=np.uint16)
     row_after = after_anchor.astype(np.uint64) * uint64(entries.shape[1])
-    records = encode_records(entries, rcps)
+    records = encode_records(entries)
     w = 0
     k = 0
     for c in range(chunk_runs.shape[0]):

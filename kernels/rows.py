@@ -15,8 +15,7 @@ READ ME FIRST
 4. |u * v| < 2**22 and |prediction| <= PREDICTION_MAX < 2**15, so a prediction is 32-bit
    arithmetic, and so is its sum with a level or residual of at most 16 bits. Every value is
    cast back to int32 after each operation: Numba widens int32 arithmetic to int64, and LLVM
-   then vectorizes 4 lanes of int64 where it could take 8 or 16 of int32 (the segment loop ran
-   3x slower).
+   then vectorizes 4 lanes of int64 where it could take 8 or 16 of int32.
 Units: levels; offsets and lengths in levels.
 """
 import numpy as np

@@ -49,8 +49,8 @@ def test_host_records_code_exactly_below_each_bound():
         rest = ANS_PROB_SCALE - g
         freqs = np.array([g, rest - g, g] if rest > g else [rest, g] if rest else [g],
                          dtype=np.int64)
-        entries, rcps = encode_tables(freqs)
-        records = encode_records(entries, rcps)
+        entries, _ = encode_tables(freqs)
+        records = encode_records(entries)
         cum = cumulative(freqs).tolist()
         for s in {0, freqs.size - 1} - {s for s in range(freqs.size) if freqs[s] == 0}:
             f, rec = int(freqs[s]), records[s]

@@ -232,3 +232,22 @@ def test_predictions_add_exactly_and_flag_every_value_out_of_range(dtype, sign):
     assert [int(x) for x in out] == list(expect)
     assert add_predictions(*args, lo + 1, hi, out) != 0
     assert add_predictions(*args, lo, hi - 1, out) != 0
+
+
+def test_row_gains_are_the_same_from_narrow_and_wide_levels():
+    """``row_gains`` sums 16-bit levels in 32-bit spans and wider ones in 64 bits: the same
+    gains for the same values, rows longer than a span and at the 16-bit extremes
+    included."""
+    from horovod_huffman.kernels.rows import DOT_SPAN, PROFILE_MAX, row_gains
+    rng = np.random.default_rng(8)
+    rows, length = 6, 3 * DOT_SPAN + 17
+    profile = rng.integers(-PROFILE_MAX, PROFILE_MAX + 1, length)
+    for dtype in (np.int8, np.int16):
+        info = np.iinfo(dtype)
+        levels = rng.integers(info.min, info.max + 1, rows * length).astype(dtype)
+        levels[:length] = info.max * np.sign(profile)            # the largest dot products
+        levels[length:2 * length] = info.min * np.sign(profile)
+        narrow, wide = np.empty(rows, np.int64), np.empty(rows, np.int64)
+        row_gains(levels, 0, rows, length, profile, narrow)
+        row_gains(levels.astype(np.int32), 0, rows, length, profile, wide)
+        assert np.array_equal(narrow, wide)

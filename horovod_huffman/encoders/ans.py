@@ -336,10 +336,9 @@ class Ans(GrowingChunks):
         # A chunk: four 32-bit states and at most one unit per level, on a word boundary.
         out32 = out_words(WORD_BITS * n_chunks * (HEADER_UNITS // 2 + 1) +
                           UNIT_BITS * levels.size + vbits * escapes.size + WORD_BITS)
-        entries, rcps = coder_tables(freqs)
-        n_words = encode_chunks(levels, base, window, entries, rcps, plan.classes,
-                                plan.block_bits, plan.chunk, plan.escapes(), out32,
-                                chunk_bits)
+        entries, _ = coder_tables(freqs)
+        n_words = encode_chunks(levels, base, window, entries, plan.classes, plan.block_bits,
+                                plan.chunk, plan.escapes(), out32, chunk_bits)
         bits = payload_bits(chunk_bits)
         if escapes.size:
             n_words = write_escapes(escapes, vbits, out32, n_words)

@@ -131,9 +131,9 @@ class RLA(GrowingChunks):
         ans_bound = WORD_BITS * n_chunks * (HEADER_UNITS // 2 + 1) + UNIT_BITS * symbols.size
         counts = plan.counts.sum(axis=0)                # every context's tokens
         out32 = out_words(ans_bound + extras_bound(counts, window, vbits) + WORD_BITS)
-        entries, rcps = coder_tables(freqs)
-        n_words = encode_token_chunks(symbols, chunk_runs, entries, rcps, plan.after_anchor,
-                                      out32, chunk_bits)
+        entries, _ = coder_tables(freqs)
+        n_words = encode_token_chunks(symbols, chunk_runs, entries, plan.after_anchor, out32,
+                                      chunk_bits)
         write_extras(levels, plan.ends, symbols, chunk_runs, plan.chunk, window, vbits,
                      out32[n_words:], extra_bits, plan.marked)
         return self._result_parts(plan, out32, n_words, chunk_bits, extra_bits)
