@@ -35,6 +35,7 @@ from horovod_huffman.kernels.stats import level_range
 from horovod_huffman.kernels.symbols import level_histogram
 
 from ..device import copy_to_host
+from .. import scratch
 from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
 from . import gpu
@@ -115,8 +116,16 @@ class AnsPlan(namedtuple("AnsPlan", "base window freqs classes block_bits chunk"
 
 class RowsPlan(namedtuple("RowsPlan", "code model resid")):
     """An ``ans`` code with the row model (encoders/rows.py): ``model`` (a RowModel), ``resid``
-    (level - prediction, of ``_residual_dtype``) and ``code`` (the AnsPlan of the residuals)."""
+    (level - prediction, of ``_residual_dtype``, in a buffer borrowed from scratch.py) and
+    ``code`` (the AnsPlan of the residuals)."""
     __slots__ = ()
+
+
+def release(plan):
+    """Give back the residuals' buffer of a RowsPlan that its maker has emitted or dropped
+    (scratch.py; the plan must not be used after); nothing for an AnsPlan."""
+    if isinstance(plan, RowsPlan):
+        scratch.give(plan.resid)
 
 
 class Ans(GrowingChunks):
@@ -163,7 +172,10 @@ class Ans(GrowingChunks):
         if layout is None or not len(layout):
             return plan, cost
         rows = self._rows_plan(levels, layout)
-        if rows is None or rows[1] * MODEL_GAIN > cost:
+        if rows is None:
+            return plan, cost
+        if rows[1] * MODEL_GAIN > cost:
+            release(rows[0])
             return plan, cost
         return rows
 
@@ -246,7 +258,7 @@ class Ans(GrowingChunks):
         model = fit(levels, layout)
         if model is None:
             return None
-        resid = np.empty(levels.size, dtype=_residual_dtype(levels.dtype))
+        resid = scratch.take(levels.size, _residual_dtype(levels.dtype))
         model.add_to(levels, -1, *dtype_range(resid.dtype), resid)
         code, cost = self._level_plan(resid)
         return RowsPlan(code, model, resid), cost + _model_bytes(model)
@@ -282,7 +294,10 @@ class Ans(GrowingChunks):
         return self._encode_with(levels, None)
 
     def _encode_with(self, levels, layout):
-        return self.emit(levels, self.plan(levels, layout))
+        plan = self.plan(levels, layout)
+        emitted = self.emit(levels, plan)
+        release(plan)
+        return emitted
 
     def plan_device(self, levels, stream):
         """``plan`` for device levels: the statistics on the GPU."""
@@ -437,12 +452,14 @@ class Ans(GrowingChunks):
         Runs on the host; device arrays are copied."""
         model = RowModel.read(reader, out.size, PREDICTION_MAX, cls.name)
         mode = reader.uint("residual mode", MODE_CODED, MODE_CONTEXTS)
-        resid = np.empty(out.size, dtype=_residual_dtype(out.dtype))
+        resid = scratch.take(out.size, _residual_dtype(out.dtype))
         host_words = words if stream is None else copy_to_host(words, stream)
         cls._decode_levels(reader, mode, host_words, payload_bits_, resid, None)
         lo, hi = dtype_range(out.dtype)
         host_out = out if stream is None else np.empty(out.size, dtype=out.dtype)
-        check_status(model.add_to(resid, 1, lo, hi, host_out), cls.name)
+        status = model.add_to(resid, 1, lo, hi, host_out)
+        scratch.give(resid)
+        check_status(status, cls.name)
         if stream is not None:
             out.copy_to_device(host_out, stream=stream)
 

@@ -17,7 +17,7 @@ from horovod_huffman.kernels.stats import level_range, token_statistics
 from .. import wire
 from ..device import is_device_array, as_device_array, stream_or_default, copy_to_host
 from ..params import value_bits
-from .ans import Ans
+from .ans import Ans, release
 from .base import Encoder, check_levels
 from .elias import EliasGamma, EliasDelta, EliasOmega, EliasRLE, QSGDElias
 from .huffman import Huffman, SampleHuffman, LevelPlan, emit, plan_bits
@@ -131,7 +131,8 @@ class Auto(Encoder):
     def choose(self, levels, layout=None):
         """(name, plan) of the encoder with the smallest estimated stream for 1-D levels
         (non-empty). Where ``ans`` and ``rla`` lie within CLOSE of each other, ans's estimate
-        (from sampled blocks) is replaced by its count over every block."""
+        (from sampled blocks) is replaced by its count over every block. An ``ans`` plan not
+        chosen gives its buffer back (ans.py ``release``)."""
         sizes = self.estimate(levels, layout)
         name = min(sizes, key=lambda n: sizes[n].bytes)
         rival = RIVALS.get(name)
@@ -140,6 +141,8 @@ class Auto(Encoder):
             sizes["ans"] = Sized(wire.OVERHEAD_BYTES + self.ans.counted_bytes(levels, plan),
                                  plan)
             name = min(name, rival, key=lambda n: sizes[n].bytes)
+        if name != "ans" and "ans" in sizes:
+            release(sizes["ans"].plan)
         return name, sizes[name].plan
 
     def members(self):
@@ -175,7 +178,9 @@ class Auto(Encoder):
             return self.raw.encoded(levels)
         name, plan = self.choose(levels, layout)
         self.last_choice = name
-        return self._emitted(levels, name, plan)
+        emitted = self._emitted(levels, name, plan)
+        release(plan)
+        return emitted
 
     def _emitted(self, levels, name, plan):
         """The stream of encoder ``name`` for ``levels`` with its ``plan`` (or none)."""
