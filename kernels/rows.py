@@ -21,7 +21,6 @@ Units: levels; offsets and lengths in levels.
 import numpy as np
 from numba import njit, float32, int32, int64
 
-from .errors import OK, VALUE_OVERFLOW
 
 PROFILE_MAX = 127
 GAIN_MAX = 32767
@@ -37,16 +36,19 @@ assert DOT_SPAN * 2**15 * PROFILE_MAX < 2**31
 
 
 @njit(cache=True, nogil=True)
-def add_predictions(src, sign, offsets, rows, lengths, profiles, gains, clip, lo, hi, out):
+def add_predictions(src, sign, offsets, rows, lengths, profiles, gains, clip, out):
     """out = src + sign * every level's prediction (note 2; ``sign`` +1 or -1), in one pass:
     segment k covers ``rows[k] * lengths[k]`` levels from ``offsets[k]``, its profile is the
     next ``lengths[k]`` values of ``profiles`` and its gains the next ``rows[k]`` of ``gains``
     (segments in order, inside the levels, not overlapping: checked by the caller); levels
-    outside every segment are predicted 0. Returns VALUE_OVERFLOW where a value leaves
-    [lo, hi], else OK. Encoding: the residuals (levels - predictions); decoding: the levels
+    outside every segment are predicted 0. Returns (the least, the largest) of the sums, as
+    computed before ``out``'s dtype holds them (the caller checks them against it; (0, 0) for
+    no levels). Encoding: the residuals (levels - predictions); decoding: the levels
     (residuals + predictions). ``src`` of at most 16 bits is summed in 32 bits (note 4)."""
     narrow = src.itemsize <= 2
-    vmin, vmax = int64(0), int64(0)
+    if src.shape[0] == 0:
+        return int64(0), int64(0)
+    vmin, vmax = int64(0x7FFFFFFFFFFFFFFF), int64(-0x8000000000000000)
     done, p0, g0 = 0, 0, 0
     for k in range(offsets.shape[0] + 1):
         at = offsets[k] if k < offsets.shape[0] else src.shape[0]
@@ -65,11 +67,12 @@ def add_predictions(src, sign, offsets, rows, lengths, profiles, gains, clip, lo
         else:
             low, high = _segment_predictions(seg_src, seg_out, profile, seg_gains, clip, sign,
                                              True)
-        vmin, vmax = min(vmin, low), max(vmax, high)
+        if n_rows * length:
+            vmin, vmax = min(vmin, low), max(vmax, high)
         done = at + n_rows * length
         p0 += length
         g0 += n_rows
-    return OK if lo <= vmin and vmax <= hi else VALUE_OVERFLOW
+    return vmin, vmax
 
 
 @njit(cache=True, inline="always")
@@ -85,8 +88,9 @@ def _prediction(u, v, c, flip):
 @njit(cache=True, nogil=True)
 def _segment_predictions(src, out, profile, gains, clip, sign, wide):
     """out = src + sign * prediction over one segment (rows of len(profile) levels, a gain
-    each); returns (the least, the largest) value written. ``wide`` (a literal) False: |src|
-    below 2**16, so every value fits 32 bits and so does the whole loop (note 4)."""
+    each); returns (the least, the largest) sum (for no levels, the largest and the least
+    value of the loop's width). ``wide`` (a literal) False: |src| below 2**16, so every value
+    fits 32 bits and so does the whole loop (note 4)."""
     length = profile.shape[0]
     v32 = np.empty(length, dtype=np.int32)
     for j in range(length):
@@ -102,7 +106,7 @@ def _narrow_rows(src, out, profile, gains, c, flip):
     """``_segment_predictions``'s loop in 32 bits (a loop of its own: a least and largest that
     may be int64 on another path make Numba type them int64 on both)."""
     length = profile.shape[0]
-    vmin, vmax = int32(0), int32(0)
+    vmin, vmax = int32(0x7FFFFFFF), int32(-0x80000000)
     for r in range(gains.shape[0]):
         row_src, row_out = src[r * length:(r + 1) * length], out[r * length:(r + 1) * length]
         u = int32(gains[r])
@@ -118,7 +122,7 @@ def _narrow_rows(src, out, profile, gains, c, flip):
 def _wide_rows(src, out, profile, gains, c, flip):
     """``_segment_predictions``'s loop with 64-bit sums."""
     length = profile.shape[0]
-    vmin, vmax = int64(0), int64(0)
+    vmin, vmax = int64(0x7FFFFFFFFFFFFFFF), int64(-0x8000000000000000)
     for r in range(gains.shape[0]):
         row_src, row_out = src[r * length:(r + 1) * length], out[r * length:(r + 1) * length]
         u = int32(gains[r])

@@ -200,12 +200,12 @@ def test_forged_segments_past_the_levels_raise():
 
 @pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64])
 @pytest.mark.parametrize("sign", [1, -1])
-def test_predictions_add_exactly_and_flag_every_value_out_of_range(dtype, sign):
+def test_predictions_add_exactly_and_give_the_exact_range(dtype, sign):
     """``add_predictions`` (32-bit sums for sources of up to 16 bits, 64-bit ones above) gives
     src + sign * clamp((u * v + 64) >> 7, -clip, clip), computed here in Python integers,
-    with levels outside the segments passed through; the range check is exact at both ends,
-    and a 32-bit source near its limits is summed without wrapping (64-bit sources, which
-    no stream holds, at +-2**40)."""
+    with levels outside the segments passed through, and returns the least and the largest
+    sum exactly; a 32-bit source near its limits is summed without wrapping (64-bit sources,
+    which no stream holds, at +-2**40)."""
     from horovod_huffman.kernels.rows import GAIN_MAX, PREDICTION_MAX, add_predictions
     rng = np.random.default_rng(5)
     offsets, rows, lengths = np.array([3, 200]), np.array([5, 7]), np.array([19, 13])
@@ -228,10 +228,12 @@ def test_predictions_add_exactly_and_flag_every_value_out_of_range(dtype, sign):
     lo, hi = int(expect.min()), int(expect.max())
     out = np.empty(src.size, dtype=np.int64)
     args = (src, sign, offsets, rows, lengths, profiles, gains, clip)
-    assert add_predictions(*args, lo, hi, out) == 0
+    assert add_predictions(*args, out) == (lo, hi)
     assert [int(x) for x in out] == list(expect)
-    assert add_predictions(*args, lo + 1, hi, out) != 0
-    assert add_predictions(*args, lo, hi - 1, out) != 0
+    inside = slice(offsets[0], offsets[0] + rows[0] * lengths[0])     # the first segment's
+    least, largest = add_predictions(src[inside], sign, offsets[:1] - offsets[0], rows[:1],
+                                     lengths[:1], profiles, gains, clip, out[inside])
+    assert (least, largest) == (int(expect[inside].min()), int(expect[inside].max()))
 
 
 def test_row_gains_are_the_same_from_narrow_and_wide_levels():

@@ -28,6 +28,7 @@ from horovod_huffman.kernels.ans_plans import (best_classes, block_maxima, chunk
                                                class_bits, class_counts, stream_bytes)
 from horovod_huffman.kernels.bits import WORD_BITS
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, payload_bits
+from horovod_huffman.kernels.errors import OK, VALUE_OVERFLOW
 from horovod_huffman.kernels.maxima import (ANS_MAX_BLOCK_BITS, ANS_MAX_CLASSES, ANS_MAX_WINDOW,
                                             ANS_PROB_SCALE)
 from horovod_huffman.kernels.rows import PREDICTION_MAX
@@ -168,10 +169,11 @@ class Ans(GrowingChunks):
 
     def sized_plan(self, levels, layout=None):
         """(``plan(levels, layout)``, its estimated stream bytes without the fixed header)."""
-        plan, cost = self._level_plan(levels)
+        bounds = level_range(levels)
+        plan, cost = self._level_plan(levels, bounds)
         if layout is None or not len(layout):
             return plan, cost
-        rows = self._rows_plan(levels, layout)
+        rows = self._rows_plan(levels, layout, bounds)
         if rows is None:
             return plan, cost
         if rows[1] * MODEL_GAIN > cost:
@@ -179,9 +181,10 @@ class Ans(GrowingChunks):
             return plan, cost
         return rows
 
-    def _level_plan(self, levels):
-        """(plan, estimated bytes) coding the levels themselves."""
-        lo, hi = level_range(levels)
+    def _level_plan(self, levels, bounds):
+        """(plan, estimated bytes) coding the levels themselves (``bounds``: their least and
+        largest)."""
+        lo, hi = bounds
         base, window = lo, min(hi - lo + 1, ANS_MAX_WINDOW)
         block_bits = self._block_bits(levels.size)
         if not self._tries_contexts(levels.size, lo, hi, block_bits):
@@ -248,19 +251,18 @@ class Ans(GrowingChunks):
                 return other, other_cost
         return plan, cost
 
-    def _rows_plan(self, levels, layout):
-        """(RowsPlan, estimated bytes) of the row model of ``levels`` for ``layout``: the
-        residuals planned as levels are (``_level_plan``), plus the model's parameters; None
-        where a |level| exceeds ROWS_MAX_LEVEL or no matrix fits (encoders/rows.py)."""
-        lo, hi = level_range(levels)
-        if _largest_magnitude(lo, hi) > ROWS_MAX_LEVEL:
+    def _rows_plan(self, levels, layout, bounds):
+        """(RowsPlan, estimated bytes) of the row model of ``levels`` (``bounds``: their least
+        and largest) for ``layout``: the residuals planned as levels are (``_level_plan``),
+        plus the model's parameters; None where a |level| exceeds ROWS_MAX_LEVEL or no matrix
+        fits (encoders/rows.py)."""
+        if _largest_magnitude(*bounds) > ROWS_MAX_LEVEL:
             return None
-        model = fit(levels, layout)
+        model = fit(levels, layout, bounds)
         if model is None:
             return None
         resid = scratch.take(levels.size, _residual_dtype(levels.dtype))
-        model.add_to(levels, -1, *dtype_range(resid.dtype), resid)
-        code, cost = self._level_plan(resid)
+        code, cost = self._level_plan(resid, model.add_to(levels, -1, resid))
         return RowsPlan(code, model, resid), cost + _model_bytes(model)
 
     def plan_from(self, n, base, window, maxima, counts, block_bits=None):
@@ -457,9 +459,9 @@ class Ans(GrowingChunks):
         cls._decode_levels(reader, mode, host_words, payload_bits_, resid, None)
         lo, hi = dtype_range(out.dtype)
         host_out = out if stream is None else np.empty(out.size, dtype=out.dtype)
-        status = model.add_to(resid, 1, lo, hi, host_out)
+        least, largest = model.add_to(resid, 1, host_out)
         scratch.give(resid)
-        check_status(status, cls.name)
+        check_status(OK if lo <= least and largest <= hi else VALUE_OVERFLOW, cls.name)
         if stream is not None:
             out.copy_to_device(host_out, stream=stream)
 

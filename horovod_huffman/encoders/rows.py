@@ -43,12 +43,12 @@ class RowModel(namedtuple("RowModel", "offsets rows lengths profiles gains clip"
     note 2)."""
     __slots__ = ()
 
-    def add_to(self, src, sign, lo, hi, out):
+    def add_to(self, src, sign, out):
         """out = src + sign * the model's prediction of every level (``sign`` +1 or -1:
-        kernels/rows.py ``add_predictions``); VALUE_OVERFLOW where a value leaves [lo, hi],
-        else OK."""
+        kernels/rows.py ``add_predictions``); returns (the least, the largest) sum, for the
+        caller to check against ``out``'s dtype."""
         return add_predictions(src, sign, self.offsets, self.rows, self.lengths, self.profiles,
-                               self.gains, self.clip, lo, hi, out)
+                               self.gains, self.clip, out)
 
     def write(self, writer):
         """Append the model's parameters to a ParamWriter."""
@@ -127,8 +127,9 @@ def slice_layout(layout, start, stop):
     return out
 
 
-def fit(levels, layout):
-    """The RowModel of 1-D ``levels`` for ``layout`` (``check_layout``), or None where no
+def fit(levels, layout, bounds):
+    """The RowModel of 1-D ``levels`` (their least and largest: ``bounds``) for ``layout``
+    (``check_layout``), or None where no
     matrix is modelled or the fits keep less than MIN_KEPT of the matrices' energy: each
     matrix's rank-one fit by power iteration, then its profile scaled to PROFILE_MAX and each
     row's gain its least-squares factor on the integer profile (kernels/rows.py
@@ -148,7 +149,7 @@ def fit(levels, layout):
     fitted = kept > 0.0
     if not fitted.any() or kept.sum() < MIN_KEPT * energies.sum():
         return None
-    clip = min(max(abs(int(levels.min())), abs(int(levels.max()))), PREDICTION_MAX)
+    clip = min(max(abs(int(bounds[0])), abs(int(bounds[1]))), PREDICTION_MAX)
     return RowModel(offsets[fitted], rows[fitted], lengths[fitted],
                     profiles[np.repeat(fitted, lengths)], gains[np.repeat(fitted, rows)], clip)
 
