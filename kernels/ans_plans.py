@@ -29,26 +29,41 @@ SAMPLE_HASH = 0x9E3779B97F4A7C15
 
 # ---- Statistics -----------------------------------------------------------------------------
 
+# The block size (levels) for which ``block_maxima`` compiles a loop of a fixed count, which
+# LLVM unrolls into whole vectors (64 int8 levels: one 512-bit register): ans's default.
+FIXED_BLOCK = 64
+
+
 @njit(cache=True, nogil=True)
 def block_maxima(levels, block_bits, maxima):
     """The largest |level| of every block of 2**block_bits levels (the last may be shorter)
-    into ``maxima`` (int64, one per block). A full block is a min/max pass of a fixed count in
-    the levels' own dtype, with selects, not branches: LLVM vectorizes that form (a slice's
-    .max() and .min(), or a pass to a computed end, it does not)."""
+    into ``maxima`` (int64, one per block). A full block is a min/max pass in the levels' own
+    dtype, with selects, not branches: LLVM vectorizes that form (a slice's .max() and .min(),
+    or a pass to a computed end, it does not); of a fixed count for FIXED_BLOCK levels."""
     size = 1 << block_bits
     full = levels.shape[0] >> block_bits
     for b in range(full):
         block = levels[b * size:(b + 1) * size]
-        hi = block[0]
-        lo = hi
-        for i in range(size):
-            v = block[i]
-            hi = v if v > hi else hi
-            lo = v if v < lo else lo
+        if size == FIXED_BLOCK:
+            lo, hi = _min_max(block, FIXED_BLOCK)
+        else:
+            lo, hi = _min_max(block, size)
         maxima[b] = max(int64(hi), -int64(lo))
     for b in range(full, maxima.shape[0]):
         block = levels[b * size:]
         maxima[b] = max(int64(block.max()), -int64(block.min()))
+
+
+@njit(cache=True, inline="always")
+def _min_max(block, size):
+    """(least, largest) of block[:size] (size >= 1), in the block's dtype."""
+    hi = block[0]
+    lo = hi
+    for i in range(size):
+        v = block[i]
+        hi = v if v > hi else hi
+        lo = v if v < lo else lo
+    return lo, hi
 
 
 @njit(cache=True, inline="always")
