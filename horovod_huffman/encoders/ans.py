@@ -115,10 +115,11 @@ class AnsPlan(namedtuple("AnsPlan", "base window freqs classes block_bits chunk"
         return stream_bytes(np.atleast_2d(counts), self.freqs, chunks, self.classes.size)
 
 
-class RowsPlan(namedtuple("RowsPlan", "code model resid")):
-    """An ``ans`` code with the row model (encoders/rows.py): ``model`` (a RowModel), ``resid``
-    (level - prediction, of ``_residual_dtype``, in a buffer borrowed from scratch.py) and
-    ``code`` (the AnsPlan of the residuals)."""
+class RowsPlan(namedtuple("RowsPlan", "code model resid head")):
+    """An ``ans`` code with the row model (encoders/rows.py): ``model`` (a RowModel), ``head``
+    (the parameters' first bytes: MODE_ROWS and the model), ``resid`` (level - prediction, of
+    ``_residual_dtype``, in a buffer borrowed from scratch.py) and ``code`` (the AnsPlan of
+    the residuals)."""
     __slots__ = ()
 
 
@@ -205,7 +206,7 @@ class Ans(GrowingChunks):
         final states, from every block's symbol counts: ``sized_plan`` counts a sample of
         blocks above SAMPLED_LEVELS levels, which its estimate extrapolates."""
         if isinstance(plan, RowsPlan):
-            return self.counted_bytes(plan.resid, plan.code) + _model_bytes(plan.model)
+            return self.counted_bytes(plan.resid, plan.code) + len(plan.head)
         chunks = chunk_count(levels.size, plan.chunk)
         counts = np.zeros((plan.freqs.shape[0], plan.window + 1), dtype=np.int64)
         if plan.contexts:
@@ -263,7 +264,10 @@ class Ans(GrowingChunks):
             return None
         resid = scratch.take(levels.size, _residual_dtype(levels.dtype))
         code, cost = self._level_plan(resid, model.add_to(levels, -1, resid))
-        return RowsPlan(code, model, resid), cost + _model_bytes(model)
+        writer = ParamWriter().uint(MODE_ROWS)
+        model.write(writer)
+        head = writer.getvalue()
+        return RowsPlan(code, model, resid, head), cost + len(head)
 
     def plan_from(self, n, base, window, maxima, counts, block_bits=None):
         """(the cheapest plan, its estimated bytes) from the statistics of ``n`` levels:
@@ -365,9 +369,7 @@ class Ans(GrowingChunks):
     def _emit_rows(self, plan):
         """Encode a RowsPlan: the mode and the model, then the residuals' stream."""
         params, out32, n_words, n_bits = self.emit(plan.resid, plan.code)
-        writer = ParamWriter().uint(MODE_ROWS)
-        plan.model.write(writer)
-        return writer.getvalue() + params, out32, n_words, n_bits
+        return plan.head + params, out32, n_words, n_bits
 
     def _params(self, plan, chunk_bits, escape_counts):
         mode = MODE_CONTEXTS if plan.contexts else MODE_CODED
@@ -545,9 +547,3 @@ def read_frequencies(reader, n_symbols, name):
         raise DecodeError(f"{name}: frequencies add up to {total}, not {ANS_PROB_SCALE}")
     return freqs
 
-
-def _model_bytes(model):
-    """Parameter bytes of a row model, with the mode that announces it."""
-    writer = ParamWriter().uint(MODE_ROWS)
-    model.write(writer)
-    return len(writer.getvalue())
