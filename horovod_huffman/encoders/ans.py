@@ -546,4 +546,3 @@ def read_frequencies(reader, n_symbols, name):
     if total != ANS_PROB_SCALE:
         raise DecodeError(f"{name}: frequencies add up to {total}, not {ANS_PROB_SCALE}")
     return freqs
-
