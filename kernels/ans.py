@@ -69,6 +69,21 @@ assert UNIT_BITS << UNITS_PER_WORD_LOG2 == 64 and 1 << UNIT_BITS_LOG2 == UNIT_BI
 
 # ---- Frequencies ----------------------------------------------------------------------------
 
+@njit(cache=True)
+def _slot_ratios():
+    """log2((f + 1) / f) at f = 1 .. ANS_PROB_SCALE (entry 0 unused): the bits a slot added
+    to a symbol of f slots saves per occurrence, and the bits one taken from f + 1 costs. The
+    same scalar log2 as a call at each move, so ``normalize`` moves the same slots."""
+    ratios = np.zeros(ANS_PROB_SCALE + 1)
+    for f in range(1, ANS_PROB_SCALE + 1):
+        ratios[f] = np.log2((f + 1) / f)
+    return ratios
+
+
+SLOT_RATIOS = _slot_ratios()
+SLOT_RATIOS.setflags(write=False)
+
+
 @njit(cache=True, nogil=True)
 def normalize(counts):
     """Frequencies (int64 slots summing to ANS_PROB_SCALE) for symbol ``counts`` (int64): every
@@ -117,8 +132,8 @@ def _move_value(count, freq, step):
     """What moving one slot to (``step`` 1) or from (-1) a symbol of ``count`` and ``freq``
     slots is worth in bits over its count: the gain, or the loss negated."""
     if step > 0:
-        return count * np.log2((freq + 1) / freq)
-    return -(count * np.log2(freq / (freq - 1)))
+        return count * SLOT_RATIOS[freq]
+    return -(count * SLOT_RATIOS[freq - 1])
 
 
 @njit(cache=True)
