@@ -31,7 +31,7 @@ PREDICTION_MAX = (GAIN_MAX * PROFILE_MAX + (1 << (GAIN_SHIFT - 1))) >> GAIN_SHIF
 # Values of a row whose dot product with a profile a 32-bit sum holds (16-bit levels).
 DOT_SPAN = 256
 
-assert PROFILE_MAX * GAIN_MAX < 2**31
+assert PROFILE_MAX * GAIN_MAX < 2**31 and PROFILE_MAX < 2**15
 assert DOT_SPAN * 2**15 * PROFILE_MAX < 2**31
 
 
@@ -172,34 +172,35 @@ def power_step(levels, at, rows, length, step, v, v_next):
 @njit(cache=True, nogil=True)
 def row_gains(levels, at, rows, length, profile, out):
     """Each row's least-squares gain on the integer ``profile`` in units of 2**-GAIN_SHIFT,
-    rounded and clipped to [-GAIN_MAX, GAIN_MAX], into ``out`` (int64). Levels of at most 16
-    bits take their dot products in 32 bits, DOT_SPAN values at a time (note 4)."""
+    rounded and clipped to [-GAIN_MAX, GAIN_MAX], into ``out`` (int64). The profile is taken
+    as int16 (|v| <= PROFILE_MAX); levels of at most 16 bits take their dot products in 32
+    bits, DOT_SPAN values at a time (note 4)."""
     scale = 0.0
-    p32 = np.empty(length, dtype=np.int32)
+    p16 = np.empty(length, dtype=np.int16)
     for j in range(length):
         scale += float(profile[j]) * float(profile[j])
-        p32[j] = profile[j]
+        p16[j] = profile[j]
     narrow = levels.itemsize <= 2
     for r in range(rows):
         row = levels[at + r * length:at + (r + 1) * length]
         dot = int64(0)
         if narrow:
             for j0 in range(0, length, DOT_SPAN):
-                dot += _narrow_dot(row[j0:j0 + DOT_SPAN], p32[j0:j0 + DOT_SPAN])
+                dot += _narrow_dot(row[j0:j0 + DOT_SPAN], p16[j0:j0 + DOT_SPAN])
         else:
             for j in range(length):
-                dot += int64(row[j]) * p32[j]
+                dot += int64(row[j]) * int64(p16[j])
         g = np.rint(dot * float(1 << GAIN_SHIFT) / scale)
         out[r] = int64(min(max(g, -GAIN_MAX), GAIN_MAX))
 
 
 @njit(cache=True, inline="always")
 def _narrow_dot(a, b):
-    """The dot product of at most DOT_SPAN values of at most 16 bits with profile values, in
-    32 bits."""
+    """The dot product of at most DOT_SPAN values of at most 16 bits with int16 profile
+    values, in 32 bits (products of two 16-bit values, which LLVM sums in pairs: vpmaddwd)."""
     dot = int32(0)
     for j in range(a.shape[0]):
-        dot = int32(dot + int32(int32(a[j]) * b[j]))
+        dot = int32(dot + int32(int32(a[j]) * int32(b[j])))
     return dot
 
 
