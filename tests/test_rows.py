@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st, HealthCheck
 import horovod_huffman as hh
 from horovod_huffman import wire
 from horovod_huffman.encoders.ans import MODE_ROWS, RowsPlan
-from horovod_huffman.params import ParamReader
+from horovod_huffman.params import ParamReader, ParamWriter
 from strategies import chunked_encoder                # beside this file
 from test_hostile_input import forged_parameters   # beside this file
 
@@ -146,9 +146,11 @@ def test_a_prediction_out_of_the_dtype_raises():
     plan = encoder.plan(levels, [(16, 32)])
     assert plan.model.clip == 127
     params, out32, n_words, n_bits = encoder.emit(levels, plan)
-    forged = plan._replace(model=plan.model._replace(gains=np.full_like(plan.model.gains,
-                                                                        32767)))
-    forged_params = encoder.emit(levels, forged)[0]
+    model = plan.model._replace(gains=np.full_like(plan.model.gains, 32767))
+    writer = ParamWriter().uint(MODE_ROWS)
+    model.write(writer)
+    forged_params = encoder.emit(levels, plan._replace(model=model,
+                                                       head=writer.getvalue()))[0]
     assert forged_params != params
     buf = wire.frame(encoder._result(levels.dtype, levels.size, forged_params, out32, n_words,
                                      n_bits))
