@@ -21,7 +21,6 @@ Units: levels; offsets and lengths in levels.
 import numpy as np
 from numba import njit, float32, int32, int64
 
-
 PROFILE_MAX = 127
 GAIN_MAX = 32767
 GAIN_SHIFT = 7

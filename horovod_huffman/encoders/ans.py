@@ -35,8 +35,8 @@ from horovod_huffman.kernels.rows import PREDICTION_MAX
 from horovod_huffman.kernels.stats import level_range
 from horovod_huffman.kernels.symbols import level_histogram
 
-from ..device import copy_to_host
 from .. import scratch
+from ..device import copy_to_host
 from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
 from . import gpu

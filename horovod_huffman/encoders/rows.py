@@ -129,11 +129,10 @@ def slice_layout(layout, start, stop):
 
 def fit(levels, layout, bounds):
     """The RowModel of 1-D ``levels`` (their least and largest: ``bounds``) for ``layout``
-    (``check_layout``), or None where no
-    matrix is modelled or the fits keep less than MIN_KEPT of the matrices' energy: each
-    matrix's rank-one fit by power iteration, then its profile scaled to PROFILE_MAX and each
-    row's gain its least-squares factor on the integer profile (kernels/rows.py
-    ``fit_matrices``)."""
+    (``check_layout``), or None where no matrix is modelled or the fits keep less than
+    MIN_KEPT of the matrices' energy: each matrix's rank-one fit by power iteration, then its
+    profile scaled to PROFILE_MAX and each row's gain its least-squares factor on the integer
+    profile (kernels/rows.py ``fit_matrices``)."""
     pairs = check_layout(layout, levels.size)
     rows, lengths = pairs[:, 0], pairs[:, 1]
     offsets = np.cumsum(rows * lengths) - rows * lengths
