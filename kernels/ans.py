@@ -198,6 +198,17 @@ def encode_tables(freqs):
 
 
 @njit(cache=True, nogil=True)
+def coder_tables(freqs):
+    """``encode_tables`` of every row of ``freqs`` (2-D, a table per row): (entries,
+    reciprocals), each of the same shape as ``freqs``."""
+    entries = np.empty(freqs.shape, dtype=np.uint64)
+    rcps = np.empty(freqs.shape, dtype=np.uint64)
+    for t in range(freqs.shape[0]):
+        entries[t], rcps[t] = encode_tables(freqs[t])
+    return entries, rcps
+
+
+@njit(cache=True, nogil=True)
 def decode_table(freqs, base, escape):
     """The decode table (maxima.py's ANS decode layout, ANS_PROB_SCALE uint64 entries) of
     ``freqs`` (summing to the scale, checked by the caller): slot j belongs to the symbol s with

@@ -224,21 +224,24 @@ def merged_counts(counts, used, of_used, n_classes, base, cover):
 
 
 @njit(cache=True, nogil=True)
-def best_classes(counts, maxima, choices, base, cover, scale, chunks, of_magnitude):
-    """(frequencies, estimated stream bytes) of the cheapest plan whose classes are ranges of
-    the blocks' largest |level|: row m of ``counts`` (int64, window + 1 symbols, the escape
-    last) holds the symbol counts of the counted blocks whose largest |level| is m, ``maxima``
-    every block's (each below the rows of ``counts``). For k = 1 and every k in ``choices`` (ascending, each tried where at least k
-    maxima occur): the maxima in ``quantile_classes``'s classes, their counts
-    ``merged_counts``, the estimate (``stream_bytes``) over the counts scaled by ``scale``. The
-    first cheapest wins; ``of_magnitude[m]`` gets its class of maximum m (uint8; 0 where m does
-    not occur). The frequencies have one row per class."""
+def best_classes(counts, maxima, choices, base, cover, n, chunks, classes):
+    """(frequencies, estimated stream bytes) of the cheapest plan of ``n`` levels whose classes
+    are ranges of the blocks' largest |level|: row m of ``counts`` (int64, window + 1 symbols,
+    the escape last) holds the symbol counts of the counted blocks whose largest |level| is m,
+    ``maxima`` every block's (each below the rows of ``counts``). For k = 1 and every k in
+    ``choices`` (ascending, each tried where at least k maxima occur): the maxima in
+    ``quantile_classes``'s classes, their counts ``merged_counts``, the estimate
+    (``stream_bytes``) over the counts scaled to ``n`` levels. The first cheapest wins; where it
+    has more than one class, ``classes`` (uint8, one per block) gets every block's. The
+    frequencies have one row per class."""
     weights = np.zeros(counts.shape[0], dtype=np.int64)
     for b in range(maxima.shape[0]):
         weights[maxima[b]] += 1
     used = np.flatnonzero(weights)
     share = np.cumsum(weights[used]) / maxima.shape[0]
+    scale = n / max(1, counts.sum())
     of_used = np.empty(used.shape[0], dtype=np.int64)
+    best_of_used = np.zeros(used.shape[0], dtype=np.int64)
     best_freqs = np.zeros((1, counts.shape[1]), dtype=np.int64)
     best_cost = -1
     for c in range(choices.shape[0] + 1):
@@ -253,7 +256,11 @@ def best_classes(counts, maxima, choices, base, cover, scale, chunks, of_magnitu
         cost = stream_bytes(merged * scale, freqs, chunks, maxima.shape[0])
         if best_cost < 0 or cost < best_cost:
             best_freqs, best_cost = freqs, cost
-            of_magnitude[:] = 0
-            for j in range(used.shape[0]):
-                of_magnitude[used[j]] = of_used[j]
+            best_of_used[:] = of_used
+    if best_freqs.shape[0] > 1:
+        of_magnitude = np.zeros(counts.shape[0], dtype=np.uint8)
+        for j in range(used.shape[0]):
+            of_magnitude[used[j]] = best_of_used[j]
+        for b in range(maxima.shape[0]):
+            classes[b] = of_magnitude[maxima[b]]
     return best_freqs, best_cost

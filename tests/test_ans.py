@@ -170,7 +170,7 @@ def test_a_block_naming_a_class_without_a_table_raises(monkeypatch):
     forged_plan = ans_module.AnsPlan.from_counts(plan.base, plan.window, counts, plan.chunk,
                                                  (np.arange(plan.classes.size) % 3)
                                                  .astype(np.uint8), plan.block_bits)
-    monkeypatch.setattr(encoder, "plan", lambda *_: forged_plan)
+    monkeypatch.setattr(encoder, "_sized_plan", lambda *_: (forged_plan, 0))
     pack = ans_module._pack_classes
     monkeypatch.setattr(ans_module, "_pack_classes",
                         lambda classes, bits: pack(np.full_like(classes, 3), bits))

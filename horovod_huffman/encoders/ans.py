@@ -19,8 +19,8 @@ from collections import namedtuple
 
 import numpy as np
 
-from horovod_huffman.kernels.ans import (decode_chunks, decode_table, encode_chunks,
-                                         encode_tables, escaped_levels, frequency_fields,
+from horovod_huffman.kernels.ans import (coder_tables, decode_chunks, decode_table,
+                                         encode_chunks, escaped_levels, frequency_fields,
                                          frequencies_from_fields, normalize, pack_classes,
                                          read_escapes, unpack_classes, write_escapes,
                                          HEADER_UNITS, UNIT_BITS)
@@ -43,7 +43,7 @@ from . import gpu
 from .base import GrowingChunks, out_words, check_status
 from .codes import chunk_count, read_chunk_bits, write_chunks
 from .huffman import fill
-from .rows import RowModel, fit
+from .rows import RowModel, check_layout, fit
 
 MODE_CODED = 0
 MODE_CONSTANT = 1
@@ -65,6 +65,12 @@ MAX_STATISTICS = 1 << 20
 # every (levels // SAMPLED_LEVELS) only, at a hashed offset (kernels/ans_plans.py sampled_block;
 # every block's largest |level| is taken).
 SAMPLED_LEVELS = 1 << 18
+# Levels the plan of the levels themselves counts where it only prices them against the row
+# model's (``sized_plan``): a sparser sample than SAMPLED_LEVELS, whose estimate came within
+# 1.5% of the full plan's for s >= 4 on the benchmark traces. Where the model's estimate wins by
+# MODEL_GAIN * ESTIMATE_SLACK or more against it, the full plan of the levels is not made.
+ESTIMATED_LEVELS = 1 << 16
+ESTIMATE_SLACK = 1.02
 # Where one-bit class ids would take more than 1/CLASS_ID_SHARE of a plan's estimated bytes,
 # blocks 2**LARGER_BLOCK_BITS times larger are tried too (low-entropy levels: s = 1, TernGrad).
 CLASS_ID_SHARE = 32
@@ -170,21 +176,30 @@ class Ans(GrowingChunks):
 
     def sized_plan(self, levels, layout=None):
         """(``plan(levels, layout)``, its estimated stream bytes without the fixed header)."""
+        return self._sized_plan(levels, None if layout is None else
+                                check_layout(layout, levels.size))
+
+    def _sized_plan(self, levels, pairs):
+        """``sized_plan`` for a layout already checked (``pairs``: check_layout's, or None)."""
         bounds = level_range(levels)
-        plan, cost = self._level_plan(levels, bounds)
-        if layout is None or not len(layout):
-            return plan, cost
-        rows = self._rows_plan(levels, layout, bounds)
+        rows = None
+        if pairs is not None and len(pairs):
+            rows = self._rows_plan(levels, pairs, bounds)
         if rows is None:
-            return plan, cost
+            return self._level_plan(levels, bounds)
+        if _stride(levels.size, ESTIMATED_LEVELS) > _stride(levels.size):
+            _, estimate = self._level_plan(levels, bounds, ESTIMATED_LEVELS)
+            if rows[1] * MODEL_GAIN * ESTIMATE_SLACK <= estimate:
+                return rows
+        plan, cost = self._level_plan(levels, bounds)
         if rows[1] * MODEL_GAIN > cost:
             release(rows[0])
             return plan, cost
         return rows
 
-    def _level_plan(self, levels, bounds):
+    def _level_plan(self, levels, bounds, sampled=SAMPLED_LEVELS):
         """(plan, estimated bytes) coding the levels themselves (``bounds``: their least and
-        largest)."""
+        largest), with contexts from the symbols of about ``sampled`` levels (``_stride``)."""
         lo, hi = bounds
         base, window = lo, min(hi - lo + 1, ANS_MAX_WINDOW)
         block_bits = self._block_bits(levels.size)
@@ -192,14 +207,15 @@ class Ans(GrowingChunks):
             counts = np.zeros((1, window + 1), dtype=np.int64)
             level_histogram(levels, base, window, counts[0])
             return self.plan_from(levels.size, base, window, None, counts)
+        stride = _stride(levels.size, sampled)
 
         def statistics(block_bits):
             maxima = np.empty(-(-levels.size >> block_bits), dtype=np.int64)
             counts = np.zeros((_largest_magnitude(lo, hi) + 1, window + 1), dtype=np.int64)
             block_maxima(levels, block_bits, maxima)
-            class_counts(levels, base, block_bits, _stride(levels.size), maxima, counts)
+            class_counts(levels, base, block_bits, stride, maxima, counts)
             return maxima, counts
-        return self._context_plan(levels.size, lo, hi, block_bits, statistics)
+        return self._context_plan(levels.size, lo, hi, block_bits, stride, statistics)
 
     def counted_bytes(self, levels, plan):
         """The stream bytes (without the fixed header) of ``levels`` under ``plan``, up to its
@@ -235,31 +251,31 @@ class Ans(GrowingChunks):
             window <= ANS_MAX_WINDOW and \
             (_largest_magnitude(lo, hi) + 1) * (window + 1) <= MAX_STATISTICS
 
-    def _context_plan(self, n, lo, hi, block_bits, statistics):
+    def _context_plan(self, n, lo, hi, block_bits, stride, statistics):
         """(plan, estimated bytes) over blocks of 2**block_bits levels, and over blocks
         2**LARGER_BLOCK_BITS times larger where one-bit class ids would take more than
         1/CLASS_ID_SHARE of the estimate; ``statistics(block_bits)`` gives (maxima, counts)
-        for ``plan_from``."""
+        for ``plan_from``, counted on every ``stride``-th block."""
         base, window = lo, hi - lo + 1
         plan, cost = self.plan_from(n, base, window, *statistics(block_bits),
-                                    block_bits=block_bits)
+                                    block_bits=block_bits, stride=stride)
         larger = block_bits + LARGER_BLOCK_BITS
         one_bit_ids = -(-n >> block_bits) // 8 + 1
         if one_bit_ids * CLASS_ID_SHARE > cost and self._tries_contexts(n, lo, hi, larger):
             other, other_cost = self.plan_from(n, base, window, *statistics(larger),
-                                               block_bits=larger)
+                                               block_bits=larger, stride=stride)
             if other_cost < cost:
                 return other, other_cost
         return plan, cost
 
-    def _rows_plan(self, levels, layout, bounds):
+    def _rows_plan(self, levels, pairs, bounds):
         """(RowsPlan, estimated bytes) of the row model of ``levels`` (``bounds``: their least
-        and largest) for ``layout``: the residuals planned as levels are (``_level_plan``),
+        and largest) for the checked layout ``pairs``: the residuals planned as levels are (``_level_plan``),
         plus the model's parameters; None where a |level| exceeds ROWS_MAX_LEVEL or no matrix
         fits (encoders/rows.py)."""
         if _largest_magnitude(*bounds) > ROWS_MAX_LEVEL:
             return None
-        model = fit(levels, layout, bounds)
+        model = fit(levels, pairs, bounds)
         if model is None:
             return None
         resid = scratch.take(levels.size, _residual_dtype(levels.dtype))
@@ -269,10 +285,10 @@ class Ans(GrowingChunks):
         head = writer.getvalue()
         return RowsPlan(code, model, resid, head), cost + len(head)
 
-    def plan_from(self, n, base, window, maxima, counts, block_bits=None):
+    def plan_from(self, n, base, window, maxima, counts, block_bits=None, stride=1):
         """(the cheapest plan, its estimated bytes) from the statistics of ``n`` levels:
         ``maxima`` (the largest |level| of every block of 2**block_bits levels) and ``counts``
-        (row m: the symbol counts of every ``_stride(n)``-th block whose largest |level| is m),
+        (row m: the symbol counts of every ``stride``-th block whose largest |level| is m),
         or None and one row of counts (all levels). Classes are ranges of the blocks' maxima
         (kernels/ans_plans.py ``best_classes``); counted over a sample of blocks, every level a
         class may hold keeps a frequency. The chunks grow where the estimate is sparse
@@ -284,15 +300,14 @@ class Ans(GrowingChunks):
             plan = AnsPlan.from_counts(base, window, total, self.chunk_levels)
             cost = plan.size_bytes(total, chunks)
         else:
-            of_magnitude = np.zeros(counts.shape[0], dtype=np.uint8)
-            freqs, cost = best_classes(counts, maxima, CLASS_CHOICES, base, _stride(n) > 1,
-                                       n / max(1, int(counts.sum())), chunks, of_magnitude)
+            classes = np.empty(maxima.size, dtype=np.uint8)
+            freqs, cost = best_classes(counts, maxima, CLASS_CHOICES, base, stride > 1, n,
+                                       chunks, classes)
             if freqs.shape[0] == 1:
                 plan = AnsPlan(base, window, freqs, np.zeros(1, dtype=np.uint8), NO_BLOCKS,
                                self.chunk_levels)
             else:
-                plan = AnsPlan(base, window, freqs, of_magnitude[maxima], block_bits,
-                               self.chunk_levels)
+                plan = AnsPlan(base, window, freqs, classes, block_bits, self.chunk_levels)
         chunk = self.chunk_for(n, cost)
         return plan._replace(chunk=chunk), cost - chunks_bytes(chunks - chunk_count(n, chunk))
 
@@ -300,7 +315,7 @@ class Ans(GrowingChunks):
         return self._encode_with(levels, None)
 
     def _encode_with(self, levels, layout):
-        plan = self.plan(levels, layout)
+        plan, _ = self._sized_plan(levels, layout)          # (layout checked by encoded())
         emitted = self.emit(levels, plan)
         release(plan)
         return emitted
@@ -317,13 +332,13 @@ class Ans(GrowingChunks):
                                       base, window, window + 1)
             plan, _ = self.plan_from(levels.size, base, window, None, counts[None, :])
             return plan
+        stride = _stride(levels.size)
 
         def statistics(block_bits):
             maxima = gpu.block_maxima(levels, block_bits, stream)
             return maxima, gpu.class_histograms(levels, base, window, maxima, block_bits,
-                                                _stride(levels.size),
-                                                _largest_magnitude(lo, hi) + 1, stream)
-        plan, _ = self._context_plan(levels.size, lo, hi, block_bits, statistics)
+                                                stride, _largest_magnitude(lo, hi) + 1, stream)
+        plan, _ = self._context_plan(levels.size, lo, hi, block_bits, stride, statistics)
         return plan
 
     def _encode_device(self, levels, stream):
@@ -468,13 +483,6 @@ class Ans(GrowingChunks):
             out.copy_to_device(host_out, stream=stream)
 
 
-def coder_tables(freqs):
-    """Encode entries and reciprocals per table (rows of ``freqs``), as
-    kernels.ans.encode_tables."""
-    pairs = [encode_tables(row) for row in freqs]
-    return np.stack([e for e, _ in pairs]), np.stack([r for _, r in pairs])
-
-
 def _residual_dtype(dtype):
     """The dtype of the row model's residuals of levels of ``dtype``: residuals of levels of n
     bits lie within n + 1 bits, so int16 for int8 levels (half the memory the planning, coding
@@ -491,10 +499,10 @@ def _class_bytes(n, block_bits):
     return -(-blocks * class_bits(ANS_MAX_CLASSES) // 8)
 
 
-def _stride(n):
-    """Every how many blocks a plan with contexts counts symbols, for ``n`` levels
-    (SAMPLED_LEVELS)."""
-    return max(1, n // SAMPLED_LEVELS)
+def _stride(n, sampled=SAMPLED_LEVELS):
+    """Every how many blocks a plan with contexts counts the symbols of, for ``n`` levels of
+    which it samples about ``sampled``."""
+    return max(1, n // sampled)
 
 
 def _largest_magnitude(lo, hi):

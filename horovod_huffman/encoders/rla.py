@@ -18,7 +18,8 @@ from collections import namedtuple
 
 import numpy as np
 
-from horovod_huffman.kernels.ans import HEADER_UNITS, UNIT_BITS, decode_table, normalize
+from horovod_huffman.kernels.ans import (HEADER_UNITS, UNIT_BITS, coder_tables, decode_table,
+                                         normalize)
 from horovod_huffman.kernels.ans_plans import (TABLE_BYTES_PER_SYMBOL, coded_bits,
                                                empirical_information)
 from horovod_huffman.kernels.ans_tokens import (anchor_contexts, decode_token_chunks,
@@ -34,7 +35,7 @@ from ..device import copy_to_host
 from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
 from . import gpu
-from .ans import coder_tables, read_frequencies, write_frequencies
+from .ans import read_frequencies, write_frequencies
 from .base import GrowingChunks, out_words, check_status
 from .codes import read_chunk_bits, write_chunks
 from .runlength import context_counts, token_counts

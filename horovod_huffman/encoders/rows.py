@@ -51,12 +51,17 @@ class RowModel(namedtuple("RowModel", "offsets rows lengths profiles gains clip"
                                self.gains, self.clip, out)
 
     def write(self, writer):
-        """Append the model's parameters to a ParamWriter."""
-        ends = self.offsets + self.rows * self.lengths
-        gaps = self.offsets - np.concatenate([[0], ends[:-1]])
-        writer.uint(self.clip).uint(self.offsets.size)
-        writer.uints(np.stack([gaps, self.rows, self.lengths], axis=1).ravel())
-        writer.uints(_zigzag(self.profiles)).uints(_zigzag(self.gains))
+        """Append the model's parameters to a ParamWriter (the fields after the segment count
+        in one call)."""
+        count, n_profile = self.offsets.size, self.profiles.size
+        fields = np.empty(3 * count + n_profile + self.gains.size, dtype=np.int64)
+        segments = fields[:3 * count].reshape(count, 3)
+        segments[:, 0] = self.offsets
+        segments[1:, 0] -= self.offsets[:-1] + self.rows[:-1] * self.lengths[:-1]
+        segments[:, 1], segments[:, 2] = self.rows, self.lengths
+        fields[3 * count:3 * count + n_profile] = _zigzag(self.profiles)
+        fields[3 * count + n_profile:] = _zigzag(self.gains)
+        writer.uint(self.clip).uint(count).uints(fields)
 
     @classmethod
     def read(cls, reader, n, clip_max, name):
@@ -127,13 +132,12 @@ def slice_layout(layout, start, stop):
     return out
 
 
-def fit(levels, layout, bounds):
-    """The RowModel of 1-D ``levels`` (their least and largest: ``bounds``) for ``layout``
-    (``check_layout``), or None where no matrix is modelled or the fits keep less than
+def fit(levels, pairs, bounds):
+    """The RowModel of 1-D ``levels`` (their least and largest: ``bounds``) for the layout
+    ``pairs`` (as ``check_layout`` returns them), or None where no matrix is modelled or the fits keep less than
     MIN_KEPT of the matrices' energy: each matrix's rank-one fit by power iteration, then its
     profile scaled to PROFILE_MAX and each row's gain its least-squares factor on the integer
     profile (kernels/rows.py ``fit_matrices``)."""
-    pairs = check_layout(layout, levels.size)
     rows, lengths = pairs[:, 0], pairs[:, 1]
     offsets = np.cumsum(rows * lengths) - rows * lengths
     eligible = (rows >= MIN_ROWS) & (lengths >= MIN_LENGTH)
