@@ -225,6 +225,15 @@ def decode_table(freqs, base, escape):
     return table
 
 
+@njit(cache=True, nogil=True)
+def decode_tables(freqs, base, escape):
+    """``decode_table`` of every row of ``freqs`` (2-D, a table per row), one row each."""
+    tables = np.empty((freqs.shape[0], ANS_PROB_SCALE), dtype=np.uint64)
+    for t in range(freqs.shape[0]):
+        tables[t] = decode_table(freqs[t], base, escape)
+    return tables
+
+
 # ---- Encoding -------------------------------------------------------------------------------
 
 # A symbol's encode record (``encode_records``): its bound, and a reciprocal of its frequency

@@ -19,7 +19,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from horovod_huffman.kernels.ans import (coder_tables, decode_chunks, decode_table,
+from horovod_huffman.kernels.ans import (coder_tables, decode_chunks, decode_tables,
                                          encode_chunks, escaped_levels, frequency_fields,
                                          frequencies_from_fields, normalize, pack_classes,
                                          read_escapes, unpack_classes, write_escapes,
@@ -453,7 +453,7 @@ class Ans(GrowingChunks):
             host_words = words if stream is None else copy_to_host(words, stream)
             check_status(read_escapes(host_words, escape_bit, n_escapes, vbits, lo, hi,
                                       escapes), cls.name)
-        tables = np.stack([decode_table(row, base, window) for row in freqs])
+        tables = decode_tables(freqs, base, window)
         selects = declared >= SELECT_BITS_PER_LEVEL * out.size
         if stream is not None:
             gpu.decode_ans(words, starts, chunk_bits, chunk, tables, classes, block_bits,
