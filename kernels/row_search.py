@@ -68,7 +68,7 @@ def profile_cosines(levels, length, starts, rows, cosines):
     before = np.zeros(length)
     have = False
     for k in range(starts.shape[0]):
-        along, _ = fit_profile(levels, starts[k], rows[k], length, 1, 1, profile)
+        along, _ = fit_profile(levels, starts[k], rows[k], length, 1, 1, 1, profile)
         norm = 0.0
         if along > 0.0:
             for j in range(length):

@@ -204,13 +204,15 @@ def _narrow_dot(a, b):
 
 
 @njit(cache=True, nogil=True)
-def fit_profile(levels, at, rows, length, iterations, step, profile):
+def fit_profile(levels, at, rows, length, iterations, step, coarse_step, profile):
     """A rank-one fit of the matrix of ``rows`` x ``length`` levels from ``at`` by
-    ``iterations`` power iterations on every ``step``-th row, from the row of most energy
-    among them: fills ``profile`` (int64, ``length`` values, the fit's row direction scaled to
-    PROFILE_MAX) and returns (|M v|^2 / |v|^2, the energy the fit keeps at least; the
-    energy), both of the rows taken. The kept energy is 0 where they or their fit are zero
-    (``profile`` then unset)."""
+    ``iterations`` power iterations from the row of most energy among every ``step``-th row:
+    all but the last on every ``coarse_step``-th row (a multiple of ``step``: the direction
+    comes near the sample's at a fraction of the cost), the last on every ``step``-th. Fills
+    ``profile`` (int64, ``length`` values, the fit's row direction scaled to PROFILE_MAX) and
+    returns (|M v|^2 / |v|^2 of the last iteration, the energy the fit keeps at least; the
+    energy), both of every ``step``-th row. The kept energy is 0 where they or their fit are
+    zero (``profile`` then unset)."""
     energies = np.empty(-(-rows // step))
     total = row_energies(levels, at, rows, length, step, energies)
     if total == 0.0:
@@ -221,8 +223,9 @@ def fit_profile(levels, at, rows, length, iterations, step, profile):
         v[j] = float32(levels[first + j])
     v_next = np.empty(length, dtype=np.float32)
     along = 0.0
-    for _ in range(iterations):
-        along = power_step(levels, at, rows, length, step, v, v_next) / float(np.dot(v, v))
+    for k in range(iterations):
+        taken = step if k == iterations - 1 else coarse_step
+        along = power_step(levels, at, rows, length, taken, v, v_next) / float(np.dot(v, v))
         norm = np.abs(v_next).max()
         if norm == 0.0:
             return 0.0, total
@@ -234,10 +237,11 @@ def fit_profile(levels, at, rows, length, iterations, step, profile):
 
 
 @njit(cache=True, nogil=True)
-def fit_matrices(levels, offsets, rows, lengths, iterations, fit_rows, fit_share, profiles,
-                 gains, kept, energies):
+def fit_matrices(levels, offsets, rows, lengths, iterations, fit_rows, coarse_rows, fit_share,
+                 profiles, gains, kept, energies):
     """``fit_profile`` on every matrix k (``rows[k]`` x ``lengths[k]`` levels from
-    ``offsets[k]``), on every (rows[k] // fit_rows)-th row: energies[k] the matrix's energy
+    ``offsets[k]``), on every (rows[k] // fit_rows)-th row, all iterations but the last on
+    every (rows[k] // coarse_rows)-th (at least as many): energies[k] the matrix's energy
     and kept[k] the energy its fit keeps, both estimated from the rows taken; where the fit
     keeps at least (1 - fit_share) of it, the matrix's profile and every row's gain
     (``row_gains``) go to its stretch of ``profiles`` and ``gains`` (the matrices' lengths and
@@ -246,9 +250,10 @@ def fit_matrices(levels, offsets, rows, lengths, iterations, fit_rows, fit_share
     for k in range(offsets.shape[0]):
         n_rows, length = rows[k], lengths[k]
         step = max(1, n_rows // fit_rows)
+        coarse_step = max(step, n_rows // coarse_rows // step * step)
         profile = profiles[p0:p0 + length]
         along, total = fit_profile(levels, offsets[k], n_rows, length, iterations, step,
-                                   profile)
+                                   coarse_step, profile)
         scale = n_rows / -(-n_rows // step)              # the rows taken -> the matrix
         energies[k] = total * scale
         kept[k] = along * scale

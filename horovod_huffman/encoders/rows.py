@@ -33,8 +33,11 @@ MIN_KEPT = 0.3
 ITERATIONS = 3
 # The fit's power iterations run on at most about FIT_ROWS rows of a matrix (every k-th): the
 # direction they find is the whole matrix's where one dominates, and only then is a model
-# kept; the gains are every row's own.
+# kept; the gains are every row's own. All but the last run on about COARSE_ROWS rows: the
+# last one corrects their direction (the streams came within 0.1% of those of three
+# iterations on FIT_ROWS rows on the benchmark traces) and gives the energy the gate takes.
 FIT_ROWS = 256
+COARSE_ROWS = 32
 
 
 class RowModel(namedtuple("RowModel", "offsets rows lengths profiles gains clip")):
@@ -147,8 +150,8 @@ def fit(levels, pairs, bounds):
     profiles = np.empty(int(lengths.sum()), dtype=np.int64)
     gains = np.empty(int(rows.sum()), dtype=np.int64)
     kept, energies = np.empty(offsets.size), np.empty(offsets.size)
-    fit_matrices(levels, offsets, rows, lengths, ITERATIONS, FIT_ROWS, FIT_SHARE, profiles,
-                 gains, kept, energies)
+    fit_matrices(levels, offsets, rows, lengths, ITERATIONS, FIT_ROWS, COARSE_ROWS, FIT_SHARE,
+                 profiles, gains, kept, energies)
     fitted = kept > 0.0
     if not fitted.any() or kept.sum() < MIN_KEPT * energies.sum():
         return None
