@@ -151,21 +151,25 @@ def row_energies(levels, at, rows, length, step, out):
 
 
 @njit(cache=True, nogil=True, fastmath=True)
-def power_step(levels, at, rows, length, step, v, v_next):
+def power_step(levels, at, rows, length, step, v, v_next, energy):
     """One power iteration on every ``step``-th row of the matrix of ``rows`` x ``length``
-    levels from ``at``, each row read once: u = M v, v_next = M^T u (float64). Returns
-    |u|^2."""
+    levels from ``at``, each row read once: u = M v, v_next = M^T u (float32). Returns (|u|^2,
+    with ``energy`` (a literal) the rows' energy, else 0)."""
     v_next[:] = 0.0
-    norm = 0.0
+    norm, total = 0.0, 0.0
     for r in range(0, rows, step):
         row = levels[at + r * length:at + (r + 1) * length]
-        dot = float32(0.0)
+        dot, e = float32(0.0), float32(0.0)
         for j in range(length):
-            dot += float32(row[j]) * v[j]
+            x = float32(row[j])
+            dot += x * v[j]
+            if energy:
+                e += x * x
         norm += float(dot) * float(dot)
+        total += e
         for j in range(length):
             v_next[j] += dot * float32(row[j])
-    return norm
+    return norm, total
 
 
 @njit(cache=True, nogil=True)
@@ -203,32 +207,41 @@ def _narrow_dot(a, b):
     return dot
 
 
+@njit(cache=True)
+def _energy(levels, at, rows, length, step):
+    """The energy of every ``step``-th row (``row_energies``'s total)."""
+    return row_energies(levels, at, rows, length, step, np.empty(-(-rows // step)))
+
+
 @njit(cache=True, nogil=True)
 def fit_profile(levels, at, rows, length, iterations, step, coarse_step, profile):
     """A rank-one fit of the matrix of ``rows`` x ``length`` levels from ``at`` by
-    ``iterations`` power iterations from the row of most energy among every ``step``-th row:
-    all but the last on every ``coarse_step``-th row (a multiple of ``step``: the direction
-    comes near the sample's at a fraction of the cost), the last on every ``step``-th. Fills
-    ``profile`` (int64, ``length`` values, the fit's row direction scaled to PROFILE_MAX) and
-    returns (|M v|^2 / |v|^2 of the last iteration, the energy the fit keeps at least; the
-    energy), both of every ``step``-th row. The kept energy is 0 where they or their fit are
-    zero (``profile`` then unset)."""
-    energies = np.empty(-(-rows // step))
-    total = row_energies(levels, at, rows, length, step, energies)
-    if total == 0.0:
-        return 0.0, total
-    first = at + int64(np.argmax(energies)) * step * length
+    ``iterations`` (at least 1) power iterations from the row of most energy among every
+    ``coarse_step``-th row (a multiple of ``step``): all but the last on those rows (the
+    direction comes near the sample's at a fraction of the cost), the last on every
+    ``step``-th. Fills ``profile`` (int64, ``length`` values, the fit's row direction scaled
+    to PROFILE_MAX) and returns (|M v|^2 / |v|^2 of the last iteration, the energy the fit
+    keeps at least; the energy), both of every ``step``-th row. The kept energy is 0 where
+    they or their fit are zero (``profile`` then unset)."""
+    energies = np.empty(-(-rows // coarse_step))
+    if row_energies(levels, at, rows, length, coarse_step, energies) == 0.0:
+        return 0.0, _energy(levels, at, rows, length, step)
+    first = at + int64(np.argmax(energies)) * coarse_step * length
     v = np.empty(length, dtype=np.float32)
     for j in range(length):
         v[j] = float32(levels[first + j])
     v_next = np.empty(length, dtype=np.float32)
-    along = 0.0
+    along, total = 0.0, 0.0
     for k in range(iterations):
-        taken = step if k == iterations - 1 else coarse_step
-        along = power_step(levels, at, rows, length, taken, v, v_next) / float(np.dot(v, v))
+        last = k == iterations - 1
+        if last:
+            along, total = power_step(levels, at, rows, length, step, v, v_next, True)
+        else:
+            along, _ = power_step(levels, at, rows, length, coarse_step, v, v_next, False)
+        along /= float(np.dot(v, v))
         norm = np.abs(v_next).max()
         if norm == 0.0:
-            return 0.0, total
+            return 0.0, total if last else _energy(levels, at, rows, length, step)
         for j in range(length):
             v[j] = v_next[j] / norm
     for j in range(length):

@@ -33,9 +33,10 @@ MIN_KEPT = 0.3
 ITERATIONS = 3
 # The fit's power iterations run on at most about FIT_ROWS rows of a matrix (every k-th): the
 # direction they find is the whole matrix's where one dominates, and only then is a model
-# kept; the gains are every row's own. All but the last run on about COARSE_ROWS rows: the
-# last one corrects their direction (the streams came within 0.1% of those of three
-# iterations on FIT_ROWS rows on the benchmark traces) and gives the energy the gate takes.
+# kept; the gains are every row's own. The start (the row of most energy) and all iterations
+# but the last come from about COARSE_ROWS rows; the last one corrects their direction (the
+# streams came within 0.2% of those of a fit on FIT_ROWS rows throughout, on the benchmark
+# traces) and gives the energies the gate takes.
 FIT_ROWS = 256
 COARSE_ROWS = 32
 
