@@ -11,7 +11,7 @@ from numba import njit, int64, uint64
 
 from .ans import HEADER_UNITS, STATES, UNIT_BITS, normalize
 from .bits import WORD_BITS
-from .maxima import ANS_PROB_BITS
+from .maxima import ANS_PROB_BITS, ANS_PROB_SCALE
 
 # Parameter bytes of a frequency table per coded symbol (two varints: gap, frequency - 1;
 # horovod_huffman/encoders/ans.py write_frequencies).
@@ -131,16 +131,31 @@ def _add_lanes(lanes, counts):
 
 # ---- Estimates and the class search ---------------------------------------------------------
 
+@njit(cache=True)
+def _symbol_bits():
+    """ANS_PROB_BITS - log2(f) at f = 1 .. ANS_PROB_SCALE (entry 0 unused): the bits a symbol
+    of f slots costs, from the same scalar log2 as a call per symbol, so estimates from the
+    table are the same to the last bit."""
+    bits = np.zeros(ANS_PROB_SCALE + 1)
+    for f in range(1, ANS_PROB_SCALE + 1):
+        bits[f] = ANS_PROB_BITS - np.log2(int64(f))
+    return bits
+
+
+SYMBOL_BITS = _symbol_bits()
+SYMBOL_BITS.setflags(write=False)
+
+
 @njit(cache=True, nogil=True)
 def coded_bits(counts, freqs, chunks):
     """Estimated rANS payload bits of symbols with ``counts`` (rows: tables) coded with the
     normalized ``freqs`` (same shape) in ``chunks`` chunks: the information the frequencies
-    give the symbols, rounded up, plus CHUNK_BITS per chunk."""
+    give the symbols (SYMBOL_BITS each), rounded up, plus CHUNK_BITS per chunk."""
     info = 0.0
     for t in range(counts.shape[0]):
         for s in range(counts.shape[1]):
             if counts[t, s] > 0:
-                info += counts[t, s] * (ANS_PROB_BITS - np.log2(freqs[t, s]))
+                info += counts[t, s] * SYMBOL_BITS[freqs[t, s]]
     return int(np.ceil(info)) + chunks * CHUNK_BITS
 
 
