@@ -187,19 +187,23 @@ class Ans(GrowingChunks):
             rows = self._rows_plan(levels, pairs, bounds)
         if rows is None:
             return self._level_plan(levels, bounds)
+        maxima = {}                     # (block maxima by block size: the estimate's, reused)
         if _stride(levels.size, ESTIMATED_LEVELS) > _stride(levels.size):
-            _, estimate = self._level_plan(levels, bounds, ESTIMATED_LEVELS)
+            _, estimate = self._level_plan(levels, bounds, ESTIMATED_LEVELS, maxima)
             if rows[1] * MODEL_GAIN * ESTIMATE_SLACK <= estimate:
                 return rows
-        plan, cost = self._level_plan(levels, bounds)
+        plan, cost = self._level_plan(levels, bounds, SAMPLED_LEVELS, maxima)
         if rows[1] * MODEL_GAIN > cost:
             release(rows[0])
             return plan, cost
         return rows
 
-    def _level_plan(self, levels, bounds, sampled=SAMPLED_LEVELS):
+    def _level_plan(self, levels, bounds, sampled=SAMPLED_LEVELS, maxima=None):
         """(plan, estimated bytes) coding the levels themselves (``bounds``: their least and
-        largest), with contexts from the symbols of about ``sampled`` levels (``_stride``)."""
+        largest), with contexts from the symbols of about ``sampled`` levels (``_stride``);
+        ``maxima``: a dict of the levels' block maxima by log2 of the block size, which it
+        takes from and adds to."""
+        known = {} if maxima is None else maxima
         lo, hi = bounds
         base, window = lo, min(hi - lo + 1, ANS_MAX_WINDOW)
         block_bits = self._block_bits(levels.size)
@@ -210,11 +214,12 @@ class Ans(GrowingChunks):
         stride = _stride(levels.size, sampled)
 
         def statistics(block_bits):
-            maxima = np.empty(-(-levels.size >> block_bits), dtype=np.int64)
+            if block_bits not in known:
+                known[block_bits] = np.empty(-(-levels.size >> block_bits), dtype=np.int64)
+                block_maxima(levels, block_bits, known[block_bits])
             counts = np.zeros((_largest_magnitude(lo, hi) + 1, window + 1), dtype=np.int64)
-            block_maxima(levels, block_bits, maxima)
-            class_counts(levels, base, block_bits, stride, maxima, counts)
-            return maxima, counts
+            class_counts(levels, base, block_bits, stride, known[block_bits], counts)
+            return known[block_bits], counts
         return self._context_plan(levels.size, lo, hi, block_bits, stride, statistics)
 
     def counted_bytes(self, levels, plan):
