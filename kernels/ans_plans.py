@@ -66,6 +66,29 @@ def _min_max(block, size):
     return lo, hi
 
 
+@njit(cache=True, nogil=True)
+def sampled_maxima(levels, block_bits, stride, maxima, sampled):
+    """``block_maxima`` of the blocks ``class_counts`` counts (``sampled_block``) only: each
+    into its entry of ``maxima`` (the others left unset) and, in order, into ``sampled``;
+    returns how many."""
+    size = 1 << block_bits
+    n = levels.shape[0]
+    k = 0
+    for w in range(-(-maxima.shape[0] // stride)):
+        b = sampled_block(w, stride)
+        if b >= maxima.shape[0]:
+            break
+        block = levels[b * size:min(n, (b + 1) * size)]
+        if block.shape[0] == FIXED_BLOCK:
+            lo, hi = _min_max(block, FIXED_BLOCK)
+        else:
+            lo, hi = _min_max(block, block.shape[0])
+        maxima[b] = max(int64(hi), -int64(lo))
+        sampled[k] = maxima[b]
+        k += 1
+    return k
+
+
 @njit(cache=True, inline="always")
 def sampled_block(w, stride):
     """The block a plan counts among blocks w * stride .. (w + 1) * stride - 1: at an offset
@@ -239,15 +262,17 @@ def merged_counts(counts, used, of_used, n_classes, base, cover):
 
 
 @njit(cache=True, nogil=True)
-def best_classes(counts, maxima, choices, base, cover, n, chunks, classes):
-    """(frequencies, estimated stream bytes) of the cheapest plan of ``n`` levels whose classes
-    are ranges of the blocks' largest |level|: row m of ``counts`` (int64, window + 1 symbols,
-    the escape last) holds the symbol counts of the counted blocks whose largest |level| is m,
-    ``maxima`` every block's (each below the rows of ``counts``). For k = 1 and every k in
+def best_classes(counts, maxima, n_blocks, choices, base, cover, n, chunks, classes):
+    """(frequencies, estimated stream bytes) of the cheapest plan of ``n`` levels in
+    ``n_blocks`` blocks whose classes are ranges of the blocks' largest |level|: row m of
+    ``counts`` (int64, window + 1 symbols, the escape last) holds the symbol counts of the
+    counted blocks whose largest |level| is m, ``maxima`` every block's, or a sample's (each
+    below the rows of ``counts``). For k = 1 and every k in
     ``choices`` (ascending, each tried where at least k maxima occur): the maxima in
     ``quantile_classes``'s classes, their counts ``merged_counts``, the estimate
     (``stream_bytes``) over the counts scaled to ``n`` levels. The first cheapest wins; where it
-    has more than one class, ``classes`` (uint8, one per block) gets every block's. The
+    has more than one class, ``classes`` (uint8, one per entry of ``maxima``) gets each
+    block's. The
     frequencies have one row per class."""
     weights = np.zeros(counts.shape[0], dtype=np.int64)
     for b in range(maxima.shape[0]):
@@ -268,7 +293,7 @@ def best_classes(counts, maxima, choices, base, cover, n, chunks, classes):
         freqs = np.empty_like(merged)
         for t in range(n_classes):
             freqs[t] = normalize(merged[t])
-        cost = stream_bytes(merged * scale, freqs, chunks, maxima.shape[0])
+        cost = stream_bytes(merged * scale, freqs, chunks, n_blocks)
         if best_cost < 0 or cost < best_cost:
             best_freqs, best_cost = freqs, cost
             best_of_used[:] = of_used

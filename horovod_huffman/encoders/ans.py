@@ -25,7 +25,8 @@ from horovod_huffman.kernels.ans import (coder_tables, decode_chunks, decode_tab
                                          read_escapes, unpack_classes, write_escapes,
                                          HEADER_UNITS, UNIT_BITS)
 from horovod_huffman.kernels.ans_plans import (best_classes, block_maxima, chunks_bytes,
-                                               class_bits, class_counts, stream_bytes)
+                                               class_bits, class_counts, sampled_maxima,
+                                               stream_bytes)
 from horovod_huffman.kernels.bits import WORD_BITS
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, payload_bits
 from horovod_huffman.kernels.errors import OK, VALUE_OVERFLOW
@@ -187,23 +188,18 @@ class Ans(GrowingChunks):
             rows = self._rows_plan(levels, pairs, bounds)
         if rows is None:
             return self._level_plan(levels, bounds)
-        maxima = {}                     # (block maxima by block size: the estimate's, reused)
-        if _stride(levels.size, ESTIMATED_LEVELS) > _stride(levels.size):
-            _, estimate = self._level_plan(levels, bounds, ESTIMATED_LEVELS, maxima)
-            if rows[1] * MODEL_GAIN * ESTIMATE_SLACK <= estimate:
-                return rows
-        plan, cost = self._level_plan(levels, bounds, SAMPLED_LEVELS, maxima)
+        if _stride(levels.size, ESTIMATED_LEVELS) > _stride(levels.size) and \
+                rows[1] * MODEL_GAIN * ESTIMATE_SLACK <= self._level_estimate(levels, bounds):
+            return rows
+        plan, cost = self._level_plan(levels, bounds)
         if rows[1] * MODEL_GAIN > cost:
             release(rows[0])
             return plan, cost
         return rows
 
-    def _level_plan(self, levels, bounds, sampled=SAMPLED_LEVELS, maxima=None):
+    def _level_plan(self, levels, bounds):
         """(plan, estimated bytes) coding the levels themselves (``bounds``: their least and
-        largest), with contexts from the symbols of about ``sampled`` levels (``_stride``);
-        ``maxima``: a dict of the levels' block maxima by log2 of the block size, which it
-        takes from and adds to."""
-        known = {} if maxima is None else maxima
+        largest)."""
         lo, hi = bounds
         base, window = lo, min(hi - lo + 1, ANS_MAX_WINDOW)
         block_bits = self._block_bits(levels.size)
@@ -211,16 +207,36 @@ class Ans(GrowingChunks):
             counts = np.zeros((1, window + 1), dtype=np.int64)
             level_histogram(levels, base, window, counts[0])
             return self.plan_from(levels.size, base, window, None, counts)
-        stride = _stride(levels.size, sampled)
+        stride = _stride(levels.size)
 
         def statistics(block_bits):
-            if block_bits not in known:
-                known[block_bits] = np.empty(-(-levels.size >> block_bits), dtype=np.int64)
-                block_maxima(levels, block_bits, known[block_bits])
+            maxima = np.empty(-(-levels.size >> block_bits), dtype=np.int64)
             counts = np.zeros((_largest_magnitude(lo, hi) + 1, window + 1), dtype=np.int64)
-            class_counts(levels, base, block_bits, stride, known[block_bits], counts)
-            return known[block_bits], counts
+            block_maxima(levels, block_bits, maxima)
+            class_counts(levels, base, block_bits, stride, maxima, counts)
+            return maxima, counts
         return self._context_plan(levels.size, lo, hi, block_bits, stride, statistics)
+
+    def _level_estimate(self, levels, bounds):
+        """``_level_plan``'s estimated bytes from a sample of about ESTIMATED_LEVELS levels:
+        the maxima of the counted blocks only stand for every block's (kernels/ans_plans.py
+        ``sampled_maxima``), so only the estimate is of use, not the plan."""
+        lo, hi = bounds
+        block_bits = self._block_bits(levels.size)
+        if not self._tries_contexts(levels.size, lo, hi, block_bits):
+            return self._level_plan(levels, bounds)[1]
+        window, stride = hi - lo + 1, _stride(levels.size, ESTIMATED_LEVELS)
+
+        def statistics(block_bits):
+            n_blocks = -(-levels.size >> block_bits)
+            maxima = np.empty(n_blocks, dtype=np.int64)
+            sampled = np.empty(-(-n_blocks // stride), dtype=np.int64)
+            counts = np.zeros((_largest_magnitude(lo, hi) + 1, window + 1), dtype=np.int64)
+            n_sampled = sampled_maxima(levels, block_bits, stride, maxima, sampled)
+            class_counts(levels, lo, block_bits, stride, maxima, counts)
+            return sampled[:n_sampled], counts
+        _, cost = self._context_plan(levels.size, lo, hi, block_bits, stride, statistics)
+        return cost
 
     def counted_bytes(self, levels, plan):
         """The stream bytes (without the fixed header) of ``levels`` under ``plan``, up to its
@@ -306,8 +322,8 @@ class Ans(GrowingChunks):
             cost = plan.size_bytes(total, chunks)
         else:
             classes = np.empty(maxima.size, dtype=np.uint8)
-            freqs, cost = best_classes(counts, maxima, CLASS_CHOICES, base, stride > 1, n,
-                                       chunks, classes)
+            freqs, cost = best_classes(counts, maxima, -(-n >> block_bits), CLASS_CHOICES, base,
+                                       stride > 1, n, chunks, classes)
             if freqs.shape[0] == 1:
                 plan = AnsPlan(base, window, freqs, np.zeros(1, dtype=np.uint8), NO_BLOCKS,
                                self.chunk_levels)
