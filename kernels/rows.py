@@ -16,10 +16,16 @@ READ ME FIRST
    arithmetic, and so is its sum with a level or residual of at most 16 bits. Every value is
    cast back to int32 after each operation: Numba widens int32 arithmetic to int64, and LLVM
    then vectorizes 4 lanes of int64 where it could take 8 or 16 of int32.
+5. The encoder's plan of the residuals wants every block's largest |residual|
+   (kernels/ans_plans.py). ``add_predictions`` takes them a tile of rows at a time, while
+   the tile is in the L1 cache: a pass of its own after the residuals were written read 2 MB
+   of them back from farther out.
 Units: levels; offsets and lengths in levels.
 """
 import numpy as np
 from numba import njit, float32, int32, int64
+
+from .ans_plans import block_maxima
 
 PROFILE_MAX = 127
 GAIN_MAX = 32767
@@ -29,26 +35,33 @@ PREDICTION_MAX = (GAIN_MAX * PROFILE_MAX + (1 << (GAIN_SHIFT - 1))) >> GAIN_SHIF
 
 # Values of a row whose dot product with a profile a 32-bit sum holds (16-bit levels).
 DOT_SPAN = 256
+# Levels (whole rows, at least one) that ``add_predictions`` writes before it takes their
+# block maxima (note 5): 16 KB of int16 sums, which the L1 cache still holds.
+TILE_LEVELS = 1 << 13
 
 assert PROFILE_MAX * GAIN_MAX < 2**31 and PROFILE_MAX < 2**15
 assert DOT_SPAN * 2**15 * PROFILE_MAX < 2**31
 
 
 @njit(cache=True, nogil=True)
-def add_predictions(src, sign, offsets, rows, lengths, profiles, gains, clip, out):
+def add_predictions(src, sign, offsets, rows, lengths, profiles, gains, clip, out, maxima=None,
+                    block_bits=0):
     """out = src + sign * every level's prediction (note 2; ``sign`` +1 or -1), in one pass:
     segment k covers ``rows[k] * lengths[k]`` levels from ``offsets[k]``, its profile is the
     next ``lengths[k]`` values of ``profiles`` and its gains the next ``rows[k]`` of ``gains``
-    (segments in order, inside the levels, not overlapping: checked by the caller); levels
-    outside every segment are predicted 0. Returns (the least, the largest) of the sums, as
-    computed before ``out``'s dtype holds them (the caller checks them against it; (0, 0) for
-    no levels). Encoding: the residuals (levels - predictions); decoding: the levels
-    (residuals + predictions). ``src`` of at most 16 bits is summed in 32 bits (note 4)."""
+    (segments in order, inside the levels, not overlapping, lengths >= 1: checked by the
+    caller); levels outside every segment are predicted 0. Returns (the least, the largest) of
+    the sums, as computed before ``out``'s dtype holds them (the caller checks them against
+    it; (0, 0) for no levels). Encoding: the residuals (levels - predictions); decoding: the
+    levels (residuals + predictions). ``src`` of at most 16 bits is summed in 32 bits (note
+    4). ``maxima`` (int64, one per block of 2**``block_bits`` levels of ``out``, or None):
+    every block's largest |sum| (ans_plans.block_maxima's), taken a tile of TILE_LEVELS at a
+    time, while the tile's sums are in the cache (note 5)."""
     narrow = src.itemsize <= 2
     if src.shape[0] == 0:
         return int64(0), int64(0)
     vmin, vmax = int64(0x7FFFFFFFFFFFFFFF), int64(-0x8000000000000000)
-    done, p0, g0 = 0, 0, 0
+    done, p0, g0, blocks = 0, 0, 0, 0
     for k in range(offsets.shape[0] + 1):
         at = offsets[k] if k < offsets.shape[0] else src.shape[0]
         for i in range(done, at):                    # no segment: predicted 0
@@ -58,20 +71,41 @@ def add_predictions(src, sign, offsets, rows, lengths, profiles, gains, clip, ou
         if k == offsets.shape[0]:
             break
         n_rows, length = rows[k], lengths[k]
-        seg_src, seg_out = src[at:at + n_rows * length], out[at:at + n_rows * length]
-        profile, seg_gains = profiles[p0:p0 + length], gains[g0:g0 + n_rows]
-        if narrow:                                   # (literal arguments: two compiled loops)
-            low, high = _segment_predictions(seg_src, seg_out, profile, seg_gains, clip, sign,
-                                             False)
-        else:
-            low, high = _segment_predictions(seg_src, seg_out, profile, seg_gains, clip, sign,
-                                             True)
-        if n_rows * length:
+        v32 = np.empty(length, dtype=np.int32)
+        for j in range(length):
+            v32[j] = profiles[p0 + j]
+        c, flip = int32(clip), int32(0) if sign > 0 else int32(-1)
+        tile = max(1, TILE_LEVELS // length)         # rows per tile
+        for r0 in range(0, n_rows, tile):
+            r1 = min(n_rows, r0 + tile)
+            seg_src, seg_out = src[at + r0 * length:at + r1 * length], \
+                out[at + r0 * length:at + r1 * length]
+            seg_gains = gains[g0 + r0:g0 + r1]
+            if narrow:                               # (literal arguments: two compiled loops)
+                low, high = _narrow_rows(seg_src, seg_out, v32, seg_gains, c, flip)
+            else:
+                low, high = _wide_rows(seg_src, seg_out, v32, seg_gains, c, flip)
             vmin, vmax = min(vmin, low), max(vmax, high)
+            if maxima is not None:
+                blocks = _whole_block_maxima(out, at + r1 * length, block_bits, blocks, maxima)
         done = at + n_rows * length
         p0 += length
         g0 += n_rows
+    if maxima is not None and blocks < maxima.shape[0]:
+        block_maxima(out[blocks << block_bits:], block_bits, maxima[blocks:])
     return vmin, vmax
+
+
+@njit(cache=True, inline="always")
+def _whole_block_maxima(out, end, block_bits, blocks, maxima):
+    """``block_maxima`` of the blocks from ``blocks`` that out[:end] holds whole; returns the
+    first block not taken."""
+    whole = end >> block_bits
+    if whole > blocks:
+        block_maxima(out[blocks << block_bits:whole << block_bits], block_bits,
+                     maxima[blocks:whole])
+        return whole
+    return blocks
 
 
 @njit(cache=True, inline="always")
@@ -84,26 +118,13 @@ def _prediction(u, v, c, flip):
     return int32(int32(p ^ flip) - flip)
 
 
-@njit(cache=True, nogil=True)
-def _segment_predictions(src, out, profile, gains, clip, sign, wide):
-    """out = src + sign * prediction over one segment (rows of len(profile) levels, a gain
-    each); returns (the least, the largest) sum (for no levels, the largest and the least
-    value of the loop's width). ``wide`` (a literal) False: |src| below 2**16, so every value
-    fits 32 bits and so does the whole loop (note 4)."""
-    length = profile.shape[0]
-    v32 = np.empty(length, dtype=np.int32)
-    for j in range(length):
-        v32[j] = profile[j]
-    c, flip = int32(clip), int32(0) if sign > 0 else int32(-1)
-    if wide:
-        return _wide_rows(src, out, v32, gains, c, flip)
-    return _narrow_rows(src, out, v32, gains, c, flip)
-
-
 @njit(cache=True, inline="always")
 def _narrow_rows(src, out, profile, gains, c, flip):
-    """``_segment_predictions``'s loop in 32 bits (a loop of its own: a least and largest that
-    may be int64 on another path make Numba type them int64 on both)."""
+    """out = src + prediction (``_prediction``) over rows of len(``profile``) (int32) levels,
+    a gain each, for |src| below 2**16, so that every value fits 32 bits and so does the whole
+    loop (note 4); returns (the least, the largest) sum (for no levels, the largest and the
+    least int32). (A loop of its own: a least and largest that may be int64 on another path
+    make Numba type them int64 on both.)"""
     length = profile.shape[0]
     vmin, vmax = int32(0x7FFFFFFF), int32(-0x80000000)
     for r in range(gains.shape[0]):
@@ -119,7 +140,7 @@ def _narrow_rows(src, out, profile, gains, c, flip):
 
 @njit(cache=True, inline="always")
 def _wide_rows(src, out, profile, gains, c, flip):
-    """``_segment_predictions``'s loop with 64-bit sums."""
+    """``_narrow_rows``'s loop with 64-bit sums."""
     length = profile.shape[0]
     vmin, vmax = int64(0x7FFFFFFFFFFFFFFF), int64(-0x8000000000000000)
     for r in range(gains.shape[0]):

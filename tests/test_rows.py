@@ -238,6 +238,50 @@ def test_predictions_add_exactly_and_give_the_exact_range(dtype, sign):
     assert (least, largest) == (int(expect[inside].min()), int(expect[inside].max()))
 
 
+@pytest.mark.parametrize("block_bits", [2, 6, 9])
+def test_predictions_give_the_block_maxima_of_their_sums(block_bits):
+    """``add_predictions`` asked for block maxima fills them as ``block_maxima`` of its
+    output gives them, with segments of several tiles, rows that straddle blocks and tiles,
+    levels outside every segment and a last block cut short."""
+    from horovod_huffman.kernels.ans_plans import block_maxima
+    from horovod_huffman.kernels.rows import TILE_LEVELS, add_predictions
+    rng = np.random.default_rng(block_bits)
+    rows, lengths = np.array([3 * TILE_LEVELS // 37 + 2, 40]), np.array([37, TILE_LEVELS + 3])
+    offsets = np.array([5, 5 + rows[0] * lengths[0] + 9])
+    n = int(offsets[-1] + rows[-1] * lengths[-1]) + 11
+    src = rng.integers(-128, 128, n).astype(np.int8)
+    src[1] = -128
+    profiles = rng.integers(-127, 128, int(lengths.sum()))
+    gains = rng.integers(-3000, 3001, int(rows.sum()))
+    out = np.empty(n, dtype=np.int16)
+    maxima = np.full(-(-n >> block_bits), -1, dtype=np.int64)
+    expect = np.empty_like(maxima)
+    args = (src, -1, offsets, rows, lengths, profiles, gains, 255, out)
+    assert add_predictions(*args, maxima, block_bits) == add_predictions(*args)
+    block_maxima(out, block_bits, expect)
+    assert (maxima == expect).all()
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64])
+def test_block_maxima_take_every_magnitude(dtype):
+    """``block_maxima`` gives each block's largest |level|, the dtype's least value included
+    (int64 levels within int32's range, as the encoders take them), for blocks of the fixed
+    and of other sizes and a last block cut short."""
+    from horovod_huffman.kernels.ans_plans import block_maxima
+    info = np.iinfo(dtype if dtype != np.int64 else np.int32)
+    rng = np.random.default_rng(7)
+    for block_bits in (2, 6, 8):
+        for n in (1, 64, 65, 1000):
+            x = rng.integers(info.min, info.max, n, endpoint=True).astype(dtype)
+            x[::7] = info.min
+            maxima = np.empty(-(-n >> block_bits), dtype=np.int64)
+            block_maxima(x, block_bits, maxima)
+            size = 1 << block_bits
+            assert [int(m) for m in maxima] == \
+                [max(int(x[k:k + size].max()), -int(x[k:k + size].min()))
+                 for k in range(0, n, size)]
+
+
 def test_row_gains_are_the_same_from_narrow_and_wide_levels():
     """``row_gains`` sums 16-bit levels in 32-bit spans and wider ones in 64 bits: the same
     gains for the same values, rows longer than a span and at the 16-bit extremes

@@ -197,9 +197,10 @@ class Ans(GrowingChunks):
             return plan, cost
         return rows
 
-    def _level_plan(self, levels, bounds):
+    def _level_plan(self, levels, bounds, maxima=None):
         """(plan, estimated bytes) coding the levels themselves (``bounds``: their least and
-        largest)."""
+        largest; ``maxima``: their block maxima, ``block_maxima``'s for blocks of
+        2**``_block_bits``, where the caller has them)."""
         lo, hi = bounds
         base, window = lo, min(hi - lo + 1, ANS_MAX_WINDOW)
         block_bits = self._block_bits(levels.size)
@@ -209,12 +210,14 @@ class Ans(GrowingChunks):
             return self.plan_from(levels.size, base, window, None, counts)
         stride = _stride(levels.size)
 
-        def statistics(block_bits):
-            maxima = np.empty(-(-levels.size >> block_bits), dtype=np.int64)
+        def statistics(bits):
+            of_blocks = maxima
+            if of_blocks is None or bits != block_bits:
+                of_blocks = np.empty(-(-levels.size >> bits), dtype=np.int64)
+                block_maxima(levels, bits, of_blocks)
             counts = np.zeros((_largest_magnitude(lo, hi) + 1, window + 1), dtype=np.int64)
-            block_maxima(levels, block_bits, maxima)
-            class_counts(levels, base, block_bits, stride, maxima, counts)
-            return maxima, counts
+            class_counts(levels, base, bits, stride, of_blocks, counts)
+            return of_blocks, counts
         return self._context_plan(levels.size, lo, hi, block_bits, stride, statistics)
 
     def _level_estimate(self, levels, bounds):
@@ -300,7 +303,10 @@ class Ans(GrowingChunks):
         if model is None:
             return None
         resid = scratch.take(levels.size, _residual_dtype(levels.dtype))
-        code, cost = self._level_plan(resid, model.add_to(levels, -1, resid))
+        block_bits = self._block_bits(levels.size)
+        maxima = np.empty(-(-levels.size >> block_bits), dtype=np.int64)
+        bounds = model.add_to(levels, -1, resid, maxima, block_bits)
+        code, cost = self._level_plan(resid, bounds, maxima)
         writer = ParamWriter().uint(MODE_ROWS)
         model.write(writer)
         head = writer.getvalue()

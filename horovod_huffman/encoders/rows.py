@@ -47,12 +47,13 @@ class RowModel(namedtuple("RowModel", "offsets rows lengths profiles gains clip"
     note 2)."""
     __slots__ = ()
 
-    def add_to(self, src, sign, out):
+    def add_to(self, src, sign, out, maxima=None, block_bits=0):
         """out = src + sign * the model's prediction of every level (``sign`` +1 or -1:
-        kernels/rows.py ``add_predictions``); returns (the least, the largest) sum, for the
-        caller to check against ``out``'s dtype."""
+        kernels/rows.py ``add_predictions``, which also fills ``maxima``, where given, with
+        the largest |sum| of every block of 2**``block_bits``); returns (the least, the
+        largest) sum, for the caller to check against ``out``'s dtype."""
         return add_predictions(src, sign, self.offsets, self.rows, self.lengths, self.profiles,
-                               self.gains, self.clip, out)
+                               self.gains, self.clip, out, maxima, block_bits)
 
     def write(self, writer):
         """Append the model's parameters to a ParamWriter (the fields after the segment count
