@@ -81,6 +81,14 @@ class ParamReader:
             raise DecodeError(f"parameter {name} {k}: varint too long")
         raise DecodeError(f"parameter {name} {k} out of range [{lo}, {hi}]")
 
+    def read_with(self, kernel, *args):
+        """Run a compiled reader of fields, ``kernel(data, pos, *args)`` (data: the parameters
+        as uint8; returns a tuple whose last item is the position after what it read), from
+        the current position; moves past what it read and returns the tuple's other items."""
+        *result, pos = kernel(np.frombuffer(self._data, dtype=np.uint8), self._pos, *args)
+        self._pos = pos
+        return result
+
     def sint(self, name, lo, hi):
         u = self.uint(name, 0, 2 * max(abs(lo), abs(hi)) + 1)
         value = (u >> 1) if not u & 1 else -((u + 1) >> 1)

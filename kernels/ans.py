@@ -40,6 +40,7 @@ from numba import njit, int64, uint64
 from .bits import flush_bits, peek64, put_bits
 from .errors import (OK, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, BAD_STATE, ESCAPE_MISMATCH,
                      VALUE_OVERFLOW)
+from .varints import OUT_OF_RANGE, READ_OK, TOO_LONG, TRUNCATED, read_uints
 from .maxima import (ANS_BIAS_SHIFT, ANS_BOUND_MASK, ANS_COMPLEMENT_SHIFT, ANS_ESCAPE,
                      ANS_FREQ_MASK, ANS_LEVEL_SHIFT, ANS_OFFSET_MASK, ANS_OFFSET_SHIFT,
                      ANS_PROB_BITS, ANS_PROB_SCALE, ANS_RECIPROCAL_BITS, ANS_RECIPROCAL_MASK)
@@ -631,6 +632,40 @@ def frequencies_from_fields(pairs, freqs):
         freqs[last] = pairs[k + 1] + 1
         total += pairs[k + 1] + 1
     return last, total
+
+
+# Reasons ``read_frequency_tables`` stops early, besides varints.py's.
+NAMES_PAST, WRONG_SUM = 4, 5
+assert READ_OK == 0 and NAMES_PAST > max(TRUNCATED, TOO_LONG, OUT_OF_RANGE)
+
+
+@njit(cache=True, nogil=True)
+def read_frequency_tables(data, pos, freqs):
+    """Read a frequency table per row of ``freqs`` (int64 zeros, a column per symbol id) from
+    the varints at data[pos:] (uint8), as ``frequency_fields`` writes them, each checked: its
+    coded-symbol count in [1, min(ANS_PROB_SCALE, ids)], its fields in [0, max(ids,
+    ANS_PROB_SCALE)], ids inside the row (``frequencies_from_fields``) and frequencies summing
+    to ANS_PROB_SCALE. Returns (reason, table, field, value, position after): READ_OK; a
+    varints.py reason for the table's field ``field`` (0: the count, k > 0: field k - 1 of its
+    pairs); NAMES_PAST (``value``: the id named) or WRONG_SUM (``value``: the sum)."""
+    n_symbols = freqs.shape[1]
+    most = min(ANS_PROB_SCALE, n_symbols)
+    count = np.empty(1, dtype=np.int64)
+    pairs = np.empty(2 * most, dtype=np.int64)
+    for t in range(freqs.shape[0]):
+        reason, _, pos = read_uints(data, pos, 1, most, count)
+        if reason != READ_OK:
+            return reason, t, 0, 0, pos
+        fields = pairs[:2 * count[0]]
+        reason, k, pos = read_uints(data, pos, 0, max(n_symbols, ANS_PROB_SCALE), fields)
+        if reason != READ_OK:
+            return reason, t, k + 1, 0, pos
+        last, total = frequencies_from_fields(fields, freqs[t])
+        if last >= n_symbols:
+            return NAMES_PAST, t, 0, last, pos
+        if total != ANS_PROB_SCALE:
+            return WRONG_SUM, t, 0, total, pos
+    return READ_OK, freqs.shape[0], 0, 0, pos
 
 
 # ---- Class ids (note 6; the plan's statistics: ans_plans.py) -------------------------------

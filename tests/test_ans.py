@@ -178,6 +178,30 @@ def test_a_block_naming_a_class_without_a_table_raises(monkeypatch):
         hh.decode(encoder.encode(levels))
 
 
+def test_frequency_tables_read_back_and_reject_every_cut_and_forgery():
+    """Tables written by ``write_frequencies`` read back in one call, and every truncation,
+    a count past the ids, an id past them and a wrong sum raise DecodeError."""
+    from horovod_huffman.encoders.ans import read_frequencies, write_frequencies
+    from horovod_huffman.kernels.ans import normalize
+    from horovod_huffman.params import ParamReader, ParamWriter
+    rng = np.random.default_rng(3)
+    freqs = np.stack([normalize(rng.integers(0, 50, 40)) for _ in range(3)])
+    writer = ParamWriter()
+    write_frequencies(writer, freqs)
+    data = writer.getvalue()
+    reader = ParamReader(data)
+    assert (read_frequencies(reader, 3, 40, "ans") == freqs).all()
+    reader.done()
+    for cut in range(len(data)):
+        with pytest.raises(hh.DecodeError, match="truncated"):
+            read_frequencies(ParamReader(data[:cut]), 3, 40, "ans")
+    for forged, match in ((ParamWriter().uint(41), "out of range"),
+                          (ParamWriter().uint(1).uint(40).uint(4095), "names symbol 40"),
+                          (ParamWriter().uint(1).uint(3).uint(4094), "add up to 4095")):
+        with pytest.raises(hh.DecodeError, match=match):
+            read_frequencies(ParamReader(forged.getvalue()), 1, 40, "ans")
+
+
 @pytest.mark.parametrize("bits", range(1, 9))
 def test_class_ids_unpack_as_packed(bits):
     classes = np.random.default_rng(bits).integers(0, 1 << bits, 1001).astype(np.uint8)

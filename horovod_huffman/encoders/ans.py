@@ -21,9 +21,9 @@ import numpy as np
 
 from horovod_huffman.kernels.ans import (coder_tables, decode_chunks, decode_tables,
                                          encode_chunks, escaped_levels, frequency_fields,
-                                         frequencies_from_fields, normalize, pack_classes,
-                                         read_escapes, unpack_classes, write_escapes,
-                                         HEADER_UNITS, UNIT_BITS)
+                                         normalize, pack_classes, read_escapes,
+                                         read_frequency_tables, unpack_classes, write_escapes,
+                                         HEADER_UNITS, NAMES_PAST, UNIT_BITS, WRONG_SUM)
 from horovod_huffman.kernels.ans_plans import (best_classes, block_maxima, chunks_bytes,
                                                class_bits, class_counts, sampled_maxima,
                                                stream_bytes)
@@ -35,6 +35,7 @@ from horovod_huffman.kernels.maxima import (ANS_MAX_BLOCK_BITS, ANS_MAX_CLASSES,
 from horovod_huffman.kernels.rows import PREDICTION_MAX
 from horovod_huffman.kernels.stats import level_range
 from horovod_huffman.kernels.symbols import level_histogram
+from horovod_huffman.kernels.varints import OUT_OF_RANGE, TOO_LONG, TRUNCATED
 
 from .. import scratch
 from ..device import copy_to_host
@@ -452,8 +453,7 @@ class Ans(GrowingChunks):
         if mode == MODE_CONTEXTS:
             n_classes = reader.uint("classes", 2, ANS_MAX_CLASSES)
             block_bits = reader.uint("block bits", 2, ANS_MAX_BLOCK_BITS)
-        freqs = np.stack([read_frequencies(reader, window + 1, cls.name)
-                          for _ in range(n_classes)])
+        freqs = read_frequencies(reader, n_classes, window + 1, cls.name)
         chunk, starts, chunk_bits, declared = read_chunk_bits(reader, out.size, payload_bits_,
                                                               cls.name)
         classes = np.zeros(1, dtype=np.uint8)
@@ -569,15 +569,23 @@ def write_frequencies(writer, freqs):
     writer.uints(fields[:frequency_fields(freqs, fields)])
 
 
-def read_frequencies(reader, n_symbols, name):
-    """Normalized frequencies over ``n_symbols`` ids, fully validated: at least one coded
+def read_frequencies(reader, n_tables, n_symbols, name):
+    """``n_tables`` normalized frequency tables over ``n_symbols`` ids (rows, int64), fully
+    validated in one kernel call (kernels/ans.py ``read_frequency_tables``): at least one coded
     symbol, ids in range and increasing, every frequency >= 1, the sum exactly the scale."""
-    n_coded = reader.uint("coded symbols", 1, min(ANS_PROB_SCALE, n_symbols))
-    pairs = reader.uints("frequency table", 2 * n_coded, 0, max(n_symbols, ANS_PROB_SCALE))
-    freqs = np.zeros(n_symbols, dtype=np.int64)
-    last, total = frequencies_from_fields(pairs, freqs)
-    if last >= n_symbols:
-        raise DecodeError(f"{name}: frequency table names symbol {last} of {n_symbols}")
-    if total != ANS_PROB_SCALE:
-        raise DecodeError(f"{name}: frequencies add up to {total}, not {ANS_PROB_SCALE}")
+    freqs = np.zeros((n_tables, n_symbols), dtype=np.int64)
+    reason, table, field, value = reader.read_with(read_frequency_tables, freqs)
+    what = f"frequency table {table}" + (" coded-symbol count" if field == 0 else
+                                         f" field {field - 1}")
+    if reason == TRUNCATED:
+        raise DecodeError(f"parameters truncated while reading {what}")
+    if reason == TOO_LONG:
+        raise DecodeError(f"parameter {what}: varint too long")
+    if reason == OUT_OF_RANGE:
+        hi = min(ANS_PROB_SCALE, n_symbols) if field == 0 else max(n_symbols, ANS_PROB_SCALE)
+        raise DecodeError(f"parameter {what} out of range [{int(field == 0)}, {hi}]")
+    if reason == NAMES_PAST:
+        raise DecodeError(f"{name}: frequency table names symbol {value} of {n_symbols}")
+    if reason == WRONG_SUM:
+        raise DecodeError(f"{name}: frequencies add up to {value}, not {ANS_PROB_SCALE}")
     return freqs

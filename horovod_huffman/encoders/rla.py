@@ -200,9 +200,9 @@ class RLA(GrowingChunks):
                 raise DecodeError(f"{cls.name}: two contexts declared without level 0 in the "
                                   "window")
             anchor = -base
-        tables = np.stack([token_table(read_frequencies(reader, window * RUN_BUCKETS + 1,
-                                                        cls.name), window, anchor)
-                           for _ in range(n_tables)])
+        tables = np.stack([token_table(row, window, anchor) for row in
+                           read_frequencies(reader, n_tables, window * RUN_BUCKETS + 1,
+                                            cls.name)])
         chunk, starts, chunk_bits, declared = read_chunk_bits(reader, out.size, payload_bits_,
                                                               cls.name)
         extra_bits = reader.uints("extra bits", starts.size, 0, payload_bits_)
