@@ -1,4 +1,6 @@
 """Encoder parameter blocks: LEB128 varints and byte strings, read with bounds on every field."""
+import functools
+
 import numpy as np
 
 from horovod_huffman.kernels.varints import (read_uints, write_uints, MAX_VARINT_BYTES, READ_OK,
@@ -121,7 +123,13 @@ class ParamReader:
 
 def dtype_range(dtype):
     """(min, max) level a dtype holds; int64 streams carry int32-range levels (see wire docs)."""
-    info = np.iinfo(np.int32 if np.dtype(dtype) == np.int64 else dtype)
+    return _range(np.dtype(dtype))
+
+
+@functools.lru_cache(maxsize=None)
+def _range(dtype):
+    """``dtype_range`` of a np.dtype, kept (np.iinfo builds an object per call)."""
+    info = np.iinfo(np.int32 if dtype == np.int64 else dtype)
     return int(info.min), int(info.max)
 
 
