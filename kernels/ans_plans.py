@@ -50,33 +50,29 @@ def block_maxima(levels, block_bits, maxima):
 
 @njit(cache=True, inline="always")
 def _magnitude(block, size):
-    """The largest |level| of block[:size] (int64). A pass in the levels' own width, unsigned
-    (so |-2**(w - 1)| = 2**(w - 1) holds), with selects, not branches: LLVM vectorizes that
-    form, one reduction per block (a min/max pair takes two, 1.6-2.3x slower; a slice's .max()
-    and .min(), or a pass to a computed end, it does not vectorize)."""
+    """The largest |level| of block[:size] (int64): ``_unsigned_max`` in the levels' own
+    width."""
     if block.itemsize == 1:
-        m8 = np.uint8(0)
-        for i in range(size):
-            a8 = np.uint8(np.abs(block[i]))
-            m8 = a8 if a8 > m8 else m8
-        return int64(m8)
+        return _unsigned_max(block, size, np.uint8)
     if block.itemsize == 2:
-        m16 = np.uint16(0)
-        for i in range(size):
-            a16 = np.uint16(np.abs(block[i]))
-            m16 = a16 if a16 > m16 else m16
-        return int64(m16)
+        return _unsigned_max(block, size, np.uint16)
     if block.itemsize == 4:
-        m32 = np.uint32(0)
-        for i in range(size):
-            a32 = np.uint32(np.abs(block[i]))
-            m32 = a32 if a32 > m32 else m32
-        return int64(m32)
-    m64 = uint64(0)
+        return _unsigned_max(block, size, np.uint32)
+    return _unsigned_max(block, size, np.uint64)
+
+
+@njit(cache=True, inline="always")
+def _unsigned_max(block, size, unsigned):
+    """The largest |level| of block[:size] as the ``unsigned`` type of the levels' width (so
+    |-2**(w - 1)| = 2**(w - 1) holds), in int64. A pass with selects, not branches: LLVM
+    vectorizes that form, one reduction per block (a min/max pair takes two, 1.6-2.3x
+    slower; a slice's .max() and .min(), or a pass to a computed end, it does not
+    vectorize)."""
+    largest = unsigned(0)
     for i in range(size):
-        a64 = uint64(np.abs(block[i]))
-        m64 = a64 if a64 > m64 else m64
-    return int64(m64)
+        magnitude = unsigned(np.abs(block[i]))
+        largest = magnitude if magnitude > largest else largest
+    return int64(largest)
 
 
 @njit(cache=True, nogil=True)
