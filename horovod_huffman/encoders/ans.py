@@ -69,8 +69,9 @@ MAX_STATISTICS = 1 << 20
 SAMPLED_LEVELS = 1 << 18
 # Levels the plan of the levels themselves counts where it only prices them against the row
 # model's (``sized_plan``): a sparser sample than SAMPLED_LEVELS, whose estimate came within
-# 1.5% of the full plan's for s >= 4 on the benchmark traces. Where the model's estimate wins by
-# MODEL_GAIN * ESTIMATE_SLACK or more against it, the full plan of the levels is not made.
+# 1.7% of the full plan's where the benchmark tensors fit a model. Where the model's estimate
+# wins by MODEL_GAIN * ESTIMATE_SLACK or more against it, the full plan of the levels is not
+# made.
 ESTIMATED_LEVELS = 1 << 16
 ESTIMATE_SLACK = 1.02
 # Where one-bit class ids would take more than 1/CLASS_ID_SHARE of a plan's estimated bytes,
@@ -295,9 +296,10 @@ class Ans(GrowingChunks):
 
     def _rows_plan(self, levels, pairs, bounds):
         """(RowsPlan, estimated bytes) of the row model of ``levels`` (``bounds``: their least
-        and largest) for the checked layout ``pairs``: the residuals planned as levels are (``_level_plan``),
-        plus the model's parameters; None where a |level| exceeds ROWS_MAX_LEVEL or no matrix
-        fits (encoders/rows.py)."""
+        and largest) for the checked layout ``pairs``: the residuals planned as levels are
+        (``_level_plan``, with the block maxima that ``add_predictions`` takes as it writes
+        them), plus the model's parameters; None where a |level| exceeds ROWS_MAX_LEVEL or no
+        matrix fits (encoders/rows.py)."""
         if _largest_magnitude(*bounds) > ROWS_MAX_LEVEL:
             return None
         model = fit(levels, pairs, bounds)

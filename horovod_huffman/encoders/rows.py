@@ -139,10 +139,10 @@ def slice_layout(layout, start, stop):
 
 def fit(levels, pairs, bounds):
     """The RowModel of 1-D ``levels`` (their least and largest: ``bounds``) for the layout
-    ``pairs`` (as ``check_layout`` returns them), or None where no matrix is modelled or the fits keep less than
-    MIN_KEPT of the matrices' energy: each matrix's rank-one fit by power iteration, then its
-    profile scaled to PROFILE_MAX and each row's gain its least-squares factor on the integer
-    profile (kernels/rows.py ``fit_matrices``)."""
+    ``pairs`` (as ``check_layout`` returns them), or None where no matrix is modelled or the
+    fits keep less than MIN_KEPT of the matrices' energy: each matrix's rank-one fit by power
+    iteration, then its profile scaled to PROFILE_MAX and each row's gain its least-squares
+    factor on the integer profile (kernels/rows.py ``fit_matrices``)."""
     rows, lengths = pairs[:, 0], pairs[:, 1]
     offsets = np.cumsum(rows * lengths) - rows * lengths
     eligible = (rows >= MIN_ROWS) & (lengths >= MIN_LENGTH)
