@@ -228,7 +228,7 @@ def _narrow_dot(a, b):
     return dot
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _energy(levels, at, rows, length, step):
     """The energy of every ``step``-th row (``row_energies``'s total)."""
     return row_energies(levels, at, rows, length, step, np.empty(-(-rows // step)))
