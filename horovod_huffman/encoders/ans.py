@@ -23,7 +23,7 @@ from horovod_huffman.kernels.ans import (coder_tables, decode_chunks, decode_tab
                                          encode_chunks, escaped_levels, frequency_fields,
                                          normalize, pack_classes, read_escapes,
                                          read_frequency_tables, unpack_classes, write_escapes,
-                                         HEADER_UNITS, NAMES_PAST, UNIT_BITS, WRONG_SUM)
+                                         HEADER_UNITS, NAMES_PAST, UNIT_BITS)
 from horovod_huffman.kernels.ans_plans import (best_classes, block_maxima, chunks_bytes,
                                                class_bits, class_counts, sampled_maxima,
                                                stream_bytes)
@@ -35,7 +35,7 @@ from horovod_huffman.kernels.maxima import (ANS_MAX_BLOCK_BITS, ANS_MAX_CLASSES,
 from horovod_huffman.kernels.rows import PREDICTION_MAX
 from horovod_huffman.kernels.stats import level_range
 from horovod_huffman.kernels.symbols import level_histogram
-from horovod_huffman.kernels.varints import OUT_OF_RANGE, TOO_LONG, TRUNCATED
+from horovod_huffman.kernels.varints import OUT_OF_RANGE, READ_OK, TOO_LONG, TRUNCATED
 
 from .. import scratch
 from ..device import copy_to_host
@@ -307,7 +307,8 @@ class Ans(GrowingChunks):
             return None
         resid = scratch.take(levels.size, _residual_dtype(levels.dtype))
         block_bits = self._block_bits(levels.size)
-        maxima = np.empty(-(-levels.size >> block_bits), dtype=np.int64)
+        maxima = np.empty(-(-levels.size >> block_bits), dtype=np.int64) if self.contexts \
+            else None                   # (without contexts no plan looks at block maxima)
         bounds = model.add_to(levels, -1, resid, maxima, block_bits)
         code, cost = self._level_plan(resid, bounds, maxima)
         writer = ParamWriter().uint(MODE_ROWS)
@@ -577,6 +578,8 @@ def read_frequencies(reader, n_tables, n_symbols, name):
     symbol, ids in range and increasing, every frequency >= 1, the sum exactly the scale."""
     freqs = np.zeros((n_tables, n_symbols), dtype=np.int64)
     reason, table, field, value = reader.read_with(read_frequency_tables, freqs)
+    if reason == READ_OK:
+        return freqs
     what = f"frequency table {table}" + (" coded-symbol count" if field == 0 else
                                          f" field {field - 1}")
     if reason == TRUNCATED:
@@ -588,6 +591,4 @@ def read_frequencies(reader, n_tables, n_symbols, name):
         raise DecodeError(f"parameter {what} out of range [{int(field == 0)}, {hi}]")
     if reason == NAMES_PAST:
         raise DecodeError(f"{name}: frequency table names symbol {value} of {n_symbols}")
-    if reason == WRONG_SUM:
-        raise DecodeError(f"{name}: frequencies add up to {value}, not {ANS_PROB_SCALE}")
-    return freqs
+    raise DecodeError(f"{name}: frequencies add up to {value}, not {ANS_PROB_SCALE}")  # WRONG_SUM
