@@ -37,7 +37,7 @@ from .errors import (OK, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, BAD_STATE, RUN_OVERF
 from .maxima import (ANS_ESCAPE, ANS_FREQ_MASK, ANS_LEVEL_SHIFT, ANS_OFFSET_MASK,
                      ANS_OFFSET_SHIFT, ANS_PROB_BITS, ANS_PROB_SCALE, ANS_TOKEN_ANCHOR,
                      ANS_TOKEN_BUCKET_SHIFT, ANS_TOKEN_INDEX_MASK, MAX_RUN_EXTRA_BITS,
-                     RUN_BUCKETS)
+                     MAX_SYMBOLS, RUN_BUCKETS)
 from .runs import (BUCKET_BASE, BUCKET_EXTRA, LONG_RUN_SYMBOL, bucket_and_extra,
                    long_runs_dense, run_symbol)
 from .stores import last_level, level_word, levels_per_word, store8
@@ -66,8 +66,9 @@ def token_contexts(levels, ends, symbols, chunk_runs, base, window, after_anchor
     placeholders common (``long_runs_dense``), every token's symbol is found again from its run
     without a branch (``_dense_contexts``); otherwise tokens with extras (note 3) take a
     branch. Where a sample finds these rare too (not ``extras_dense``), that branch also
-    writes their indices, in order, into ``marked`` (as many as the tokens), and their count
-    is returned (``write_extras`` then visits them alone); else -1."""
+    writes each one's index and ``marked_run`` into the rows of ``marked`` (uint64, as many
+    rows as tokens, 2 columns), in order, and their count is returned (``write_extras`` then
+    visits them alone, without loading the tokens' run ends again); else -1."""
     n_tokens = chunk_runs[-1] if chunk_runs.shape[0] else 0
     if long_runs_dense(symbols, n_tokens):
         _dense_contexts(levels, ends, symbols, chunk_runs, base, window, after_anchor,
@@ -85,8 +86,8 @@ def token_contexts(levels, ends, symbols, chunk_runs, base, window, after_anchor
 def _sparse_contexts(levels, ends, symbols, chunk_runs, base, window, after_anchor, counts,
                      marked):
     """``token_contexts`` with a branch per token with extras (a placeholder among them),
-    which writes the token's index into ``marked`` unless that is None (a compile-time
-    choice: docs/design.md); returns their count."""
+    which writes the token's row of ``marked`` unless that is None (a compile-time choice:
+    docs/design.md); returns their count."""
     long_run = uint64(LONG_RUN_SYMBOL)
     plain = uint64(PLAIN_BUCKETS) * uint64(window)
     one = uint64(1)
@@ -100,15 +101,16 @@ def _sparse_contexts(levels, ends, symbols, chunk_runs, base, window, after_anch
         while k < stop:
             symbol = uint64(symbols[k])
             if symbol >= plain:                    # rare in dense levels
+                # (count_symbols's lines: as a helper taking levels and ends they cost the
+                # pass 0.61 -> 0.78 ns per level, docs/design.md)
+                end = uint64(ends[k])
+                start = uint64(ends[k - one]) + one if k > uint64(0) else uint64(0)
                 if symbol == long_run:
-                    # (count_symbols's lines: as a helper taking levels and ends they cost
-                    # the pass 0.61 -> 0.78 ns per level, docs/design.md)
-                    end = uint64(ends[k])
-                    start = uint64(ends[k - one]) + one if k > uint64(0) else uint64(0)
                     symbol = run_symbol(start, end, levels[end], base, window)
                     symbols[k] = symbol
                 if marked is not None:
-                    marked[n_marked] = k
+                    marked[n_marked, 0] = k
+                    marked[n_marked, 1] = marked_run(end + one - start, symbol)
                     n_marked += 1
             flat[t + symbol] += 1
             t = row_after[symbol]
@@ -193,6 +195,19 @@ def encode_token_chunks(symbols, chunk_runs, entries, after_anchor, out32, chunk
     return w
 
 
+# A marked token's second column (``token_contexts``): its run << MARKED_RUN_SHIFT | symbol.
+# Runs are cut at chunks of at most 2**31 levels (encoders/base.py).
+MARKED_RUN_SHIFT = 32
+MARKED_SYMBOL_MASK = (1 << MARKED_RUN_SHIFT) - 1
+assert MAX_SYMBOLS <= 1 << MARKED_RUN_SHIFT and 2**31 < 1 << (64 - MARKED_RUN_SHIFT)
+
+
+@njit(cache=True, inline="always")
+def marked_run(run, symbol):
+    """A marked token's run (at most a chunk's levels) and symbol in one uint64."""
+    return (uint64(run) << uint64(MARKED_RUN_SHIFT)) | uint64(symbol)
+
+
 # extras_dense samples this many tokens for the share with extras; from 1 in
 # DENSE_EXTRAS_SHARE on, write_extras sends every token through the branch-free writer.
 EXTRAS_SAMPLE = 1024
@@ -216,8 +231,9 @@ def write_extras(levels, ends, symbols, chunk_runs, chunk, window, vbits, out32,
                  marked):
     """Write every token's extras (note 3) into ``out32`` from word 0; fills ``extra_bits``
     (the bits of each chunk's extras) and returns the words written. Only tokens of run
-    buckets PLAIN_BUCKETS and up, and escapes, have extras. ``marked``: their indices, in
-    order, where ``token_contexts`` wrote them (it does where they are rare), else None.
+    buckets PLAIN_BUCKETS and up, and escapes, have extras. ``marked``: their rows (index
+    and ``marked_run``), in order, where ``token_contexts`` wrote them (it does where they
+    are rare), else None.
     Where they are rare (marked, or below 1 in DENSE_EXTRAS_SHARE in ``extras_dense``'s
     sample), they alone are visited (``_marked_extras``; unmarked, found by a pass first);
     otherwise every token is written without a branch, zero bits for most
@@ -233,64 +249,63 @@ def write_extras(levels, ends, symbols, chunk_runs, chunk, window, vbits, out32,
         if extras_dense(symbols, n_tokens, window):
             return _dense_extras(levels, ends, symbols, chunk_runs, chunk, escape,
                                  symbol_extra, vbits, out32, extra_bits)
-        return _marked_extras(levels, ends, symbols, chunk_runs, chunk, escape, symbol_extra,
-                              vbits, out32, extra_bits,
-                              _with_extras(symbols, n_tokens, window))
-    return _marked_extras(levels, ends, symbols, chunk_runs, chunk, escape, symbol_extra,
-                          vbits, out32, extra_bits, marked)
+        return _marked_extras(levels, ends, chunk_runs, escape, symbol_extra, vbits, out32,
+                              extra_bits, _with_extras(ends, symbols, n_tokens, window))
+    return _marked_extras(levels, ends, chunk_runs, escape, symbol_extra, vbits, out32,
+                          extra_bits, marked)
 
 
 @njit(cache=True, nogil=True)
-def _with_extras(symbols, n_tokens, window):
-    """The indices (int64, in order) of the first ``n_tokens`` tokens that have extras."""
+def _with_extras(ends, symbols, n_tokens, window):
+    """The rows of ``token_contexts``'s ``marked`` for the first ``n_tokens`` tokens: each
+    token with extras' index and ``marked_run``, in order."""
     plain = uint64(PLAIN_BUCKETS) * uint64(window)
-    found = np.empty(n_tokens, dtype=np.int64)
+    found = np.empty((n_tokens, 2), dtype=np.uint64)
     n = 0
+    last_end = uint64(0) - uint64(1)                 # (wrapping: the first run starts at 0)
     for k in range(n_tokens):
-        if uint64(symbols[k]) >= plain:
-            found[n] = k
+        end = uint64(ends[k])
+        symbol = uint64(symbols[k])
+        if symbol >= plain:
+            found[n, 0] = k
+            found[n, 1] = marked_run(end - last_end, symbol)
             n += 1
+        last_end = end
     return found[:n]
 
 
 @njit(cache=True, nogil=True)
-def _marked_extras(levels, ends, symbols, chunk_runs, chunk, escape, symbol_extra, vbits,
-                   out32, extra_bits, marked):
-    """``write_extras`` visiting the ``marked`` tokens (every token with extras) alone."""
-    acc, n_pending, w = uint64(0), int64(0), int64(0)
-    c, bits = 0, int64(0)
+def _marked_extras(levels, ends, chunk_runs, escape, symbol_extra, vbits, out32, extra_bits,
+                   marked):
+    """``write_extras`` visiting the ``marked`` tokens (every token with extras) alone: their
+    rows give their runs and symbols, and only an escape loads its run's end (for its
+    level). Bits are appended as ``_dense_extras`` appends them."""
+    word_bits = uint64(WORD_BITS)
+    acc, at, chunk_at = uint64(0), uint64(0), uint64(0)
+    c = 0
     for j in range(marked.shape[0]):
-        k = int64(marked[j])
-        while k >= chunk_runs[c]:                   # the chunks before k's
-            extra_bits[c] = bits
-            c, bits = c + 1, int64(0)
-        first = chunk_runs[c - 1] if c > 0 else 0
-        symbol = uint64(symbols[k])
-        end = int64(ends[k])
-        run = end - (int64(ends[k - 1]) if k > first else int64(c) * chunk - 1)
+        k = marked[j, 0]
+        while k >= uint64(chunk_runs[c]):          # the chunks before k's
+            extra_bits[c] = at - chunk_at
+            c, chunk_at = c + 1, at
+        symbol = marked[j, 1] & uint64(MARKED_SYMBOL_MASK)
+        run = marked[j, 1] >> uint64(MARKED_RUN_SHIFT)
         if symbol == escape:
-            acc, n_pending, w, g = _put_escape(out32, acc, n_pending, w, levels[end], vbits,
-                                               run)
-            bits += g
+            acc, at = _append_escape(out32, acc, at, levels[ends[k]], vbits, run)
         else:
-            extra = int64(symbol_extra[symbol])
-            acc, n_pending, w = put_bits_long(out32, acc, n_pending, w, run, extra)
-            bits += extra
+            acc, at = _append_extra(out32, acc, at, run, symbol_extra[symbol])
     while c < chunk_runs.shape[0]:                  # k's chunk and those after it
-        extra_bits[c] = bits
-        c, bits = c + 1, int64(0)
-    return flush_bits(out32, acc, n_pending, w)
+        extra_bits[c] = at - chunk_at
+        c, chunk_at = c + 1, at
+    return flush_bits(out32, acc, int64(at % word_bits), int64(at // word_bits))
 
 
 @njit(cache=True, nogil=True)
 def _dense_extras(levels, ends, symbols, chunk_runs, chunk, escape, symbol_extra, vbits,
                   out32, extra_bits):
     """``write_extras`` without a branch per token (but the escape's, rarely taken): every
-    token appends its symbol's extra bits (0..MAX_RUN_EXTRA_BITS, most of them 0) at bit
-    ``at``. After every token the 32 bits of ``acc`` that end where word at >> 5 begins are
-    stored at the index of the word the token began in: the word just completed where the
-    token crossed its end (one token crosses at most one end), else a stale value that the
-    token completing that word overwrites; ``flush_bits`` writes the last, partial word."""
+    token appends its symbol's extra bits (0..MAX_RUN_EXTRA_BITS, most of them 0) with
+    ``_append_extra``; ``flush_bits`` writes the last, partial word."""
     one, word_bits = uint64(1), uint64(WORD_BITS)
     acc, at = uint64(0), uint64(0)
     k = uint64(0)
@@ -304,19 +319,36 @@ def _dense_extras(levels, ends, symbols, chunk_runs, chunk, escape, symbol_extra
             run = end - last_end
             last_end = end
             if symbol == escape:
-                acc, n_pending, w, g = _put_escape(out32, acc, int64(at % word_bits),
-                                                   int64(at // word_bits), levels[end], vbits,
-                                                   int64(run))
-                at = uint64(w) * word_bits + uint64(n_pending)
+                acc, at = _append_escape(out32, acc, at, levels[end], vbits, run)
             else:
-                extra = symbol_extra[symbol]
-                acc = (acc << extra) | (run & ((one << extra) - one))
-                word = at // word_bits
-                at += extra
-                out32[word] = np.uint32((acc >> (at % word_bits)) & uint64(0xFFFFFFFF))
+                acc, at = _append_extra(out32, acc, at, run, symbol_extra[symbol])
             k += one
         extra_bits[c] = at - chunk_at
     return flush_bits(out32, acc, int64(at % word_bits), int64(at // word_bits))
+
+
+@njit(cache=True, inline="always")
+def _append_extra(out32, acc, at, run, extra):
+    """Append the low ``extra`` (0..MAX_RUN_EXTRA_BITS) bits of ``run`` at bit ``at`` without
+    a branch: the 32 bits of ``acc`` that end where word (at + extra) >> 5 begins are stored
+    at word at >> 5, the word just completed where the bits crossed its end, else a stale
+    value that the bits completing that word overwrite. Returns (acc, at)."""
+    word_bits = uint64(WORD_BITS)
+    acc = (acc << extra) | (run & ((uint64(1) << extra) - uint64(1)))
+    word = at // word_bits
+    at += extra
+    out32[word] = np.uint32((acc >> (at % word_bits)) & uint64(0xFFFFFFFF))
+    return acc, at
+
+
+@njit(cache=True, inline="always")
+def _append_escape(out32, acc, at, level, vbits, run):
+    """``_put_escape`` at bit ``at`` of the branch-free writer (``_append_extra``): returns
+    (acc, at)."""
+    word_bits = uint64(WORD_BITS)
+    acc, n_pending, w, _ = _put_escape(out32, acc, int64(at % word_bits),
+                                       int64(at // word_bits), level, vbits, int64(run))
+    return acc, uint64(w) * word_bits + uint64(n_pending)
 
 
 @njit(cache=True, inline="always")

@@ -9,7 +9,7 @@ from horovod_huffman.encoders.rla import RLA
 from horovod_huffman.encoders.runlength import token_counts
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS
 from horovod_huffman.kernels.maxima import ANS_MAX_TOKENS, RUN_BUCKETS
-from horovod_huffman.kernels.ans_tokens import PLAIN_BUCKETS
+from horovod_huffman.kernels.ans_tokens import MARKED_RUN_SHIFT, MARKED_SYMBOL_MASK, PLAIN_BUCKETS
 from horovod_huffman.kernels.runs import BUCKET_EXTRA
 from strategies import chunked_encoder   # beside this file
 
@@ -135,7 +135,7 @@ def test_token_counts_per_context_match_the_symbols(dtype, share):
     """``token_counts(..., contexts=True)`` counts every token under its context in the pass
     that gives long runs their symbols (int8 levels with sparse long runs) or after it: the
     rows are the symbols counted after a token of level 0 or not, chunk by chunk; where long
-    runs are rare, the pass also marks every token with extras, in order."""
+    runs are rare, the pass also marks every token with extras, in order, with its run."""
     rng = np.random.default_rng(11)
     levels = np.where(rng.random(50_000) < share, rng.integers(-20, 21, 50_000), 0).astype(dtype)
     tokens = token_counts(levels, 4096, contexts=True)
@@ -152,5 +152,9 @@ def test_token_counts_per_context_match_the_symbols(dtype, share):
     # Where the pass marks the tokens with extras (long runs rare), it marks them all.
     assert (tokens.marked is None) == (share == 0.05)
     if tokens.marked is not None:
-        np.testing.assert_array_equal(tokens.marked,
-                                      np.flatnonzero(symbols >= PLAIN_BUCKETS * tokens.window))
+        marked = np.flatnonzero(symbols >= PLAIN_BUCKETS * tokens.window)
+        runs = np.diff(tokens.ends[:symbols.size].astype(np.int64), prepend=-1)
+        np.testing.assert_array_equal(tokens.marked[:, 0], marked)
+        np.testing.assert_array_equal(tokens.marked[:, 1] >> MARKED_RUN_SHIFT, runs[marked])
+        np.testing.assert_array_equal(tokens.marked[:, 1] & MARKED_SYMBOL_MASK,
+                                      symbols[marked])

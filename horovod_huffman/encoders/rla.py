@@ -52,8 +52,8 @@ class RlaPlan(namedtuple("RlaPlan", "base window counts freqs anchor after_ancho
     slots) per context (rows); ``anchor`` the anchor's level index (-1: one table);
     ``after_anchor`` (uint8 per symbol) the context a token gives the next; ``chunk`` the
     levels per chunk; the run ends, token symbols (uint32) and runs up to each chunk's end of
-    ``token_counts`` (None where the tokens are on the GPU), and the indices of the tokens
-    with extras where the context pass marked them (``Tokens.marked``), else None."""
+    ``token_counts`` (None where the tokens are on the GPU), and the rows of the tokens with
+    extras where the context pass marked them (``Tokens.marked``), else None."""
     __slots__ = ()
 
     def information_bits(self, vbits):

@@ -94,8 +94,9 @@ class Tokens(namedtuple("Tokens", "base window counts ends symbols chunk_runs co
     """A tensor's run-length tokens (kernels/runs.py, note 1): the window [base, base +
     window), the joint token ``counts``, the run ends, the token symbols, the runs up to each
     chunk's end, and where asked for and the window holds level 0, the counts per context
-    (rows; kernels/ans_tokens.py, note 5), else None; ``marked``: the indices of the tokens
-    with extras where the context pass wrote them (``token_contexts``), else None."""
+    (rows; kernels/ans_tokens.py, note 5), else None; ``marked``: a row per token with
+    extras (its index, then its run and symbol: ``marked_run``) where the context pass wrote
+    them (``token_contexts``), else None."""
     __slots__ = ()
 
 
@@ -136,9 +137,9 @@ def token_counts(levels, chunk_levels, contexts=False):
 
 
 def context_counts(levels, ends, symbols, chunk_runs, base, window, after_anchor, rows):
-    """Count the tokens per context into ``rows`` (``token_contexts``); returns the indices
-    of the tokens with extras where the pass marks them, else None."""
-    marked = np.empty(symbols.size, dtype=ends.dtype)
+    """Count the tokens per context into ``rows`` (``token_contexts``); returns the rows of
+    the tokens with extras (index, ``marked_run``) where the pass marks them, else None."""
+    marked = np.empty((symbols.size, 2), dtype=np.uint64)
     n_marked = token_contexts(levels, ends, symbols, chunk_runs, base, window, after_anchor,
                               rows, marked)
     return marked[:n_marked] if n_marked >= 0 else None
