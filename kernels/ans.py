@@ -464,22 +464,37 @@ def decode_chunk(units, first_bit, n_bits, coder, out, start, stop, escapes, k, 
     class classes[i >> block_bits]. Returns a status (errors.py).
     Without escapes, whole groups of four go through the unchecked batches first (``selects``:
     ``_renorm``'s); the rest is decoded symbol by symbol with every check."""
+    states = np.empty(STATES, dtype=np.uint64)
+    status, u, end = _open_chunk(units, first_bit, n_bits, states)
+    if status != OK:
+        return status
+    return _finish_chunk(units, coder, out, states, uint64(start), uint64(start), uint64(stop),
+                         u, end, escapes, k, k_stop, selects)
+
+
+@njit(cache=True, inline="always")
+def _open_chunk(units, first_bit, n_bits, states):
+    """Read the opening states of the chunk stream of ``n_bits`` bits at ``first_bit`` into
+    ``states``: returns (status, its first unit after them, its end unit)."""
     if first_bit % UNIT_BITS or n_bits % UNIT_BITS or n_bits < HEADER_UNITS * UNIT_BITS:
-        return PAYLOAD_UNDERRUN
+        return PAYLOAD_UNDERRUN, uint64(0), uint64(0)
     u = uint64(first_bit // UNIT_BITS)
     end = u + uint64(n_bits // UNIT_BITS)
-    states = np.empty(STATES, dtype=np.uint64)
     if not open_states(units, u, states):
-        return BAD_STATE
-    u += uint64(HEADER_UNITS)
-    i = uint64(start)
+        return BAD_STATE, uint64(0), uint64(0)
+    return OK, u + uint64(HEADER_UNITS), end
+
+
+@njit(cache=True, inline="always")
+def _finish_chunk(units, coder, out, states, i, start, stop, u, end, escapes, k, k_stop,
+                  selects):
+    """``decode_chunk`` from element i and unit u on, ``states`` the chunk's there."""
     if k == k_stop:
-        status, i, u = _unchecked_groups(units, coder, out, states, i, uint64(stop), u, end,
-                                         selects)
+        status, i, u = _unchecked_groups(units, coder, out, states, i, stop, u, end, selects)
         if status != OK:
             return status
-    status, u, k = _checked_symbols(units, coder, out, states, i, uint64(start), uint64(stop), u,
-                                    end, escapes, uint64(k), uint64(k_stop))
+    status, u, k = _checked_symbols(units, coder, out, states, i, start, stop, u, end,
+                                    escapes, uint64(k), uint64(k_stop))
     if status != OK:
         return status
     return end_status(states, u, end)
@@ -535,6 +550,59 @@ def _unchecked_groups(units, coder, out, states, i, stop, u, end, selects):
 
 
 @njit(cache=True, nogil=True)
+def _unchecked_pairs(units, coder, out, states, other, i, j, stop, u, v, end, other_end,
+                     selects):
+    """``_unchecked_groups`` for two chunks at once, as long as both have whole batches
+    left: elements from i (``states``, units from u before ``end``) and from j (``other``,
+    units from v before ``other_end``), j - i levels apart and both ``stop`` - i long. Eight
+    independent states hide the latency of table entries that are not in L1 (docs/design.md).
+    Returns (status, i, u, v); j is i's offset."""
+    tables, classes, shift = coder
+    shift = uint64(shift)
+    gap = j - i
+    x0, x1, x2, x3 = states[0], states[1], states[2], states[3]
+    y0, y1, y2, y3 = other[0], other[1], other[2], other[3]
+    while True:
+        safe = min((stop - i) // uint64(STATES), (end - u) // uint64(STATES),
+                   (other_end - v) // uint64(STATES))
+        if safe == uint64(0):
+            break
+        for _ in range(safe):
+            j = i + gap
+            t, r = classes[i >> shift], classes[j >> shift]
+            x0, e0 = get_symbol(x0, tables, t)
+            y0, f0 = get_symbol(y0, tables, r)
+            x1, e1 = get_symbol(x1, tables, t)
+            y1, f1 = get_symbol(y1, tables, r)
+            x2, e2 = get_symbol(x2, tables, t)
+            y2, f2 = get_symbol(y2, tables, r)
+            x3, e3 = get_symbol(x3, tables, t)
+            y3, f3 = get_symbol(y3, tables, r)
+            if (e0 | e1 | e2 | e3 | f0 | f1 | f2 | f3) & uint64(ANS_ESCAPE):
+                return ESCAPE_MISMATCH, i, u, v
+            out[i] = np.int32(np.uint32(e0 >> uint64(ANS_LEVEL_SHIFT)))
+            out[i + uint64(1)] = np.int32(np.uint32(e1 >> uint64(ANS_LEVEL_SHIFT)))
+            out[i + uint64(2)] = np.int32(np.uint32(e2 >> uint64(ANS_LEVEL_SHIFT)))
+            out[i + uint64(3)] = np.int32(np.uint32(e3 >> uint64(ANS_LEVEL_SHIFT)))
+            out[j] = np.int32(np.uint32(f0 >> uint64(ANS_LEVEL_SHIFT)))
+            out[j + uint64(1)] = np.int32(np.uint32(f1 >> uint64(ANS_LEVEL_SHIFT)))
+            out[j + uint64(2)] = np.int32(np.uint32(f2 >> uint64(ANS_LEVEL_SHIFT)))
+            out[j + uint64(3)] = np.int32(np.uint32(f3 >> uint64(ANS_LEVEL_SHIFT)))
+            x0, u = _renorm(x0, units, u, selects)
+            y0, v = _renorm(y0, units, v, selects)
+            x1, u = _renorm(x1, units, u, selects)
+            y1, v = _renorm(y1, units, v, selects)
+            x2, u = _renorm(x2, units, u, selects)
+            y2, v = _renorm(y2, units, v, selects)
+            x3, u = _renorm(x3, units, u, selects)
+            y3, v = _renorm(y3, units, v, selects)
+            i += uint64(STATES)
+    states[0], states[1], states[2], states[3] = x0, x1, x2, x3
+    other[0], other[1], other[2], other[3] = y0, y1, y2, y3
+    return OK, i, u, v
+
+
+@njit(cache=True, nogil=True)
 def _checked_symbols(units, coder, out, states, i, start, stop, u, end, escapes, k, k_stop):
     """Decode elements [i, stop) one at a time (element j on state (j - start) % 4), each
     unit read tested against ``end`` and each escape against the declared ones
@@ -575,24 +643,67 @@ def end_status(states, u, end):
 def decode_chunks(words, starts, chunk_bits, chunk, coder, out, escapes, escape_starts,
                   selects):
     """Decode every chunk into ``out`` (``coder`` as for ``decode_chunk``); chunk c's escapes
-    are escapes[escape_starts[c]:escape_starts[c + 1]]. ``selects``: renormalize by selects
-    (``_renorm``; the chunk decoder is compiled for each). Returns the first non-OK status,
-    else OK."""
+    are escapes[escape_starts[c]:escape_starts[c + 1]]. Two whole chunks without escapes are
+    decoded together (``_decode_pair``). ``selects``: renormalize by selects (``_renorm``;
+    the chunk decoders are compiled for each). Returns OK, or the status of the first failure
+    met (in a pair, the second chunk's opening states are read before the first is
+    decoded)."""
+    if selects:                                 # (literal arguments: two compiled decoders)
+        return _decode_chunks(words, starts, chunk_bits, chunk, coder, out, escapes,
+                              escape_starts, True)
+    return _decode_chunks(words, starts, chunk_bits, chunk, coder, out, escapes,
+                          escape_starts, False)
+
+
+@njit(cache=True, nogil=True)
+def _decode_chunks(words, starts, chunk_bits, chunk, coder, out, escapes, escape_starts,
+                   selects):
+    """``decode_chunks`` with ``selects`` a literal."""
     n = out.shape[0]
     units = payload_units(words)
-    for c in range(starts.shape[0]):
+    c = 0
+    while c < starts.shape[0]:
         start = c * chunk
         stop = min(n, start + chunk)
         k, k_stop = escape_starts[c], escape_starts[c + 1]
-        if selects:                             # (literal arguments: two compiled decoders)
-            status = decode_chunk(units, starts[c], chunk_bits[c], coder, out, start, stop,
-                                  escapes, k, k_stop, True)
+        if stop + chunk <= n and k == k_stop and escape_starts[c + 2] == k:
+            status = _decode_pair(units, starts[c:c + 2], chunk_bits[c:c + 2], coder, out,
+                                  start, chunk, selects)
+            c += 2
         else:
             status = decode_chunk(units, starts[c], chunk_bits[c], coder, out, start, stop,
-                                  escapes, k, k_stop, False)
+                                  escapes, k, k_stop, selects)
+            c += 1
         if status != OK:
             return status
     return OK
+
+
+@njit(cache=True, nogil=True)
+def _decode_pair(units, starts, chunk_bits, coder, out, start, chunk, selects):
+    """Decode two whole chunks of ``chunk`` levels without escapes, from element ``start``:
+    their batches together (``_unchecked_pairs``), then each one's rest as ``decode_chunk``
+    would. Returns OK or the first failure's status."""
+    states = np.empty((2, STATES), dtype=np.uint64)
+    status, u, end = _open_chunk(units, starts[0], chunk_bits[0], states[0])
+    if status != OK:
+        return status
+    status, v, other_end = _open_chunk(units, starts[1], chunk_bits[1], states[1])
+    if status != OK:
+        return status
+    first, second = uint64(start), uint64(start + chunk)
+    status, i, u, v = _unchecked_pairs(units, coder, out, states[0], states[1], first, second,
+                                       second, u, v, end, other_end, selects)
+    if status != OK:
+        return status
+    j = i + uint64(chunk)
+    no_escapes = np.empty(0, dtype=np.int64)
+    status = _finish_chunk(units, coder, out, states[0], i, first, second, u, end, no_escapes,
+                           0, 0, selects)
+    if status != OK:
+        return status
+    return _finish_chunk(units, coder, out, states[1], j, second, second + uint64(chunk), v,
+                         other_end, no_escapes, 0, 0, selects)
 
 
 # ---- Frequency tables in the parameters -----------------------------------------------------

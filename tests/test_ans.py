@@ -242,6 +242,49 @@ def test_both_renormalizations_decode_alike(monkeypatch, s):
     assert sum(isinstance(o, str) for o in branches) > 20
 
 
+@pytest.mark.parametrize("s", [8, 127])
+def test_chunks_decoded_in_pairs_match_chunks_one_by_one(monkeypatch, s):
+    """The decoder takes two whole chunks without escapes at once; on any stream, whole or
+    with a payload byte flipped, it gives the levels or the error that decoding each chunk
+    alone gives."""
+    from horovod_huffman.encoders import ans as ans_module
+    from horovod_huffman.kernels import ans as kernels
+    g = np.random.default_rng(s).standard_normal(50_000).astype(np.float32)
+    levels = hh.QSGD(levels=s).quantize(g, seed=0).levels.ravel()
+    buf = bytes(chunked_encoder("ans", 4096).encode(levels))
+    payload = len(buf) - wire.CHECKSUM.size - len(hh.encoders.check(buf).payload)
+    rng = np.random.default_rng(s)
+    streams = [buf]
+    for at in rng.integers(payload, len(buf) - wire.CHECKSUM.size, 40):
+        forged = bytearray(buf)
+        forged[at] ^= 1 << int(rng.integers(8))
+        streams.append(reseal(forged))
+
+    def one_by_one(words, starts, chunk_bits, chunk, coder, out, escapes, escape_starts,
+                   selects):
+        units = kernels.payload_units(words)
+        for c in range(starts.size):
+            start = c * chunk
+            status = kernels.decode_chunk(units, starts[c], chunk_bits[c], coder, out, start,
+                                          min(out.size, start + chunk), escapes,
+                                          escape_starts[c], escape_starts[c + 1], selects)
+            if status != kernels.OK:
+                return status
+        return kernels.OK
+
+    def outcomes():
+        for stream in streams:
+            try:
+                yield hh.decode(stream).tobytes()
+            except hh.DecodeError as e:
+                yield str(e)
+    paired = list(outcomes())
+    monkeypatch.setattr(ans_module, "decode_chunks", one_by_one)
+    assert list(outcomes()) == paired
+    assert paired[0] == levels.tobytes()
+    assert sum(isinstance(o, str) for o in paired) > 20
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_forged_context_streams_raise_or_decode_in_bounds(seed):
     """Resealed streams with bytes of the parameters (classes, block size, tables, class ids)
