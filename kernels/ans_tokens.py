@@ -30,7 +30,7 @@ from numba import njit, int64, uint64
 
 from .ans import (HEADER_UNITS, STATE_LOW, STATES, UNIT_BITS, close_states, encode_records,
                   end_status, open_states, payload_units, put_symbol, store_units, unit_at)
-from .bits import WORD_BITS, flush_bits, peek64, put_bits, put_bits_long, unzigzag, zigzag
+from .bits import WORD_BITS, flush_bits, peek64, put_bits, unzigzag, zigzag
 from .elias import put_gamma, read_gamma
 from .errors import (OK, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, BAD_STATE, RUN_OVERFLOW,
                      VALUE_OVERFLOW)
