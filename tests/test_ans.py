@@ -212,12 +212,9 @@ def test_class_ids_unpack_as_packed(bits):
     assert np.array_equal(out, classes)
 
 
-@pytest.mark.parametrize("s", [1, 127])
-def test_both_renormalizations_decode_alike(monkeypatch, s):
-    """The decoder takes a state's unit by a branch or by a select by the stream's bits per
-    level; either one on any stream, whole or with a payload byte flipped, gives the same
-    levels or the same error."""
-    from horovod_huffman.encoders import ans as ans_module
+def flipped_streams(s):
+    """QSGD(s) levels of 50,000 coordinates, and their ``ans`` stream in chunks of 4096
+    levels: whole, then 40 times with one payload bit flipped (resealed)."""
     g = np.random.default_rng(s).standard_normal(50_000).astype(np.float32)
     levels = hh.QSGD(levels=s).quantize(g, seed=0).levels.ravel()
     buf = bytes(chunked_encoder("ans", 4096).encode(levels))
@@ -228,6 +225,16 @@ def test_both_renormalizations_decode_alike(monkeypatch, s):
         forged = bytearray(buf)
         forged[at] ^= 1 << int(rng.integers(8))
         streams.append(reseal(forged))
+    return levels, streams
+
+
+@pytest.mark.parametrize("s", [1, 127])
+def test_both_renormalizations_decode_alike(monkeypatch, s):
+    """The decoder takes a state's unit by a branch or by a select by the stream's bits per
+    level; either one on any stream, whole or with a payload byte flipped, gives the same
+    levels or the same error."""
+    from horovod_huffman.encoders import ans as ans_module
+    levels, streams = flipped_streams(s)
 
     def outcomes(bits_per_level):
         monkeypatch.setattr(ans_module, "SELECT_BITS_PER_LEVEL", bits_per_level)
@@ -249,16 +256,7 @@ def test_chunks_decoded_in_pairs_match_chunks_one_by_one(monkeypatch, s):
     alone gives."""
     from horovod_huffman.encoders import ans as ans_module
     from horovod_huffman.kernels import ans as kernels
-    g = np.random.default_rng(s).standard_normal(50_000).astype(np.float32)
-    levels = hh.QSGD(levels=s).quantize(g, seed=0).levels.ravel()
-    buf = bytes(chunked_encoder("ans", 4096).encode(levels))
-    payload = len(buf) - wire.CHECKSUM.size - len(hh.encoders.check(buf).payload)
-    rng = np.random.default_rng(s)
-    streams = [buf]
-    for at in rng.integers(payload, len(buf) - wire.CHECKSUM.size, 40):
-        forged = bytearray(buf)
-        forged[at] ^= 1 << int(rng.integers(8))
-        streams.append(reseal(forged))
+    levels, streams = flipped_streams(s)
 
     def one_by_one(words, starts, chunk_bits, chunk, coder, out, escapes, escape_starts,
                    selects):
