@@ -668,7 +668,7 @@ def _decode_chunks(words, starts, chunk_bits, chunk, coder, out, escapes, escape
         k, k_stop = escape_starts[c], escape_starts[c + 1]
         if stop + chunk <= n and k == k_stop and escape_starts[c + 2] == k:
             status = _decode_pair(units, starts[c:c + 2], chunk_bits[c:c + 2], coder, out,
-                                  start, chunk, selects)
+                                  start, chunk, escapes, k, selects)
             c += 2
         else:
             status = decode_chunk(units, starts[c], chunk_bits[c], coder, out, start, stop,
@@ -680,10 +680,11 @@ def _decode_chunks(words, starts, chunk_bits, chunk, coder, out, escapes, escape
 
 
 @njit(cache=True, nogil=True)
-def _decode_pair(units, starts, chunk_bits, coder, out, start, chunk, selects):
-    """Decode two whole chunks of ``chunk`` levels without escapes, from element ``start``:
-    their batches together (``_unchecked_pairs``), then each one's rest as ``decode_chunk``
-    would. Returns OK or the first failure's status."""
+def _decode_pair(units, starts, chunk_bits, coder, out, start, chunk, escapes, k, selects):
+    """Decode two whole chunks of ``chunk`` levels without escapes (each takes the empty
+    escapes[k:k]), from element ``start``: their batches together (``_unchecked_pairs``),
+    then each one's rest as ``decode_chunk`` would. Returns OK or the first failure's
+    status."""
     states = np.empty((2, STATES), dtype=np.uint64)
     status, u, end = _open_chunk(units, starts[0], chunk_bits[0], states[0])
     if status != OK:
@@ -697,13 +698,12 @@ def _decode_pair(units, starts, chunk_bits, coder, out, start, chunk, selects):
     if status != OK:
         return status
     j = i + uint64(chunk)
-    no_escapes = np.empty(0, dtype=np.int64)
-    status = _finish_chunk(units, coder, out, states[0], i, first, second, u, end, no_escapes,
-                           0, 0, selects)
+    status = _finish_chunk(units, coder, out, states[0], i, first, second, u, end, escapes, k,
+                           k, selects)
     if status != OK:
         return status
     return _finish_chunk(units, coder, out, states[1], j, second, second + uint64(chunk), v,
-                         other_end, no_escapes, 0, 0, selects)
+                         other_end, escapes, k, k, selects)
 
 
 # ---- Frequency tables in the parameters -----------------------------------------------------
