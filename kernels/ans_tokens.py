@@ -21,7 +21,7 @@ READ ME FIRST
    tokens: after an anchor token the next one almost never is one, which one table would
    still give a share of its slots. ``after_anchor[s]`` (uint8, per symbol) is the context
    that a token of symbol s gives the next one; the decoder finds it in the token's decode
-   entry (ANS_TOKEN_ANCHOR; on the host, its slot entry: ``decode_records``), a shift and
+   entry (ANS_TOKEN_ANCHOR; on the host, its slot entry: ``decode_table``), a shift and
    an AND on the path from one token to the next.
 Units: positions of the rANS streams in 16-bit units, of the extras in bits.
 """
@@ -383,79 +383,79 @@ def _escaped_token(words, at, extras_end, vbits, lo, hi):
     return level, run, at, status
 
 
-# The host decoder's tables (``decode_records``), made from the token decode tables (two rows;
-# one context: its row twice) so that a token's path runs through small L1-resident loads:
-#   slot entry (uint16, a row per context): start | context << SLOT_CONTEXT_BIT |
-#       anchor << SLOT_ANCHOR_BIT, where start is the first slot of the slot's symbol, and
-#       context * ANS_PROB_SCALE + start indexes the symbol's record;
-#   record (two uint64): frequency | RECORD_ESCAPE | extra bits << RECORD_EXTRA_SHIFT | run base
-#       << RECORD_RUN_SHIFT, then the level in every level of 8 bytes (``store8``'s word).
-SLOT_START_MASK = ANS_PROB_SCALE - 1
-SLOT_CONTEXT_BIT = ANS_PROB_BITS
-SLOT_RECORD_MASK = (2 << SLOT_CONTEXT_BIT) - 1
-SLOT_ANCHOR_BIT = SLOT_CONTEXT_BIT + 1
+# The host decoder's table (``decode_table``, uint64), made from the token decode tables (two
+# rows; one context: its row twice) so that a token's path takes few loads and operations:
+#   entries 0 .. ANS_PROB_SCALE - 1, one per slot: context 0's half in bits 0..31, context 1's
+#       in bits 32..63 (``entry >> half``, half 0 or SLOT_HALF, selects the token's context).
+#       A half: its symbol's record index | anchor << SLOT_ANCHOR_BIT | (slot - the symbol's
+#       first slot) << SLOT_OFFSET_SHIFT;
+#   records, two entries from index ANS_PROB_SCALE + 2 * (context * ANS_PROB_SCALE + the
+#       symbol's first slot): frequency | RECORD_ESCAPE | extra bits << RECORD_EXTRA_SHIFT |
+#       run base << RECORD_RUN_SHIFT, then the level in every level of 8 bytes (``store8``'s
+#       word).
+TABLE_ENTRIES = 5 * ANS_PROB_SCALE
+SLOT_RECORD_MASK = (8 << ANS_PROB_BITS) - 1
+SLOT_ANCHOR_BIT = ANS_PROB_BITS + 3
+SLOT_OFFSET_SHIFT = SLOT_ANCHOR_BIT + 1
+SLOT_HALF = 32
+# (half entry >> HALF_FROM_ANCHOR) & SLOT_HALF: the half that the token gives the next one.
+HALF_FROM_ANCHOR = SLOT_ANCHOR_BIT - 5
 RECORD_ESCAPE = ANS_FREQ_MASK + 1
 RECORD_EXTRA_SHIFT = 16
 RECORD_EXTRA_MASK = 0x3F
 RECORD_SPECIAL = RECORD_ESCAPE | RECORD_EXTRA_MASK << RECORD_EXTRA_SHIFT
 RECORD_RUN_SHIFT = 32
-assert SLOT_ANCHOR_BIT < 16 and RECORD_ESCAPE < 1 << RECORD_EXTRA_SHIFT
+assert TABLE_ENTRIES <= SLOT_RECORD_MASK + 1 and 1 << (SLOT_ANCHOR_BIT - HALF_FROM_ANCHOR) == SLOT_HALF
+assert SLOT_OFFSET_SHIFT + ANS_PROB_BITS <= SLOT_HALF and RECORD_ESCAPE < 1 << RECORD_EXTRA_SHIFT
 assert MAX_RUN_EXTRA_BITS <= RECORD_EXTRA_MASK and RECORD_EXTRA_SHIFT + 6 <= RECORD_RUN_SHIFT
 assert int(BUCKET_BASE.max()) < 1 << (64 - RECORD_RUN_SHIFT), "a run base fits its field"
 
 
 @njit(cache=True, nogil=True)
-def decode_records(tables, base, out):
-    """(slots, records) of the layout above for ``out``'s dtype from the token decode
-    ``tables`` (rla.token_table: one or two rows) of the window from level ``base``."""
+def decode_table(tables, base, out):
+    """The table of the layout above for ``out``'s dtype from the token decode ``tables``
+    (rla.token_table: one or two rows) of the window from level ``base``."""
     scale = ANS_PROB_SCALE
-    slots = np.empty(2 * scale, dtype=np.uint16)
-    records = np.empty(4 * scale, dtype=np.uint64)     # (a record per symbol's start)
+    table = np.zeros(TABLE_ENTRIES, dtype=np.uint64)
     for c in range(2):
         row = tables[min(c, tables.shape[0] - 1)]
         for slot in range(scale):
             e = row[slot]
-            start = slot - int64((e >> uint64(ANS_OFFSET_SHIFT)) & uint64(ANS_OFFSET_MASK))
+            offset = int64((e >> uint64(ANS_OFFSET_SHIFT)) & uint64(ANS_OFFSET_MASK))
+            r = scale + 2 * (c * scale + slot - offset)
             anchor = int64((e & uint64(ANS_TOKEN_ANCHOR)) != uint64(0))
-            slots[c * scale + slot] = start | c << SLOT_CONTEXT_BIT | anchor << SLOT_ANCHOR_BIT
-            if start == slot:
-                r = 2 * (c * scale + start)
+            half = r | anchor << SLOT_ANCHOR_BIT | offset << SLOT_OFFSET_SHIFT
+            table[slot] |= uint64(half) << uint64(SLOT_HALF * c)
+            if offset == 0:
                 record = e & uint64(ANS_FREQ_MASK)
                 if e & uint64(ANS_ESCAPE):
-                    records[r] = record | uint64(RECORD_ESCAPE)
+                    table[r] = record | uint64(RECORD_ESCAPE)
                 else:
                     field = e >> uint64(ANS_LEVEL_SHIFT)
                     b = field >> uint64(ANS_TOKEN_BUCKET_SHIFT)
-                    records[r] = record | uint64(BUCKET_EXTRA[b]) << uint64(RECORD_EXTRA_SHIFT) \
+                    table[r] = record | uint64(BUCKET_EXTRA[b]) << uint64(RECORD_EXTRA_SHIFT) \
                         | uint64(BUCKET_BASE[b]) << uint64(RECORD_RUN_SHIFT)
                     level = base + int64(field & uint64(ANS_TOKEN_INDEX_MASK))
-                    records[r + 1] = level_word(uint64(level), out)
-    return slots, records
+                    table[r + 1] = level_word(uint64(level), out)
+    return table
+
+
+# Levels below which a batch is not worth its call: a chunk's last ones take every test.
+MIN_BATCH = 64
 
 
 @njit(cache=True, nogil=True)
-def _special_token(record, words, at, extras_end, vbits, lo, hi, out):
-    """(run, the escape's level word or 0, the next extra bit, status) of a token whose
-    ``record`` has extras (note 3) at bit ``at``: a call of its own, so that the token loop
-    keeps its registers."""
-    if record & uint64(RECORD_ESCAPE):
-        level, run, at, status = _escaped_token(words, at, extras_end, vbits, lo, hi)
-        return run, level_word(uint64(level), out), at, status
-    extra = int64((record >> uint64(RECORD_EXTRA_SHIFT)) & uint64(RECORD_EXTRA_MASK))
-    if at + extra > extras_end:
-        return uint64(0), uint64(0), at, PAYLOAD_OVERRUN
-    run = (record >> uint64(RECORD_RUN_SHIFT)) + _extra(words, at, extra)
-    return run, uint64(0), at + extra, OK
-
-
-@njit(cache=True, nogil=True)
-def decode_token_chunk(words, units, first_bit, n_bits, slots, records, extras, out, start, stop,
-                       lo, hi, vbits):
+def decode_token_chunk(words, units, first_bit, n_bits, table, extras, out, start, stop, lo, hi,
+                       vbits):
     """Decode levels out[start:stop] from a chunk's rANS stream (``n_bits`` bits at
     ``first_bit``) and its extras, bits extras[0]..extras[1] - 1 of ``words``, with
-    ``decode_records``' ``slots`` and ``records``. ``words``: the payload with
-    bits.bytes_to_words's zero words after it; ``units`` their ans.payload_units. Levels of
-    escapes must lie in [lo, hi]. Returns a status (errors.py)."""
+    ``decode_table``'s ``table``. ``words``: the payload with bits.bytes_to_words's zero
+    words after it; ``units`` their ans.payload_units. Levels of escapes must lie in [lo, hi].
+    Returns a status (errors.py).
+    A token takes at least one level and reads at most one unit, so the tokens of levels
+    [i, i + the units left) cannot read past the chunk's units: they go in batches without
+    that test (and, 8 bytes or more before the end of ``out``, without ``store8``'s), the
+    last levels with both."""
     if first_bit % UNIT_BITS or n_bits % UNIT_BITS or n_bits < HEADER_UNITS * UNIT_BITS:
         return PAYLOAD_UNDERRUN
     u = uint64(first_bit // UNIT_BITS)
@@ -467,24 +467,49 @@ def decode_token_chunk(words, units, first_bit, n_bits, slots, records, extras, 
     at, extras_end = int64(extras[0]), int64(extras[1])
     per_word, size = uint64(levels_per_word(out)), uint64(out.shape[0])
     i, stop = uint64(start), uint64(stop)
-    # The context as a mask: all ones after an anchor token. Both rows' slot entries are
-    # loaded and the mask picks one; a select would be compiled into one load from a
-    # selected address, which puts the load on the path from one token to the next.
-    t = uint64(0)
+    room = size - per_word + uint64(1) if size >= per_word else uint64(0)  # store8 below it
+    half = uint64(0)                        # the chunk's first token: context 0
+    while True:
+        until = min(stop, room, i + (end - u))
+        if until <= i + uint64(MIN_BATCH):
+            break
+        status, i, u, at, half = _tokens(words, units, table, out, i, until, stop, u, end, at,
+                                         extras_end, half, states, lo, hi, vbits, False)
+        if status != OK:
+            return status
+    status, i, u, at, half = _tokens(words, units, table, out, i, stop, stop, u, end, at,
+                                     extras_end, half, states, lo, hi, vbits, True)
+    if status != OK:
+        return status
+    if i != stop:
+        return RUN_OVERFLOW
+    if at != extras_end:
+        return PAYLOAD_UNDERRUN
+    return end_status(states, u, end)
+
+
+@njit(cache=True, nogil=True)
+def _tokens(words, units, table, out, i, until, stop, u, end, at, extras_end, half, states,
+            lo, hi, vbits, checked):
+    """Decode tokens from level i while i < ``until`` (a run may end past it, not past
+    ``stop``) on ``states`` (updated; the next token's on states[0], the states rotating),
+    ``half`` the slot entries' half that the token before gives (``decode_table``).
+    ``checked`` (a literal): test each unit read against ``end`` and each ``store8`` against
+    the end of ``out``; False where the caller's batch rules both out. Returns (status, i,
+    u, the next extra bit, half)."""
     scale, one = uint64(ANS_PROB_SCALE), uint64(1)
-    # Token j of the chunk is on state j % 4: the states rotate through x0, x0 being the
-    # next token's.
+    per_word, size = uint64(levels_per_word(out)), uint64(out.shape[0])
     x0, x1, x2, x3 = states[0], states[1], states[2], states[3]
-    while i < stop:
+    status = OK
+    while i < until:
         x = x0
         slot = x & (scale - one)
-        s0, s1 = uint64(slots[slot]), uint64(slots[slot + scale])
-        s = s0 ^ ((s0 ^ s1) & t)
-        t = uint64(0) - ((s >> uint64(SLOT_ANCHOR_BIT)) & one)
-        r = (s & uint64(SLOT_RECORD_MASK)) << one
-        record, word = records[r], records[r + one]
-        x = (record & uint64(ANS_FREQ_MASK)) * (x >> uint64(ANS_PROB_BITS)) + slot - \
-            (s & uint64(SLOT_START_MASK))
+        s = table[slot] >> half
+        half = (s >> uint64(HALF_FROM_ANCHOR)) & uint64(SLOT_HALF)
+        r = s & uint64(SLOT_RECORD_MASK)
+        record, word = table[r], table[r + one]
+        x = (record & uint64(ANS_FREQ_MASK)) * (x >> uint64(ANS_PROB_BITS)) + \
+            ((s >> uint64(SLOT_OFFSET_SHIFT)) & uint64(ANS_PROB_SCALE - 1))
         # Selects, not branches: renormalizing is random. The unit is loaded whether it is
         # taken or not (u <= end; at end, a unit of the next chunk or of the zero words
         # after the payload: bits.bytes_to_words), so no branch guards the load.
@@ -492,51 +517,57 @@ def decode_token_chunk(words, units, first_bit, n_bits, slots, records, extras, 
         low = x < uint64(STATE_LOW)
         x0, x1, x2, x3 = x1, x2, x3, (x << uint64(UNIT_BITS)) | unit if low else x
         u += uint64(low)
-        if u > end:
-            return PAYLOAD_OVERRUN
+        if checked and u > end:
+            status = PAYLOAD_OVERRUN
+            break
         run = record >> uint64(RECORD_RUN_SHIFT)
-        if record & uint64(RECORD_SPECIAL):          # runs of 4 or more, escapes
-            run, escaped, at, status = _special_token(record, words, at, extras_end, vbits,
-                                                      lo, hi, out)
+        # A test per kind of token with extras (one test with both inside its branch: slower,
+        # docs/design.md). An escape is a call of its own, which keeps the loop's registers.
+        if record & uint64(RECORD_ESCAPE):
+            level, run, at, status = _escaped_token(words, at, extras_end, vbits, lo, hi)
             if status != OK:
-                return status
-            if record & uint64(RECORD_ESCAPE):
-                word = escaped
+                break
+            word = level_word(uint64(level), out)
+        elif record & uint64(RECORD_SPECIAL):       # runs of 4 or more
+            extra = int64((record >> uint64(RECORD_EXTRA_SHIFT)) & uint64(RECORD_EXTRA_MASK))
+            if at + extra > extras_end:
+                status = PAYLOAD_OVERRUN
+                break
+            run += _extra(words, at, extra)
+            at += extra
         # Most runs are short: 8 bytes of the level whatever the run (the next tokens
         # overwrite the surplus), and a fill only past them; within 8 bytes of the end of
         # ``out``, the run alone.
-        if i + per_word <= size:
+        if not checked or i + per_word <= size:
             store8(out, i, word)
             if run > per_word:
                 if run > stop - i:
-                    return RUN_OVERFLOW
+                    status = RUN_OVERFLOW
+                    break
                 out[i + per_word:i + run] = last_level(word, out)
         else:
             if run > stop - i:
-                return RUN_OVERFLOW
+                status = RUN_OVERFLOW
+                break
             out[i:i + run] = last_level(word, out)
         i += run
-    if i != stop:
-        return RUN_OVERFLOW
-    if at != extras_end:
-        return PAYLOAD_UNDERRUN
-    states[0], states[1], states[2], states[3] = x0, x1, x2, x3     # (in any order)
-    return end_status(states, u, end)
+    states[0], states[1], states[2], states[3] = x0, x1, x2, x3
+    return status, i, u, at, half
 
 
 @njit(cache=True, nogil=True)
 def decode_token_chunks(words, starts, chunk_bits, extra_starts, chunk, tables, base, out, lo, hi,
                         vbits):
     """Decode every chunk into ``out`` with the token decode ``tables`` of the window from
-    level ``base`` (``decode_records``): chunk c's extras are bits extra_starts[c] ..
+    level ``base`` (``decode_table``): chunk c's extras are bits extra_starts[c] ..
     extra_starts[c + 1] - 1. Returns the first non-OK status, else OK."""
     n = out.shape[0]
     units = payload_units(words)
-    slots, records = decode_records(tables, base, out)
+    table = decode_table(tables, base, out)
     for c in range(starts.shape[0]):
         first = c * chunk
         stop = min(n, first + chunk)
-        status = decode_token_chunk(words, units, starts[c], chunk_bits[c], slots, records,
+        status = decode_token_chunk(words, units, starts[c], chunk_bits[c], table,
                                     extra_starts[c:c + 2], out, first, stop, lo, hi, vbits)
         if status != OK:
             return status
