@@ -440,7 +440,7 @@ def decode_table(tables, base, out):
     return table
 
 
-# Levels below which a batch is not worth its call: a chunk's last ones take every test.
+# Levels below which a batch is not worth its call.
 MIN_BATCH = 64
 
 
@@ -453,9 +453,11 @@ def decode_token_chunk(words, units, first_bit, n_bits, table, extras, out, star
     words after it; ``units`` their ans.payload_units. Levels of escapes must lie in [lo, hi].
     Returns a status (errors.py).
     A token takes at least one level and reads at most one unit, so the tokens of levels
-    [i, i + the units left) cannot read past the chunk's units: they go in batches without
-    that test (and, 8 bytes or more before the end of ``out``, without ``store8``'s), the
-    last levels with both."""
+    [i, i + n) read inside ``units`` if n units are left in it, whatever the units hold:
+    they go in batches without the test of each unit read against the chunk's end (a batch
+    that read past it fails after it) and, 8 bytes or more before the end of ``out``, without
+    ``store8``'s test. A chunk before the payload's last takes one batch; where a batch would
+    cover under a quarter of the levels left, they take the tests token by token."""
     if first_bit % UNIT_BITS or n_bits % UNIT_BITS or n_bits < HEADER_UNITS * UNIT_BITS:
         return PAYLOAD_UNDERRUN
     u = uint64(first_bit // UNIT_BITS)
@@ -469,14 +471,17 @@ def decode_token_chunk(words, units, first_bit, n_bits, table, extras, out, star
     i, stop = uint64(start), uint64(stop)
     room = size - per_word + uint64(1) if size >= per_word else uint64(0)  # store8 below it
     half = uint64(0)                        # the chunk's first token: context 0
-    while True:
-        until = min(stop, room, i + (end - u))
-        if until <= i + uint64(MIN_BATCH):
+    last = uint64(units.shape[0] - 1)       # (unit_at(units, last) is the array's last unit)
+    while u < last and i < min(stop, room):
+        until = min(stop, room, i + (last - u))
+        if until - i < max(uint64(MIN_BATCH), (stop - i) >> uint64(2)):
             break
         status, i, u, at, half = _tokens(words, units, table, out, i, until, stop, u, end, at,
                                          extras_end, half, states, lo, hi, vbits, False)
         if status != OK:
             return status
+        if u > end:
+            return PAYLOAD_OVERRUN
     status, i, u, at, half = _tokens(words, units, table, out, i, stop, stop, u, end, at,
                                      extras_end, half, states, lo, hi, vbits, True)
     if status != OK:
@@ -495,8 +500,8 @@ def _tokens(words, units, table, out, i, until, stop, u, end, at, extras_end, ha
     ``stop``) on ``states`` (updated; the next token's on states[0], the states rotating),
     ``half`` the slot entries' half that the token before gives (``decode_table``).
     ``checked`` (a literal): test each unit read against ``end`` and each ``store8`` against
-    the end of ``out``; False where the caller's batch rules both out. Returns (status, i,
-    u, the next extra bit, half)."""
+    the end of ``out``; False where the caller's batch keeps both inside their arrays.
+    Returns (status, i, u, the next extra bit, half)."""
     scale, one = uint64(ANS_PROB_SCALE), uint64(1)
     per_word, size = uint64(levels_per_word(out)), uint64(out.shape[0])
     x0, x1, x2, x3 = states[0], states[1], states[2], states[3]

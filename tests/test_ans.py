@@ -212,12 +212,12 @@ def test_class_ids_unpack_as_packed(bits):
     assert np.array_equal(out, classes)
 
 
-def flipped_streams(s):
-    """QSGD(s) levels of 50,000 coordinates, and their ``ans`` stream in chunks of 4096
-    levels: whole, then 40 times with one payload bit flipped (resealed)."""
+def flipped_streams(s, name="ans"):
+    """QSGD(s) levels of 50,000 coordinates, and their stream by encoder ``name`` in chunks
+    of 4096 levels: whole, then 40 times with one payload bit flipped (resealed)."""
     g = np.random.default_rng(s).standard_normal(50_000).astype(np.float32)
     levels = hh.QSGD(levels=s).quantize(g, seed=0).levels.ravel()
-    buf = bytes(chunked_encoder("ans", 4096).encode(levels))
+    buf = bytes(chunked_encoder(name, 4096).encode(levels))
     payload = len(buf) - wire.CHECKSUM.size - len(hh.encoders.check(buf).payload)
     rng = np.random.default_rng(s)
     streams = [buf]

@@ -1,6 +1,8 @@
 """``rla`` (kernels/ans_tokens.py): rlh's run-length tokens rANS-coded, with a table per
 context; its size against the tokens' own entropy, its contexts, its escapes, and what
 ``auto`` makes of it."""
+import threading
+
 import numpy as np
 import pytest
 
@@ -12,6 +14,7 @@ from horovod_huffman.kernels.maxima import ANS_MAX_TOKENS, RUN_BUCKETS
 from horovod_huffman.kernels.ans_tokens import MARKED_RUN_SHIFT, MARKED_SYMBOL_MASK, PLAIN_BUCKETS
 from horovod_huffman.kernels.runs import BUCKET_EXTRA
 from strategies import chunked_encoder   # beside this file
+from test_ans import flipped_streams    # beside this file
 
 
 def sparse_levels(n, density, seed, s=8):
@@ -158,3 +161,31 @@ def test_token_counts_per_context_match_the_symbols(dtype, share):
         np.testing.assert_array_equal(tokens.marked[:, 1] >> MARKED_RUN_SHIFT, runs[marked])
         np.testing.assert_array_equal(tokens.marked[:, 1] & MARKED_SYMBOL_MASK,
                                       symbols[marked])
+
+
+@pytest.mark.parametrize("s", [1, 8, 127])
+def test_flipped_streams_decode_or_fail_and_return(s):
+    """The token decoder takes a chunk in batches without the test of each unit read against
+    the chunk's end (they stay inside the payload's array; a batch that read past that end
+    fails after it), and the payload's last chunk or the rest of a chunk too short for a
+    batch token by token: on streams of 13 chunks, whole or with one payload bit flipped,
+    decoding gives the levels (whole) or the levels' shape or DecodeError, and it returns
+    (a batch ended past its chunk's last level once looped for ever)."""
+    levels, streams = flipped_streams(s, "rla")
+    outcomes = []
+
+    def decode_all():
+        for buf in streams:
+            try:
+                outcomes.append(hh.decode(buf))
+            except hh.DecodeError as e:
+                outcomes.append(e)
+
+    worker = threading.Thread(target=decode_all, daemon=True)
+    worker.start()
+    worker.join(120)
+    assert not worker.is_alive(), f"decoding hung after {len(outcomes)} streams"
+    assert np.array_equal(outcomes[0], levels)
+    for out in outcomes[1:]:
+        assert isinstance(out, hh.DecodeError) or out.shape == levels.shape
+    assert sum(isinstance(out, hh.DecodeError) for out in outcomes) >= len(outcomes) // 2
