@@ -516,8 +516,9 @@ def _tokens(words, units, table, out, i, until, stop, u, end, at, extras_end, ha
         x = (record & uint64(ANS_FREQ_MASK)) * (x >> uint64(ANS_PROB_BITS)) + \
             ((s >> uint64(SLOT_OFFSET_SHIFT)) & uint64(ANS_PROB_SCALE - 1))
         # Selects, not branches: renormalizing is random. The unit is loaded whether it is
-        # taken or not (u <= end; at end, a unit of the next chunk or of the zero words
-        # after the payload: bits.bytes_to_words), so no branch guards the load.
+        # taken or not, so no branch guards the load: checked, u <= end (at end, a unit of
+        # the next chunk or of the zero words after the payload: bits.bytes_to_words);
+        # in a batch, u stays inside ``units`` and may pass end, which the caller tests.
         unit = unit_at(units, u)
         low = x < uint64(STATE_LOW)
         x0, x1, x2, x3 = x1, x2, x3, (x << uint64(UNIT_BITS)) | unit if low else x
