@@ -103,6 +103,7 @@ def allgather_sum(codec, ops, coll, job, work):
             part = codec.own(message, qt, work.size, key, rank) if rank == coll.rank else \
                 codec.decode(ops, message, work.size, work.dtype, key, rank)
             total = ops.add_dequantized(total, part)
+        codec.settle(ops, [state], total)
     codec.count(job.coords, job.raw_bytes, data.size, job.tensors)
     return total
 
@@ -129,7 +130,7 @@ def two_phase_sum(codec, ops, coll, job, work, align):
         pending = coll.allgather(reply, f"{key}.gather")
         yield pending
     if failure is not None:
-        raise failure
+        raise failure          # nothing settles: every residual stays as it was
     with codec.span(key, "decode"):
         result = ops.empty(work.size, work.dtype)     # every shard is assigned below
         gathered = split_frames(pending.wait(), coll.size, phase_tag(job.tag, "gather"),
@@ -140,6 +141,8 @@ def two_phase_sum(codec, ops, coll, job, work, align):
             ops.dequantize_into(result, bounds[j], codec.own(message, summed, size, what, j)
                                 if j == me else
                                 codec.decode(ops, message, size, work.dtype, what, j))
+        codec.settle(ops, [(key, "client", j) for j in range(coll.size)] + [(key, "server", me)],
+                     result)
     codec.count(job.coords, job.raw_bytes, data.size - sizes[me] + reply.size, job.tensors)
     return result
 

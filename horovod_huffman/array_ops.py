@@ -11,7 +11,7 @@ from numba import cuda
 from horovod_huffman.kernels import cuda_feedback as cf, cuda_quantize as cq, quantize as qk
 from horovod_huffman.kernels.cuda_bits import BLOCK
 
-from .device import as_device_array, grid_for
+from .device import as_device_array, grid_for, is_device_array
 from .message import build, unpack
 from .quantizers import QuantizedTensor, dequantize, device_scales
 
@@ -22,16 +22,13 @@ def work_dtype(dtype):
 
 def contract(x, qt):
     """``qt`` with every bucket's scale multiplied by a_b = <x_b, Q_b> / |Q_b|^2, the factor that
-    makes x_b - a_b Q_b orthogonal to Q_b, hence |x_b - a_b Q_b| <= |x_b| (a contraction)."""
-    flat = x.reshape(-1)
-    q = dequantize(qt).reshape(-1).astype(flat.dtype, copy=False)
-    starts = np.arange(0, flat.size, qt.bucket_size)
-    if starts.size == 0:
-        return qt
-    dot = np.add.reduceat(flat * q, starts)
-    norm2 = np.add.reduceat(q * q, starts)
-    alpha = np.divide(dot, norm2, out=np.zeros_like(dot), where=norm2 > 0)
-    scales = (qt.scales * alpha).astype(np.float32)
+    makes x_b - a_b Q_b orthogonal to Q_b, hence |x_b - a_b Q_b| <= |x_b| (a contraction;
+    ``quantize.contract_scales``). A scale beyond float32 becomes Inf: the bucket is then
+    reduced as non-finite and error feedback keeps its residuals (exchange.Codec.settle)."""
+    flat = np.ascontiguousarray(x).reshape(-1)
+    scales = np.empty_like(qt.scales, dtype=np.float32)
+    with np.errstate(over="ignore"):
+        qk.contract_scales(flat, qt.levels, qt.scales, qt.bucket_size, scales)
     return type(qt)(qt.levels, scales, qt.shape, qt.dtype, qt.bucket_size)
 
 
@@ -52,6 +49,16 @@ class HostOps:
     @staticmethod
     def residual(work, qt):
         return work - dequantize(qt)
+
+    @staticmethod
+    def all_finite(x):
+        """Whether every element of ``x`` is finite (a bool)."""
+        return qk.all_finite(x)
+
+    @staticmethod
+    def keep_if(finite, new, old):
+        """``new`` where ``finite`` (``all_finite``'s answer), else ``old`` (None: no array)."""
+        return new if finite else old
 
     @staticmethod
     def build(qt, encoder, layout=None):
@@ -129,6 +136,23 @@ class DeviceOps:
         out = self._like(work)
         self._launch(cf.residual, work.size)(work, qt.levels, qt.scales, qt.bucket_size, out)
         return out
+
+    def all_finite(self, x):
+        """A one-element int32 device array: 1 when every element of ``x`` is finite, else 0;
+        computed on the stream, never read back to the host (``keep_if`` takes it)."""
+        flag = cuda.device_array(1, dtype=np.int32, stream=self.stream)
+        cf.fill[1, 1, self.stream](flag, 1)
+        if x.size:
+            self._launch(cf.clear_if_nonfinite, x.size)(x.reshape(x.size), flag)
+        return flag
+
+    def keep_if(self, finite, new, old):
+        """``new``, overwritten on the stream by ``old`` (None or another shape: zeros) unless
+        the device flag ``finite`` is 1."""
+        if old is None or not is_device_array(old) or old.shape != new.shape:
+            old = new[:0]
+        self._launch(cf.keep_if, new.size)(finite, new, old)
+        return new
 
     def build(self, qt, encoder, layout=None):
         return build(qt, encoder, stream=self.stream, layout=layout)

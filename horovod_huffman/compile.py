@@ -83,7 +83,9 @@ def warm_up():
         buf = hh.get_encoder("auto").encode(qt.levels)
         assert np.array_equal(hh.decode(buf), qt.levels), "auto"
     codec = Codec(quantizer=hh.QSGD(levels=8), error_feedback=True, seed=0)
-    codec.quantize(HostOps, grad, grad.shape, "warm-up", 0, state="warm-up")
+    for work in (grad, grad.astype(np.float64)):          # error feedback in both work dtypes
+        codec.quantize(HostOps, work, work.shape, "warm-up", 0, state="warm-up")
+        codec.settle(HostOps, ["warm-up"], work.reshape(-1))
 
 
 def main(argv=None):

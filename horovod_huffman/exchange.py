@@ -177,7 +177,9 @@ class Codec:
     (None: on exactly when the quantizer is biased). With it on, each bucket is sent scaled by
     the least-squares factor <x, Q(x)> / |Q(x)|^2 (``contract``), so the residual never grows:
     plain error feedback diverges with QSGD whenever its error exceeds the gradient
-    (s^2 < bucket size; docs/design.md).
+    (s^2 < bucket size; docs/design.md). A step whose reduced bucket holds Inf or NaN (an
+    overflow under a loss scaler, which then skips the step) keeps every residual of that
+    bucket, client and server, as it was before the step (``settle``).
     server_error_feedback: in the two-phase exchange, keep the error of requantizing this rank's
     summed shard and add it to the next step's sum, with the same contraction (None: as
     ``error_feedback``).
@@ -198,6 +200,7 @@ class Codec:
     trace: deque = field(default_factory=lambda: deque(maxlen=TRACE_SPANS))
     choices: dict = field(default_factory=dict)
     _seen: set = field(default_factory=set)
+    _staged: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if isinstance(self.encoder, str):
@@ -222,8 +225,8 @@ class Codec:
 
         seed_name, step: the quantization seed (``derive_seed``) when the codec has a seed.
         state: None, or the key of an error-feedback residual: it is added to ``work`` first, the
-        bucket scales are contracted (``contract``), and the new residual ``work - sent`` is kept
-        under that key.
+        bucket scales are contracted (``contract``), and the new residual ``work - sent`` is
+        staged under that key, to replace the residual when the exchange settles (``settle``).
         """
         if state is not None:
             residual = self.residuals.get(state)
@@ -234,8 +237,26 @@ class Codec:
         qt = self.quantizer.quantize(work.reshape(shape), seed=seed, stream=ops.stream)
         if state is not None:
             qt = ops.contract(work, qt)
-            self.residuals[state] = ops.residual(work, qt)
+            self._staged[state] = ops.residual(work, qt)
         return qt
+
+    def settle(self, ops, states, total):
+        """End an exchange whose reduced result is ``total``: the residuals it staged under
+        ``states`` (``quantize``) replace the kept ones if every element of ``total`` is
+        finite; otherwise the kept ones stay as they were (none stays none). Every rank reduces
+        the same ``total``, so every rank decides alike. On a GPU the decision stays on the
+        device (``DeviceOps.keep_if``)."""
+        staged = [(state, self._staged.pop(state)) for state in states
+                  if state in self._staged]
+        if not staged:
+            return
+        finite = ops.all_finite(total)
+        for state, residual in staged:
+            kept = ops.keep_if(finite, residual, self.residuals.get(state))
+            if kept is None:
+                self.residuals.pop(state, None)
+            else:
+                self.residuals[state] = kept
 
     def build(self, ops, qt, job, part, start=0):
         """The message of ``qt``, ``part`` ("all", "shard<j>", "sum") of the exchange ``job``
