@@ -31,8 +31,9 @@ if [ "$(id -u)" != 0 ]; then
     if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
         sudo="sudo -n"
     else
-        echo "not root and no sudo: cannot install ${missing[*]} (MPI and multi-host tests will skip)" >&2
-        exit 0
+        echo "set-up failed: not root and no sudo, so cannot install ${missing[*]}; install them" \
+             "(apt-get install ${missing[*]}) or run as root" >&2
+        exit 1
     fi
 fi
 export DEBIAN_FRONTEND=noninteractive

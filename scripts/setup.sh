@@ -9,10 +9,37 @@ PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
-.venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v "is ignored" || true
+
+# pip, its output without the "is ignored" notices of an editable install; fails when pip fails.
+pip_install() {
+    local log rc=0
+    log=$(mktemp)
+    .venv/bin/python -m pip install -q "$@" >"$log" 2>&1 || rc=$?
+    grep -v "is ignored" "$log" || true
+    rm -f "$log"
+    if [ "$rc" -ne 0 ]; then
+        echo "set-up failed: pip install $* exited with $rc" >&2
+        return "$rc"
+    fi
+}
+pip_install --upgrade pip
 # torch is pinned (setup.py): an unpinned torch pulls several GB of CUDA packages.
-.venv/bin/python -m pip install -q -e ".[dev]" 2>&1 | grep -v "is ignored" || true
-.venv/bin/python -c "import horovod_huffman, numba, torch; print('horovod-huffman', horovod_huffman.__version__, '| numba', numba.__version__, '| torch', torch.__version__)"
+pip_install -e ".[dev]"
+# Every pinned framework imports, at its pinned version (docker/versions.env): a framework that
+# is missing would make Horovod build without it and its tests skip.
+TF_CPP_MIN_LOG_LEVEL=2 .venv/bin/python - <<'PY'
+import horovod_huffman, numba, tensorflow, tf_keras, torch
+pins = dict(line.strip().split("=", 1) for line in open("docker/versions.env")
+            if "=" in line and not line.startswith("#"))
+for name, module in (("TORCH_VERSION", torch), ("TENSORFLOW_VERSION", tensorflow),
+                     ("TF_KERAS_VERSION", tf_keras)):
+    want = pins.get(name)
+    if want and not module.__version__.startswith(want):
+        raise SystemExit(f"set-up failed: {module.__name__} {module.__version__} installed, "
+                         f"{want} pinned (docker/versions.env {name})")
+print("horovod-huffman", horovod_huffman.__version__, "| numba", numba.__version__,
+      "| torch", torch.__version__, "| tensorflow", tensorflow.__version__)
+PY
 # Compile every kernel into Numba's cache now, so the first training step does not.
 .venv/bin/python -m horovod_huffman.compile
 if [ "${WITH_HOROVOD:-0}" = "1" ]; then

@@ -5,6 +5,7 @@ import os
 if not os.path.exists("/dev/nvidiactl"):
     os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
+import pytest  # noqa: E402
 from hypothesis import settings  # noqa: E402
 
 # CI runs many examples once; local runs stay quick. Deadlines off: first calls JIT-compile.
@@ -20,3 +21,43 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "podman: builds the CPU image with podman and runs the compose "
                             "cluster where podman is installed (about 13 minutes cold, under a "
                             "minute with podman's layer cache); HH_PODMAN=0 skips it")
+
+
+# The only skips a run may have, each with why this machine cannot run the test. A test that
+# skips for any other reason (a framework that failed to install, MPI missing, a tool the dev
+# extra should have brought) is a test this machine could run and did not: the run fails
+# (``pytest_sessionfinish``), so a broken set-up cannot pass as green. Keys are substrings of
+# the skip's reason.
+ALLOWED_SKIPS = {
+    "needs torch with a real CUDA GPU":
+        "no GPU here: the device path's kernels run on Numba's CUDA simulator instead "
+        "(tests/test_gpu.py); these tests hand real CUDA tensors to the adapters",
+    "needs root, podman and podman-compose":
+        "the container cluster needs podman, which set-up installs only with WITH_PODMAN=1 "
+        "(about 13 minutes cold; docs/cluster.md)",
+    "HH_PODMAN=0": "the container cluster, turned off by its own switch",
+    "the CPU has no AVX-512 F/BW":
+        "the AVX-512 run finder's test needs the instructions; its scalar twin runs everywhere",
+}
+_skips = []
+
+
+def pytest_runtest_logreport(report):
+    if report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else \
+            str(report.longrepr)
+        _skips.append((report.nodeid, reason))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if hasattr(session.config, "workerinput"):          # an xdist worker: its controller judges
+        return
+    unexpected = [(node, reason) for node, reason in _skips
+                  if not any(allowed in reason for allowed in ALLOWED_SKIPS)]
+    if unexpected and os.environ.get("HH_ALLOW_ANY_SKIP") != "1":
+        lines = "\n".join(f"  {node}: {reason}" for node, reason in unexpected)
+        session.config.get_terminal_writer().line(
+            f"\n{len(unexpected)} test(s) skipped for a reason outside tests/conftest.py's "
+            f"ALLOWED_SKIPS (this machine could run them; fix the set-up, or set "
+            f"HH_ALLOW_ANY_SKIP=1 to accept):\n{lines}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

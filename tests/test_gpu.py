@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 import horovod_huffman as hh
-from horovod_huffman.device import cuda_usable, SIMULATED
+from horovod_huffman import wire
+from horovod_huffman.fuzz import reseal
+from horovod_huffman.device import cuda_usable, is_device_array, SIMULATED
 
 pytestmark = [
     pytest.mark.skipif(not cuda_usable(),
@@ -73,7 +75,7 @@ def test_device_encode_writes_the_host_bytes(name, pattern):
 def test_device_decode_reads_host_streams(name, pattern):
     levels = PATTERNS[pattern]
     out = hh.decode(encoder(name).encode(levels), device="cuda")
-    assert cuda.devicearray.is_cuda_ndarray(out) or SIMULATED
+    assert is_device_array(out) and not isinstance(out, np.ndarray)
     got = out.copy_to_host()
     assert got.dtype == levels.dtype
     np.testing.assert_array_equal(got, levels)
@@ -83,14 +85,17 @@ def test_empty_tensors_on_the_device():
     for name in DEVICE_ENCODERS:
         buf = encoder(name).encode(cuda.to_device(np.zeros(0, np.int8)))
         assert bytes(buf) == bytes(encoder(name).encode(np.zeros(0, np.int8)))
+        back = hh.decode(buf)
+        assert back.size == 0 and back.dtype == np.int8
         assert hh.decode(buf, device="cuda").size == 0
 
 
 @pytest.mark.parametrize("name", ["elias_rle", "auto"])
 def test_encoders_without_kernels_take_device_arrays(name):
     levels = PATTERNS["sparse"]
-    assert bytes(hh.get_encoder(name).encode(cuda.to_device(levels))) == \
-        bytes(hh.get_encoder(name).encode(levels))
+    buf = hh.get_encoder(name).encode(cuda.to_device(levels))
+    assert bytes(buf) == bytes(hh.get_encoder(name).encode(levels))
+    np.testing.assert_array_equal(hh.decode(buf), levels)
 
 
 def test_device_levels_are_checked():
@@ -106,8 +111,7 @@ def test_device_levels_are_checked():
 
 def _mutations(buf, rng, count):
     """Streams with one payload bit flipped and the checksum recomputed."""
-    from test_hostile_input import reseal
-    body_end = len(buf) - 4
+    body_end = len(buf) - wire.CHECKSUM.size
     for _ in range(count):
         mutated = bytearray(buf)
         pos = int(rng.integers(body_end // 2, body_end))      # the payload sits at the end
@@ -271,6 +275,11 @@ def test_device_quantization_equals_the_host(quantizer, dtype):
     back = hh.dequantize(dev).copy_to_host()
     assert back.shape == grad.shape and back.dtype == grad.dtype
     np.testing.assert_array_equal(back, hh.dequantize(host))
+    # the NaN's bucket dequantizes to NaN, every other bucket to finite values
+    nan_at = np.ravel_multi_index((3, 4), grad.shape) // host.bucket_size
+    in_nan_bucket = np.arange(back.size) // host.bucket_size == nan_at
+    np.testing.assert_array_equal(np.isnan(back.reshape(-1)), in_nan_bucket)
+    assert np.isfinite(back.reshape(-1)[~in_nan_bucket]).all()
 
 
 def test_quantize_encode_decode_dequantize_stays_on_the_device():
@@ -365,6 +374,57 @@ def test_exchanges_run_on_the_device(quantizer, kind, name):
                 np.testing.assert_allclose(d.copy_to_host(), h, rtol=1e-6, atol=1e-7)
         for d in total_d[1:]:
             np.testing.assert_array_equal(d.copy_to_host(), total_d[0].copy_to_host())
+
+
+@pytest.mark.parametrize("kind", ["allgather", "two_phase"])
+def test_device_error_feedback_keeps_its_residuals_through_an_overflow_step(kind):
+    """Error feedback on device buckets beside the host's, 2 ranks, an Inf on rank 0 at steps
+    0 and 2: those steps reduce to NaN on both; the device keeps every residual as it was
+    (zeros where there was none) without reading the decision back; the residuals match the
+    host's at every step (the contraction's sums differ only in rounding)."""
+    from horovod_huffman.allreduce import Job, allgather_sum, two_phase_sum
+    from horovod_huffman.array_ops import DeviceOps, HostOps
+    from horovod_huffman.exchange import Codec
+    from horovod_huffman.local import LocalGroup, run_ranks
+
+    rng = np.random.default_rng(9)
+    stream = cuda.stream()
+    quantizer = hh.QSGD(levels=8, bucket_size=64)
+    host = [Codec(encoder="rlh", quantizer=quantizer, error_feedback=True, seed=r)
+            for r in range(2)]
+    dev = [Codec(encoder="rlh", quantizer=quantizer, error_feedback=True, seed=r)
+           for r in range(2)]
+    before = None
+    for step in range(4):
+        grads = [rng.standard_normal(300).astype(np.float32) for _ in range(2)]
+        if step in (0, 2):
+            grads[0][100] = np.inf
+        job = Job("w", 7, step, 1, 300, 1200)
+        totals = {}
+        for ops, codecs, device in ((HostOps, host, False), (DeviceOps(stream), dev, True)):
+            group = LocalGroup(2)
+            works = [cuda.to_device(g, stream=stream) if device else g for g in grads]
+            totals[device] = run_ranks([
+                two_phase_sum(c, ops, group.member(r), job, works[r], 64) if kind == "two_phase"
+                else allgather_sum(c, ops, group.member(r), job, works[r])
+                for r, c in enumerate(codecs)])
+        for device in (False, True):
+            got = [t.copy_to_host() if device else t for t in totals[device]]
+            assert all(np.isfinite(t).all() == (step not in (0, 2)) for t in got), (step, device)
+        kept = [{k: v.copy_to_host() for k, v in c.residuals.items()} for c in dev]
+        if step == 0:
+            assert all(not r.any() for rank in kept for r in rank.values()) and kept[0]
+            assert host[0].residuals == {}
+        else:
+            for c_h, rank in zip(host, kept):
+                assert sorted(rank) == sorted(c_h.residuals)
+                for k, v in rank.items():
+                    np.testing.assert_allclose(v, c_h.residuals[k], rtol=1e-5, atol=1e-5)
+        if step == 2:
+            for rank, prior in zip(kept, before):
+                for k, v in rank.items():
+                    np.testing.assert_array_equal(v, prior[k])
+        before = kept
 
 
 def test_device_benchmark_runs(capsys):
