@@ -21,6 +21,9 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "podman: builds the CPU image with podman and runs the compose "
                             "cluster where podman is installed (about 13 minutes cold, under a "
                             "minute with podman's layer cache); HH_PODMAN=0 skips it")
+    config.addinivalue_line("markers", "large: tensors past 2**31 levels and payloads past 2**31 "
+                            "bits (tests/test_large.py: up to 6 GiB each); `-m \"not large\"` "
+                            "leaves them out")
 
 
 # The only skips a run may have, each with why this machine cannot run the test. A test that

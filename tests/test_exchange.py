@@ -105,7 +105,7 @@ def test_every_rank_gets_exactly_the_sum_the_exchange_defines(kind, n, numel, al
     group = LocalGroup(n)
     sums = run_ranks([exchange(kind, c, group, r, bucket, works[r], align)
                       for r, c in enumerate(codecs(n, align=align))])
-    expected, _ = expected_sum(works, [SEED + r for r in range(n)], bucket, kind, "rlh", 4, align)
+    expected, _, _ = expected_sum(works, [SEED + r for r in range(n)], bucket, kind, "rlh", 4, align)
     for s in sums:
         np.testing.assert_array_equal(s, expected)
 
@@ -152,7 +152,7 @@ def test_server_error_feedback_keeps_exactly_the_requantization_error():
     group, cs = LocalGroup(n), codecs(n, align=align, server_error_feedback=True)
     sums = run_ranks([exchange("two_phase", c, group, r, bucket, works[r], align)
                       for r, c in enumerate(cs)])
-    expected, residuals = expected_sum(works, [SEED + r for r in range(n)], bucket, "two_phase",
+    expected, residuals, _ = expected_sum(works, [SEED + r for r in range(n)], bucket, "two_phase",
                                        "rlh", 4, align, feedback=True)
     for r, c in enumerate(cs):
         np.testing.assert_array_equal(sums[r], expected)

@@ -21,6 +21,17 @@ def test_decode_of_encode_is_identity(name, levels):
     np.testing.assert_array_equal(out, levels)
 
 
+@pytest.mark.parametrize("name", ["rlh", "rla", "auto"])
+def test_more_distinct_tokens_than_codes_round_trip(name):
+    """Over 4096 distinct (run, level) tokens: the rarest fold into the escape and are written
+    escaped, which the output's bound must count (random tests of a few thousand levels never
+    reach that many tokens)."""
+    rng = np.random.default_rng(0)
+    values = rng.integers(0, 2080, 40000).astype(np.int16)
+    levels = np.repeat(values, rng.integers(1, 4, values.size))
+    np.testing.assert_array_equal(hh.decode(hh.get_encoder(name).encode(levels)), levels)
+
+
 @pytest.mark.parametrize("name", SEEDED)
 @given(levels=level_arrays(), seed=st.integers(0, 2**32), sample=st.integers(1, 3000))
 def test_sampled_encoders_roundtrip_for_any_sample(name, levels, seed, sample):

@@ -56,8 +56,11 @@ class RLH(Chunked):
         code = Code.from_counts(counts, escape)
         vbits = value_bits(levels.dtype)
         chunk_bits = np.zeros(chunk_runs.size, dtype=np.int64)
+        # Escaped tokens: the escape's own and those of the symbols Code.from_counts folded
+        # into it (no code of their own), all tokens but the coded symbols'.
+        escaped = int(counts.sum()) - int(counts[code.symbols[code.symbols != escape]].sum())
         worst = rlh_payload_bits(counts, code, window) + 32 * chunk_bits.size + \
-            int(counts[escape]) * (vbits + RLH_ESCAPE_RUN_BITS + MAX_CODE_BITS)
+            escaped * (vbits + RLH_ESCAPE_RUN_BITS + MAX_CODE_BITS)
         out32 = out_words(worst)
         n_words = encode_rlh(levels, ends, symbols, chunk_runs, self.chunk_levels, base, window,
                              code.symbols, code.entries(), vbits, BUCKET_EXTRA, out32,

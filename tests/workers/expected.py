@@ -8,12 +8,13 @@ from horovod_huffman.buckets import shard_bounds
 from horovod_huffman.exchange import derive_seed
 
 
-def round_trip(x, seed, name, encoder, levels, bucket_size):
+def round_trip(x, seed, name, encoder, levels, bucket_size, quantizer="qsgd"):
     """What a rank with quantization ``seed`` sends for ``x`` under ``name`` at step 0: the round
-    trip of its quantized levels through ``encoder``."""
-    qt = hh.QSGD(levels=levels, bucket_size=bucket_size).quantize(
-        x, seed=derive_seed(seed, name, 0))
-    return hh.unpack(hh.pack(qt, encoder))
+    trip of its quantized levels through ``encoder``. ``quantizer``: "qsgd" (s = ``levels``)
+    or "terngrad", in buckets of ``bucket_size``."""
+    q = hh.QSGD(levels=levels, bucket_size=bucket_size) if quantizer == "qsgd" else \
+        hh.TernGrad(bucket_size=bucket_size)
+    return hh.unpack(hh.pack(q.quantize(x, seed=derive_seed(seed, name, 0)), encoder))
 
 
 def staged(grads, bucket):
@@ -26,32 +27,45 @@ def staged(grads, bucket):
     return buf
 
 
-def expected_sum(buffers, seeds, bucket, exchange, encoder, levels, bucket_size, feedback=False):
-    """(the bucket's sum over ranks as ``exchange`` defines it, {shard: server residual}).
+def expected_sum(buffers, seeds, bucket, exchange, encoder, levels, bucket_size, feedback=False,
+                 client_feedback=False, quantizer="qsgd"):
+    """(the bucket's sum over ranks as ``exchange`` defines it, {shard: server residual},
+    {rank: {state: client residual}}), at step 0 (no residual before it).
 
     buffers, seeds: every rank's staged bucket and quantization seed, in rank order. two_phase:
     shard j is rank j's requantization of the rank-ordered sum of every rank's shard j; with
     server error feedback (``feedback``) it is sent contracted, and the residual is the error.
+    With client error feedback (``client_feedback``) every rank sends its pieces contracted,
+    and keeps each piece's error under its state: ("all",) or ("client", j).
     """
     n = len(buffers)
+    clients = {r: {} for r in range(n)}
+
+    def sent(x, r, name, state):
+        qt = round_trip(x, seeds[r], name, encoder, levels, bucket_size, quantizer)
+        if not client_feedback:
+            return hh.dequantize(qt)
+        contracted = contract(x, qt)
+        clients[r][state] = x - hh.dequantize(contracted)
+        return hh.dequantize(contracted)
+
     if exchange == "allgather":
         total = None
         for r in range(n):
-            part = hh.dequantize(round_trip(buffers[r], seeds[r], f"{bucket.key}/all", encoder,
-                                            levels, bucket_size))
+            part = sent(buffers[r], r, f"{bucket.key}/all", ("all",))
             total = part if total is None else total + part
-        return total, {}
+        return total, {}, clients
     bounds = shard_bounds(bucket.size, n, bucket_size)
     out, residuals = np.empty(bucket.size, np.float32), {}
     for j in range(n):
         a, b = bounds[j], bounds[j + 1]
         piece = None
         for r in range(n):
-            part = hh.dequantize(round_trip(buffers[r][a:b], seeds[r], f"{bucket.key}/shard{j}",
-                                            encoder, levels, bucket_size))
+            part = sent(buffers[r][a:b], r, f"{bucket.key}/shard{j}", ("client", j))
             piece = part if piece is None else piece + part
-        qt = round_trip(piece, seeds[j], f"{bucket.key}/sum{j}", encoder, levels, bucket_size)
-        sent = contract(piece, qt)
-        residuals[j] = piece - hh.dequantize(sent)
-        out[a:b] = hh.dequantize(sent if feedback else qt)
-    return out, residuals
+        qt = round_trip(piece, seeds[j], f"{bucket.key}/sum{j}", encoder, levels, bucket_size,
+                        quantizer)
+        summed = contract(piece, qt)
+        residuals[j] = piece - hh.dequantize(summed)
+        out[a:b] = hh.dequantize(summed if feedback else qt)
+    return out, residuals, clients

@@ -84,7 +84,7 @@ def run_case(encoder, mode, exchange):
             key = key_of[g.shape]
             (bucket,) = BucketPlan([(key, g.size, "float32")], g.size, BUCKET).buckets
             buffers = [staged({key: grads[g.shape]}, bucket) for grads in everyone]
-            total, _ = expected_sum(buffers, [SEED + r for r in range(n)], bucket,
+            total, _, _ = expected_sum(buffers, [SEED + r for r in range(n)], bucket,
                                     choose(exchange, n), encoder, LEVELS, BUCKET)
             expected = (total[:g.size] * np.float32(1.0 if mode == "sum" else 1.0 / n))
             expected = expected.reshape(g.shape)

@@ -88,7 +88,7 @@ def expected_means(local, comp, exchange):
             key = key_of[g.shape]
             (bucket,) = BucketPlan([(key, g.size, "float32")], g.size, BUCKET).buckets
             buffers = [staged({key: grads[g.shape]}, bucket) for grads in everyone]
-            total, _ = expected_sum(buffers, [SEED + r for r in range(n)], bucket, kind, "rlh",
+            total, _, _ = expected_sum(buffers, [SEED + r for r in range(n)], bucket, kind, "rlh",
                                     LEVELS, BUCKET)
             means.append((total[:g.size] * np.float32(1.0 / n)).reshape(g.shape))
         else:

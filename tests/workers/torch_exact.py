@@ -7,7 +7,10 @@ local gradients and the compressor's bucket plan:
 - two_phase: for shard j, rank j's requantization of the rank-ordered sum of every rank's
   dequantized shard j; with error feedback ("feedback"), rank j's server residual is exactly the
   error of that requantization; "tiny" puts every gradient in a bucket of its own, down to a
-  5-coordinate bias, whose shards are empty on all ranks but one.
+  5-coordinate bias, whose shards are empty on all ranks but one;
+- "client_feedback": client and server error feedback on: every rank sends its pieces
+  contracted, and each rank's client residuals are exactly the errors of what it sent;
+- "terngrad": TernGrad (buckets of 64) in place of QSGD.
 
 Usage: torch_exact.py DTYPE EXCHANGE VARIANT [VARIANT ...]; prints "OK <n> checks" on success.
 """
@@ -66,9 +69,12 @@ def run_case(encoder, dtype, exchange, variant):
         kwargs["op"] = hvd.Sum
     if variant == "sparse_as_dense":
         kwargs["sparse_as_dense"] = True
-    feedback = variant == "feedback"
-    comp = Compression.build(encoder=encoder, quantizer=hh.QSGD(levels=LEVELS, bucket_size=BUCKET),
-                             error_feedback=False, seed=SEED + rank, exchange=exchange,
+    client = variant == "client_feedback"
+    feedback = variant == "feedback" or client
+    quantizer = "terngrad" if variant == "terngrad" else "qsgd"
+    comp = Compression.build(encoder=encoder, quantizer=hh.QSGD(levels=LEVELS, bucket_size=BUCKET)
+                             if quantizer == "qsgd" else hh.TernGrad(bucket_size=BUCKET),
+                             error_feedback=client, seed=SEED + rank, exchange=exchange,
                              bucket_bytes=4 if variant == "tiny" else BUCKET_BYTES)
     comp.codec.server_error_feedback = feedback
     opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
@@ -87,8 +93,9 @@ def run_case(encoder, dtype, exchange, variant):
     for bucket in plan.buckets:
         buffers = [staged({k: g.float().numpy() for k, g in grads.items()}, bucket)
                    for grads in everyone]
-        total, residuals = expected_sum(buffers, [SEED + r for r in range(n)], bucket, exchange,
-                                        encoder, LEVELS, BUCKET, feedback)
+        total, residuals, clients = expected_sum(
+            buffers, [SEED + r for r in range(n)], bucket, exchange, encoder, LEVELS, BUCKET,
+            feedback, client, quantizer)
         for slot in bucket.slots:
             expected = torch.from_numpy(total[slot.offset:slot.offset + slot.numel])
             if variant != "sum":
@@ -98,10 +105,14 @@ def run_case(encoder, dtype, exchange, variant):
                 encoder, exchange, variant, slot.name,
                 (got[slot.name].float() - expected.float()).abs().max())
             checks += 1
-        if feedback:
+        if feedback and exchange == "two_phase":
             kept = comp.codec.residuals[(bucket.key, "server", rank)]
             np.testing.assert_array_equal(kept, residuals[rank])
             checks += 1
+        for state, residual in clients[rank].items():
+            np.testing.assert_array_equal(comp.codec.residuals[(bucket.key, *state)], residual)
+            checks += 1
+        assert not client or clients[rank], "client error feedback kept no residual"
     # After an explicit synchronize(), Horovod's step() would reduce every (already reduced)
     # gradient a second time unless told not to (docs/torch-adapter.md, "synchronize()").
     with opt.skip_synchronize():

@@ -32,7 +32,7 @@ def main():
         (plan,) = comp.plans
         (bucket,) = plan.buckets                   # the weight alone: the bias rides allreduce
         both = hvd.allgather(g[None], name="grads", process_set=pair).numpy()
-        total, _ = expected_sum([staged({"weight": grad}, bucket) for grad in both], [5, 6],
+        total, _, _ = expected_sum([staged({"weight": grad}, bucket) for grad in both], [5, 6],
                                 bucket, "allgather", "shs", 4, 512)
         expected = (torch.from_numpy(total[:g.numel()]) * 0.5).reshape(g.shape)
         assert torch.equal(model.weight.grad, expected), (model.weight.grad - expected).abs().max()
