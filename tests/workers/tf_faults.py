@@ -2,6 +2,8 @@
 
 Usage: tf_faults.py CASE, CASE one of
   corrupt: rank 1's link flips a byte of each frame it sends -> every rank's step fails with DecodeError;
+  mismatch: rank 1's variable has more columns, so its bucket differs from the others' ->
+           every rank's step fails with MismatchError;
   min:     op=hvd.Min -> every rank's step fails naming the supported ops.
 Prints "RAISED <rank> <message>" and exits 0 when the expected error came.
 """
@@ -22,13 +24,15 @@ def main():
     case = sys.argv[1]
     exchange = sys.argv[2] if len(sys.argv) > 2 else "auto"
     hvd.init()
-    w = tf.Variable(np.random.default_rng(0).standard_normal((32, 64)).astype(np.float32))
+    columns = 66 if case == "mismatch" and hvd.rank() == 1 else 64
+    w = tf.Variable(np.random.default_rng(0).standard_normal((32, columns)).astype(np.float32))
     x = np.random.default_rng(hvd.rank()).standard_normal((8, 32)).astype(np.float32)
     if case == "corrupt" and hvd.rank() == 1:
         corrupt_outgoing_frames()
     comp = Compression.build(encoder="rlh", exchange=exchange)
     op = hvd.Min if case == "min" else hvd.Average
-    expected = "DecodeError" if case == "corrupt" else "Average or Sum"
+    expected = {"corrupt": "DecodeError", "mismatch": "MismatchError"}.get(case,
+                                                                          "Average or Sum")
 
     @tf.function
     def step():
