@@ -4,7 +4,8 @@ with ``cache=True``.
 Limits: maxima (every stream and table maximum, and the packed layouts sized for them), errors
 (decode status codes).
 Bits: bits (MSB-first bit I/O, the reader's 64-bit buffer), stores (multi-level loads and
-stores, byte swaps), varints (LEB128 parameter fields), chunks (chunked payloads).
+stores, byte swaps), checked (the raw loads and stores checked under Numba's bounds checks),
+varints (LEB128 parameter fields), chunks (chunked payloads).
 Codes: huffman (code lengths and canonical codes, decode tables), codebook (the codebook on the
 wire), elias (Elias codes), fixed (fixed-width packing).
 Encoders: symbols (per-element Huffman: histograms, writer, multi-symbol decode tables), runs
@@ -22,6 +23,13 @@ The kernels inline one another's functions across files, and Numba's cache index
 file that holds each function: a kernel cached before a function it inlines from another file
 changed would run the old code. So at import a hash of every kernel source is compared with the
 one stamped in the cache directory, and a cache compiled from other sources is dropped.
+
+Numba's cache index does not record its bounds-check flag either (NUMBA_BOUNDSCHECK: the key is
+the signature, the target machine and the function's bytecode), and under it the raw loads and
+stores are other functions (kernels/checked.py). So a process with bounds checks on caches in a
+directory of its own, CHECKED_CACHE below the usual one, for its own kernels and any other
+library's it compiles after them; and the stamp records the flag, so a cache compiled the other
+way that still meets a process is dropped.
 """
 import glob
 import hashlib
@@ -29,6 +37,22 @@ import os
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _STAMP = "horovod_huffman.kernels.sources"
+# The subdirectory of the cache directory where a bounds-checked process caches.
+CHECKED_CACHE = "boundscheck"
+
+
+def _separate_checked_cache():
+    """Under Numba's bounds checks, point Numba's cache (numba.config.CACHE_DIR, and
+    NUMBA_CACHE_DIR, which Numba rereads when its environment changes and child processes
+    inherit) at CHECKED_CACHE below NUMBA_CACHE_DIR or the kernels' ``__pycache__``. Must run
+    before any kernel is decorated: a function's cache directory is fixed then."""
+    from numba.core import config
+    if not config.BOUNDSCHECK:
+        return
+    base = config.CACHE_DIR or os.path.join(_HERE, "__pycache__")
+    if os.path.basename(os.path.normpath(base)) != CHECKED_CACHE:
+        base = os.path.join(base, CHECKED_CACHE)
+    config.CACHE_DIR = os.environ["NUMBA_CACHE_DIR"] = base
 
 
 def _cache_directory():
@@ -46,7 +70,8 @@ def _drop_stale_cache():
     """Remove the cached kernels if they were compiled from other kernel sources than these,
     and stamp the directory with these sources' hash. Concurrent importers at worst remove
     what another just compiled, which then compiles again."""
-    digest = hashlib.sha256()
+    from numba.core import config
+    digest = hashlib.sha256(b"boundscheck" if config.BOUNDSCHECK else b"")
     for path in sorted(glob.glob(os.path.join(_HERE, "*.py"))):
         with open(path, "rb") as f:
             digest.update(os.path.basename(path).encode() + b"\0" + f.read())
@@ -71,4 +96,5 @@ def _drop_stale_cache():
         pass
 
 
+_separate_checked_cache()
 _drop_stale_cache()

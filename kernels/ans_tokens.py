@@ -444,6 +444,24 @@ def decode_table(tables, base, out):
 MIN_BATCH = 64
 
 
+@njit(cache=True, inline="always")
+def store_room(size, per_word):
+    """The first index from which ``store8``'s word of ``per_word`` levels would pass the end
+    of an array of ``size`` levels: a store at any index below it stays inside (0 where none
+    fits). uint64."""
+    return size - per_word + uint64(1) if size >= per_word else uint64(0)
+
+
+@njit(cache=True, inline="always")
+def batch_until(i, stop, room, u, last):
+    """The level at which a batch of tokens from level i and unit u (``_tokens`` without its
+    tests) stops: ``stop``, ``room`` (``store_room``: a token stores at its first level), or
+    i + (last - u). A token takes at least one level and reads at most one unit, the one at
+    its u, so the batch's tokens read units below u + (until - i) <= ``last``, the array's last
+    unit. uint64; for u < last and i < min(stop, room)."""
+    return min(stop, room, i + (last - u))
+
+
 @njit(cache=True, nogil=True)
 def decode_token_chunk(words, units, first_bit, n_bits, table, extras, out, start, stop, lo, hi,
                        vbits):
@@ -469,11 +487,11 @@ def decode_token_chunk(words, units, first_bit, n_bits, table, extras, out, star
     at, extras_end = int64(extras[0]), int64(extras[1])
     per_word, size = uint64(levels_per_word(out)), uint64(out.shape[0])
     i, stop = uint64(start), uint64(stop)
-    room = size - per_word + uint64(1) if size >= per_word else uint64(0)  # store8 below it
+    room = store_room(size, per_word)
     half = uint64(0)                        # the chunk's first token: context 0
     last = uint64(units.shape[0] - 1)       # (unit_at(units, last) is the array's last unit)
     while u < last and i < min(stop, room):
-        until = min(stop, room, i + (last - u))
+        until = batch_until(i, stop, room, u, last)
         if until - i < max(uint64(MIN_BATCH), (stop - i) >> uint64(2)):
             break
         status, i, u, at, half = _tokens(words, units, table, out, i, until, stop, u, end, at,

@@ -11,11 +11,14 @@ READ ME FIRST
    under fast-math flags, which these kernels never set.
 3. ``lane_squares`` runs the lanes as one LLVM vector of SUM_LANES doubles, which Numba's own
    loops cannot express (it vectorizes neither the sequential sum nor eight scalar ones).
+   Under Numba's bounds checks it is a checked twin (kernels/checked.py).
 """
 from llvmlite import ir
 from numba import float64, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+from .checked import CHECKED, check_span
 
 # Lanes of the sum: one AVX-512 register of float64 (two AVX2 registers: the same sums).
 SUM_LANES = 8
@@ -52,6 +55,17 @@ def lane_squares(typingctx, x, start, rows):
         return context.make_tuple(builder, sig.return_type, lanes)
 
     return result(x, types.intp, types.intp), codegen
+
+
+if CHECKED:
+    _raw_lane_squares = lane_squares
+
+    @njit(cache=True)
+    def lane_squares(x, start, rows):
+        """``lane_squares`` after checking that x[start:start + SUM_LANES*rows] lies inside
+        ``x``."""
+        check_span("lane_squares", x, start, SUM_LANES * rows)
+        return _raw_lane_squares(x, start, rows)
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -15,12 +15,17 @@ READ ME FIRST
    between big-endian bytes and native words with one load, swap and store per word
    (bits.store_payload, bits.load_payload), faster than NumPy's byte-swapping casts
    (docs/design.md).
+5. Under Numba's bounds checks (kernels/checked.py) ``store4_bytes``, ``store8``, ``load8`` and
+   ``count_equal64`` are checked twins: the same arguments and results, and an IndexError for
+   an access outside the array.
 """
 import sys
 
 from llvmlite import ir
 from numba import njit, types, uint64, int64
 from numba.extending import intrinsic, overload
+
+from .checked import CHECKED, check_span
 
 # Level k of an 8-byte word of levels is its k-th in memory order.
 LITTLE_ENDIAN = sys.byteorder == "little"
@@ -128,6 +133,36 @@ def big_endian(typingctx, value):
     def codegen(context, builder, sig, args):
         return builder.bswap(args[0]) if LITTLE_ENDIAN else args[0]
     return value(value), codegen
+
+
+if CHECKED:
+    _raw_store4_bytes, _raw_store8, _raw_load8, _raw_count_equal64 = \
+        store4_bytes, store8, load8, count_equal64
+
+    @njit(cache=True)
+    def store4_bytes(out, i, value):
+        """``store4_bytes`` after checking that out[i:i + 4] lies inside ``out``."""
+        check_span("store4_bytes", out, i, 4)
+        _raw_store4_bytes(out, i, value)
+
+    @njit(cache=True)
+    def store8(out, i, value):
+        """``store8`` after checking that its 8 bytes from element i lie inside ``out``."""
+        check_span("store8", out, i, 8 // out.itemsize)
+        _raw_store8(out, i, value)
+
+    @njit(cache=True)
+    def load8(ary, i):
+        """``load8`` after checking that its 8 bytes from element i lie inside ``ary``."""
+        check_span("load8", ary, i, 8 // ary.itemsize)
+        return _raw_load8(ary, i)
+
+    @njit(cache=True)
+    def count_equal64(ary, i, value):
+        """``count_equal64`` after checking that its 64 bytes from element i lie inside
+        ``ary``."""
+        check_span("count_equal64", ary, i, 64 // ary.itemsize)
+        return _raw_count_equal64(ary, i, value)
 
 
 # Blocks sampled per chunk to choose between a per-element loop and one that skips blocks.

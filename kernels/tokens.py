@@ -42,11 +42,14 @@ CODE_TABLE, CODE_BASE, CODE_VALUE_BITS, CODE_ESC_HAS_RUN, CODE_LO, CODE_HI = ran
 
 @njit(cache=True, nogil=True)
 def token_table(lengths, codes, sym_level_index, sym_run_base, sym_extra, esc_symbol):
-    """Token table (note 1) from per-symbol descriptions; entries of uncoded prefixes are 0."""
+    """Token table (note 1) from per-symbol descriptions; entries of uncoded prefixes are 0.
+    The escape has no description: the description arrays may end before ``esc_symbol``."""
     table = np.zeros(TABLE_SIZE, dtype=np.uint64)
     for s in range(lengths.shape[0]):
-        if lengths[s] > 0:
-            _put_token(table, lengths[s], codes[s], s == esc_symbol, sym_level_index[s],
+        if lengths[s] > 0 and s == esc_symbol:
+            _put_token(table, lengths[s], codes[s], True, 0, 0, 0)
+        elif lengths[s] > 0:
+            _put_token(table, lengths[s], codes[s], False, sym_level_index[s],
                        sym_run_base[s], sym_extra[s])
     return table
 

@@ -19,12 +19,14 @@ READ ME FIRST
    stores into a branch per lane, so callers keep the scalar passes.
 4. For int8 levels (a window of at most 256 levels covers every level: no escapes) and fewer
    than 2**31 of them (int32 ends).
+5. Under Numba's bounds checks ``_any_end`` and ``_step`` are checked twins (kernels/checked.py).
 """
 import llvmlite.binding as llvm
 from llvmlite import ir
 from numba import config, njit, types, uint64, int64
 from numba.extending import intrinsic
 
+from .checked import CHECKED, check_span
 from .runs import LONG_RUN_SYMBOL as _LONG_RUN_SYMBOL
 from .stores import declare_intrinsic, splat
 
@@ -145,6 +147,26 @@ def _compress_store(builder, vector, pointer, t, mask):
     packed = builder.call(compress, [vector, ir.Constant(lanes32, ir.Undefined), mask])
     builder.store(packed, builder.bitcast(builder.gep(pointer, [t]), lanes32.as_pointer()),
                   align=4)
+
+
+if CHECKED:
+    _raw_any_end, _raw_step = _any_end, _step
+
+    @njit(cache=True)
+    def _any_end(levels, i):
+        """``_any_end`` after checking that levels[i:i + STEP + 1] lies inside ``levels``."""
+        check_span("_any_end", levels, i, STEP + 1)
+        return _raw_any_end(levels, i)
+
+    @njit(cache=True)
+    def _step(levels, i, base, window, ends, symbols, t):
+        """``_step`` after checking its loads (levels[i - 3:i + STEP + 1]) and its stores
+        (``ends`` and ``symbols`` from t on: four stores of _LANES slots, each past the ends
+        the ones before it kept, at most _LANES each, so STEP slots in all)."""
+        check_span("_step", levels, int64(i) - 3, STEP + 4)
+        check_span("_step", ends, t, STEP)
+        check_span("_step", symbols, t, STEP)
+        return _raw_step(levels, i, base, window, ends, symbols, t)
 
 
 @njit(cache=True, inline="always")

@@ -15,6 +15,9 @@ from horovod_huffman.kernels.ans_tokens import MARKED_RUN_SHIFT, MARKED_SYMBOL_M
 from horovod_huffman.kernels.runs import BUCKET_EXTRA
 from strategies import chunked_encoder   # beside this file
 from test_ans import flipped_streams    # beside this file
+from time_limits import DECODING
+
+pytestmark = DECODING
 
 
 def sparse_levels(n, density, seed, s=8):

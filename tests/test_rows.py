@@ -7,9 +7,12 @@ from hypothesis import given, settings, strategies as st, HealthCheck
 import horovod_huffman as hh
 from horovod_huffman import wire
 from horovod_huffman.encoders.ans import MODE_ROWS, RowsPlan
+from horovod_huffman.fuzz import forged_parameters
 from horovod_huffman.params import ParamReader, ParamWriter
 from strategies import chunked_encoder                # beside this file
-from test_hostile_input import forged_parameters   # beside this file
+from time_limits import DECODING
+
+pytestmark = DECODING
 
 
 def rank_one(rows, length, scale=6.0, noise=0.6, seed=0, dtype=np.int8, limit=127):
