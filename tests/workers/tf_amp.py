@@ -7,12 +7,10 @@ step on every rank and only that one. DTYPE "float16" trains float16 variables (
 the adapter float16 gradients) under the same scaler.
 
 Usage: tf_amp.py DTYPE COMPRESSION [COMPRESSION ...], each "none" or "<encoder>:<exchange>"
-(error feedback on, QSGD s = 8). Rank 0 prints one ``RESULT {...}`` line per compression, with
-the fields of torch_amp.py's and ``grad_bytes``, the bytes per coordinate of the gradients the
-compressor encoded (2 for float16).
+(error feedback on, QSGD s = 8). Rank 0 prints one ``RESULT {...}`` line per compression
+(overflow_steps.result) and its dtype.
 """
 import json
-import math
 import os
 import sys
 
@@ -23,19 +21,9 @@ import tensorflow as tf              # noqa: E402
 import horovod.tensorflow as hvd     # noqa: E402
 import keras                         # noqa: E402
 
-import horovod_huffman as hh                                         # noqa: E402
 from horovod_huffman.bench.traces import digits_data                 # noqa: E402
 from horovod_huffman.tensorflow import Compression, DistributedGradientTape   # noqa: E402
-
-STEPS, OVERFLOW, LR = 60, 20, 0.1
-
-
-def compression(name):
-    if name == "none":
-        return Compression.none
-    encoder, exchange = name.split(":")
-    return Compression.build(encoder=encoder, quantizer=hh.QSGD(levels=8, bucket_size=512),
-                             error_feedback=True, seed=100 + hvd.rank(), exchange=exchange)
+from overflow_steps import LR, OVERFLOW, STEPS, compression, result  # noqa: E402  (beside this file)
 
 
 def run(name, dtype, data):
@@ -47,7 +35,7 @@ def run(name, dtype, data):
                               keras.layers.Dense(512, activation="relu", dtype=dtype),
                               keras.layers.Dense(256, activation="relu", dtype=dtype),
                               keras.layers.Dense(10, dtype=dtype)])
-    comp = compression(name)
+    comp = compression(name, Compression, rank)
     opt = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(LR))
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     for v in model.trainable_variables:             # every rank starts from rank 0's values
@@ -70,15 +58,7 @@ def run(name, dtype, data):
     accuracy = float((logits.argmax(1) == test_y).mean())
     flat = np.concatenate([np.asarray(v).reshape(-1) for v in model.trainable_variables])
     identical = bool(all(np.array_equal(flat, o) for o in hvd.allgather_object(flat)))
-    codec = getattr(comp, "codec", None)
-    residuals = {} if codec is None else \
-        {repr(k): float(np.linalg.norm(v)) for k, v in codec.residuals.items()}
-    stats = None if codec is None else codec.stats()["total"]
-    grad_bytes = None if stats is None else stats["raw_bytes"] / stats["coords"]
-    return {"compression": name, "dtype": dtype, "grad_bytes": grad_bytes, "skipped": skipped, "final_loss": losses[-1],
-            "accuracy": accuracy, "finite_after": all(math.isfinite(l)
-                                                      for l in losses[OVERFLOW + 1:]),
-            "identical_parameters": identical, "residual_norms": residuals}
+    return result(name, comp, skipped, losses, accuracy, identical, dtype=dtype)
 
 
 def main():
@@ -88,9 +68,9 @@ def main():
     data = digits_data()
     dtype = sys.argv[1]
     for name in sys.argv[2:]:
-        result = run(name, dtype, data)
+        outcome = run(name, dtype, data)
         if hvd.rank() == 0:
-            print("RESULT " + json.dumps(result), flush=True)
+            print("RESULT " + json.dumps(outcome), flush=True)
 
 
 if __name__ == "__main__":

@@ -8,31 +8,18 @@ non-finite) and only that one: error feedback that kept the overflow in its resi
 every later step non-finite too, and the scaler would skip them all.
 
 Usage: torch_amp.py COMPRESSION [COMPRESSION ...], each "none" or "<encoder>:<exchange>" (error
-feedback on, QSGD s = 8). Rank 0 prints one ``RESULT {...}`` line per compression: the steps
-skipped, the final training loss and test accuracy, whether every loss after the overflow was
-finite, whether every rank holds the same parameters, and the error-feedback residuals kept.
+feedback on, QSGD s = 8). Rank 0 prints one ``RESULT {...}`` line per compression
+(overflow_steps.result).
 """
 import json
-import math
 import sys
 
-import numpy as np
 import torch
 import horovod.torch as hvd
 
-import horovod_huffman as hh
 from horovod_huffman.bench.traces import digits_data, mlp
 from horovod_huffman.torch import Compression
-
-STEPS, OVERFLOW, LR = 60, 20, 0.1
-
-
-def compression(name):
-    if name == "none":
-        return Compression.none
-    encoder, exchange = name.split(":")
-    return Compression.build(encoder=encoder, quantizer=hh.QSGD(levels=8, bucket_size=512),
-                             error_feedback=True, seed=100 + hvd.rank(), exchange=exchange)
+from overflow_steps import LR, OVERFLOW, STEPS, compression, result   # beside this file
 
 
 def run(name, data):
@@ -41,7 +28,7 @@ def run(name, data):
     x, y = x[rank::n], y[rank::n]
     torch.manual_seed(0)
     model = mlp(torch)
-    comp = compression(name)
+    comp = compression(name, Compression, rank)
     opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=LR),
                                    named_parameters=model.named_parameters(), compression=comp)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
@@ -67,13 +54,7 @@ def run(name, data):
         accuracy = (model(test_x).argmax(1) == test_y).float().mean().item()
     flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
     identical = all(torch.equal(flat, other) for other in hvd.allgather_object(flat))
-    codec = getattr(comp, "codec", None)
-    residuals = {} if codec is None else \
-        {repr(k): float(np.linalg.norm(v)) for k, v in codec.residuals.items()}
-    return {"compression": name, "skipped": skipped, "final_loss": losses[-1],
-            "accuracy": accuracy, "finite_after": all(math.isfinite(l)
-                                                      for l in losses[OVERFLOW + 1:]),
-            "identical_parameters": identical, "residual_norms": residuals}
+    return result(name, comp, skipped, losses, accuracy, identical)
 
 
 def main():
@@ -81,9 +62,9 @@ def main():
     torch.set_num_threads(1)
     data = tuple(torch.from_numpy(a) for a in digits_data())
     for name in sys.argv[1:]:
-        result = run(name, data)
+        outcome = run(name, data)
         if hvd.rank() == 0:
-            print("RESULT " + json.dumps(result), flush=True)
+            print("RESULT " + json.dumps(outcome), flush=True)
 
 
 if __name__ == "__main__":
