@@ -18,8 +18,10 @@ seed: ``--replay k`` decodes it alone with its traceback, and ``--save FILE`` wr
 """
 import argparse
 import os
+import pickle
 import platform
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -86,13 +88,39 @@ def encoder(name, chunk=None):
 def valid_streams(name, seed):
     """The streams of ``sources(seed)`` by encoder ``name``, each checked to decode to its
     levels (decoding them compiles the decoder's kernels, or loads them)."""
-    streams = []
-    for levels, chunk, layout in sources(seed):
-        buf = bytes(encoder(name, chunk).encode(levels, layout=layout))
+    return [buf for buf, _ in valid_pairs(name, seed)]
+
+
+def valid_pairs(name, seed, made=None):
+    """(stream, levels) of each of ``sources(seed)`` by encoder ``name``, each stream checked
+    to decode to its levels here. ``made``: the pairs another process encoded (``made_apart``),
+    so that a bounds-checked process compiles its decoders alone, not the encoders too."""
+    pairs = made[name] if made is not None else \
+        [(bytes(encoder(name, chunk).encode(levels, layout=layout)), levels)
+         for levels, chunk, layout in sources(seed)]
+    for buf, levels in pairs:
         if not np.array_equal(hh.decode(buf), levels):
             raise AssertionError(f"{name}: a valid {levels.dtype} stream does not decode")
-        streams.append(buf)
-    return streams
+    return pairs
+
+
+def made_apart(names, seed):
+    """The path of a file holding ``valid_pairs`` of every encoder of ``names``, encoded in
+    this process; ``load_made`` reads it (once: it removes the file)."""
+    made = {name: valid_pairs(name, seed) for name in names}
+    fd, path = tempfile.mkstemp(prefix="horovod_huffman_fuzz_", suffix=".pickle")
+    with os.fdopen(fd, "wb") as f:
+        pickle.dump(made, f)
+    return path
+
+
+def load_made(path):
+    """``made_apart``'s pairs, the file removed."""
+    try:
+        with open(path, "rb") as f:
+            return pickle.load(f)
+    finally:
+        os.remove(path)
 
 
 def reseal(buf):
@@ -272,13 +300,14 @@ class Watchdog:
                 os._exit(3)
 
 
-def fuzz(names, streams, seed, stall, out=sys.stdout):
+def fuzz(names, streams, seed, stall, out=sys.stdout, made=None):
     """Decode ``streams`` hostile streams, shared among the encoders ``names``; print the table
-    to ``out`` and return the streams of another outcome, as (name, k, exception)."""
+    to ``out`` and return the streams of another outcome, as (name, k, exception). ``made``:
+    the valid streams, encoded apart (``valid_pairs``)."""
     names = list(names)
     dog = Watchdog(stall)
     t0 = time.perf_counter()
-    valid = {name: valid_streams(name, seed) for name in names}
+    valid = {name: [buf for buf, _ in valid_pairs(name, seed, made)] for name in names}
     warm_up = time.perf_counter() - t0
     compiled = dog.compile_seconds
     counts = {name: [0, 0, 0] for name in names}
@@ -312,11 +341,11 @@ def fuzz(names, streams, seed, stall, out=sys.stdout):
     return others
 
 
-def replay(name, seed, k, save=None):
+def replay(name, seed, k, save=None, made=None):
     """Decode stream k of encoder ``name`` alone and print its outcome (with the traceback of
     an exception other than DecodeError); returns that outcome. ``save``: a file to write
-    the stream to."""
-    stream = hostile_stream(name, valid_streams(name, seed), seed, k)
+    the stream to; ``made``: as for ``fuzz``."""
+    stream = hostile_stream(name, [buf for buf, _ in valid_pairs(name, seed, made)], seed, k)
     if save:
         with open(save, "wb") as f:
             f.write(stream)
@@ -328,16 +357,21 @@ def replay(name, seed, k, save=None):
     return result
 
 
-def checked_or_reexecuted(argv):
-    """Return where Numba's bounds checks are on; else replace this process with this command
-    under NUMBA_BOUNDSCHECK=1."""
+def checked_or_reexecuted(argv, names, seed):
+    """Return where Numba's bounds checks are on; else encode the valid streams of ``names``
+    here (``made_apart``: the encoders' kernels as cached, unchecked) and replace this process
+    with this command under NUMBA_BOUNDSCHECK=1, handed those streams (``--made``). The
+    checked process then compiles its decoders alone: checked kernels compile cold, into a
+    cache of their own (kernels/__init__.py), and the encoders are half of them."""
     from numba.core import config
     if config.BOUNDSCHECK:
         return
     if os.environ.get("NUMBA_BOUNDSCHECK") == "1":
         raise SystemExit("NUMBA_BOUNDSCHECK=1 is set but Numba's bounds checks are off")
     env = dict(os.environ, NUMBA_BOUNDSCHECK="1")
-    os.execve(sys.executable, [sys.executable, "-m", "horovod_huffman.fuzz", *argv], env)
+    made = made_apart(names, seed)
+    os.execve(sys.executable, [sys.executable, "-m", "horovod_huffman.fuzz", *argv,
+                               "--made", made], env)
 
 
 def main(argv=None):
@@ -354,13 +388,15 @@ def main(argv=None):
     parser.add_argument("--replay", type=int, metavar="K",
                         help="decode stream K of the one encoder given alone")
     parser.add_argument("--save", metavar="FILE", help="with --replay: write the stream here")
+    parser.add_argument("--made", metavar="FILE", help=argparse.SUPPRESS)   # made_apart's
     args = parser.parse_args(argv)
-    checked_or_reexecuted(argv)
+    checked_or_reexecuted(argv, args.encoders, args.seed)
+    made = None if args.made is None else load_made(args.made)
     if args.replay is not None:
         if len(args.encoders) != 1:
             parser.error("--replay takes one encoder (--encoders NAME)")
-        return int(replay(args.encoders[0], args.seed, args.replay, args.save) == OTHER)
-    return int(bool(fuzz(args.encoders, args.streams, args.seed, args.stall)))
+        return int(replay(args.encoders[0], args.seed, args.replay, args.save, made) == OTHER)
+    return int(bool(fuzz(args.encoders, args.streams, args.seed, args.stall, made=made)))
 
 
 if __name__ == "__main__":
