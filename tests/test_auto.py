@@ -4,6 +4,9 @@ import pytest
 
 import horovod_huffman as hh
 from horovod_huffman.encoders import SEEDED
+from time_limits import DECODING                # beside this file
+
+pytestmark = DECODING
 
 CANDIDATES = [n for n in hh.ENCODERS if n != "auto"]
 

@@ -8,6 +8,9 @@ from horovod_huffman.kernels.ans_plans import class_counts
 from horovod_huffman.kernels.chunks import CHUNK_GROWTH, CHUNK_LEVELS
 from horovod_huffman.kernels.symbols import level_histogram
 from horovod_huffman.params import value_bits
+from time_limits import DECODING                # beside this file
+
+pytestmark = DECODING
 
 
 def ternary(n, density, seed):

@@ -9,6 +9,9 @@ import pytest
 import horovod_huffman as hh
 from golden.make import (ROW_ENCODERS, ROWS_LAYOUT, SETS, encoder as golden_encoder,  # beside
                          message_input)                                     # this file
+from time_limits import DECODING                # beside this file
+
+pytestmark = DECODING
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
 CHANGED = ("the {what} changed: its bytes differ from tests/golden/{file}. If the wire format is "

@@ -11,8 +11,10 @@ import horovod_huffman as hh
 from horovod_huffman import wire
 from horovod_huffman.fuzz import reseal
 from horovod_huffman.device import cuda_usable, is_device_array, SIMULATED
+from time_limits import DECODING                # beside this file
 
 pytestmark = [
+    DECODING,
     pytest.mark.skipif(not cuda_usable(),
                        reason="needs a CUDA GPU or the Numba CUDA simulator (NUMBA_ENABLE_CUDASIM=1)"),
     # The simulator runs the SplitMix64 hash on NumPy scalars, which warn on (intended) wraparound.

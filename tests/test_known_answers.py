@@ -19,6 +19,9 @@ from horovod_huffman.kernels.runs import (RUN_BUCKETS, LONG_RUN_SYMBOL, run_ends
 from horovod_huffman.kernels.symbols import level_histogram, multi_symbol_tables
 from horovod_huffman.params import ParamReader, ParamWriter
 from horovod_huffman.wire import HEADER, CHECKSUM
+from time_limits import DECODING                # beside this file
+
+pytestmark = DECODING
 
 
 def payload_bits(buf):

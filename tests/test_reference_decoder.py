@@ -11,6 +11,9 @@ import reference_decoder as reference                 # beside this file
 from golden.make import message_input                 # beside this file
 from strategies import chunked_encoder, deterministic_encoder   # beside this file
 from test_rows import rank_one                        # beside this file
+from time_limits import DECODING                # beside this file
+
+pytestmark = DECODING
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
 MESSAGE = "message.rlh.bin"

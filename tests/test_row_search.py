@@ -13,6 +13,9 @@ from horovod_huffman.encoders.rows import check_layout
 from horovod_huffman.kernels.row_search import (pick_phases, profile_cosines,
                                                 relative_squares, row_phases)
 from test_rows import mode_of, rank_one            # beside this file
+from time_limits import DECODING                # beside this file
+
+pytestmark = DECODING
 
 
 def noise(n, seed, scale=4.0):

@@ -6,6 +6,9 @@ import numpy as np
 import horovod_huffman as hh
 from horovod_huffman import scratch, wire
 from horovod_huffman.encoders.ans import RowsPlan, release
+from time_limits import DECODING                # beside this file
+
+pytestmark = DECODING
 
 
 def test_a_buffer_is_lent_to_one_taker_until_it_is_given_back():
