@@ -95,18 +95,17 @@ def test_torch_and_tensorflow_adapters_send_the_same_bytes():
     assert rc == 0 and "SAME BYTES" in out, excerpt(out)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float16"])
-def test_an_overflow_step_under_a_loss_scale_optimizer_is_skipped_once(dtype):
-    """Keras's LossScaleOptimizer over DistributedGradientTape, 2 ranks, error feedback on, rank
-    0's gradients overflowing at step 20 of 60, with float32 and with float16 variables (float16
-    gradients reach the compressor): the scaler skips that step and no other on the allgather
-    and the two-phase exchange, as uncompressed; training ends within 10% of the uncompressed
-    loss (0.588 float32, 0.604 float16; compressed 0.596-0.621 measured) and 3 points of its
-    test accuracy."""
-    rc, out = horovodrun(2, "tests/workers/tf_amp.py", dtype, "none", "rlh:allgather",
+def test_an_overflow_step_under_a_loss_scale_optimizer_is_skipped_once():
+    """Keras's LossScaleOptimizer over DistributedGradientTape, 2 ranks, error feedback on,
+    float16 variables (float16 gradients reach the compressor), rank 0's gradients overflowing
+    at step 20 of 60: the scaler skips that step and no other on the allgather and the
+    two-phase exchange, as uncompressed; training ends within 10% of the uncompressed loss
+    (0.604; compressed 0.611 and 0.621 measured) and 3 points of its test accuracy. (float32
+    variables, run by hand: 0.588 against 0.596 and 0.605; torch's test covers float32.)"""
+    rc, out = horovodrun(2, "tests/workers/tf_amp.py", "float16", "none", "rlh:allgather",
                          "rlh:two_phase", timeout=600)
     assert rc == 0, excerpt(out)
-    assert_skipped_once_and_trained(out, grad_bytes=2.0 if dtype == "float16" else 4.0)
+    assert_skipped_once_and_trained(out, grad_bytes=2.0)
 
 
 @pytest.mark.parametrize("n_ranks,case,exchange", [
