@@ -141,10 +141,20 @@ def two_phase_sum(codec, ops, coll, job, work, align):
             ops.dequantize_into(result, bounds[j], codec.own(message, summed, size, what, j)
                                 if j == me else
                                 codec.decode(ops, message, size, work.dtype, what, j))
-        codec.settle(ops, [(key, "client", j) for j in range(coll.size)] + [(key, "server", me)],
-                     result)
+        codec.settle(ops, [_client_state(key, j) for j in range(coll.size)] +
+                     [_server_state(key, me)], result)
     codec.count(job.coords, job.raw_bytes, data.size - sizes[me] + reply.size, job.tensors)
     return result
+
+
+def _client_state(key, shard):
+    """The error-feedback state of this rank's piece ``shard`` of bucket ``key``."""
+    return key, "client", shard
+
+
+def _server_state(key, shard):
+    """The error-feedback state of the summed ``shard`` this rank requantizes."""
+    return key, "server", shard
 
 
 class _NoBody:
@@ -163,7 +173,7 @@ def _scatter_frames(codec, ops, job, work, bounds, me):
     items, mine = [], None
     for j in range(len(bounds) - 1):
         a, b = bounds[j], bounds[j + 1]
-        state = (job.key, "client", j) if codec.error_feedback else None
+        state = _client_state(job.key, j) if codec.error_feedback else None
         qt = codec.quantize(ops, work[a:b], (b - a,), f"{job.key}/shard{j}", job.step, state)
         if j == me:
             mine, message = qt, _NoBody
@@ -188,7 +198,7 @@ def _summed_shard(codec, ops, coll, job, received, mine, bounds, work_dtype):
             part = mine if rank == me else codec.decode(ops, message, size, work_dtype, key, rank)
             total = ops.add_dequantized(total, part)
     with codec.span(key, "encode"):
-        server = (key, "server", me) if codec.server_error_feedback else None
+        server = _server_state(key, me) if codec.server_error_feedback else None
         summed = codec.quantize(ops, total, (size,), f"{key}/sum{me}", job.step, state=server)
         return frame(phase_tag(job.tag, "gather"), job.step,
                      codec.build(ops, summed, job, "sum", bounds[me])), summed
