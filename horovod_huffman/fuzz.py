@@ -22,7 +22,6 @@ import pickle
 import platform
 import sys
 import tempfile
-import threading
 import time
 import traceback
 
@@ -30,6 +29,7 @@ import numpy as np
 
 import horovod_huffman as hh
 from horovod_huffman import wire
+from horovod_huffman.watchdog import watchdog
 
 ENCODER_IDS = {name: hh.get_encoder(name).encoder_id for name in hh.ENCODERS
                if hh.get_encoder(name).encoder_id is not None}
@@ -256,56 +256,12 @@ def outcome(stream):
     return DECODED, None
 
 
-class Watchdog:
-    """Ends the process (exit status 3) when one decode runs longer than ``stall`` seconds,
-    Numba compiling aside, naming the decode. A kernel that never returns cannot be interrupted,
-    but the decoders' kernels release the GIL (nogil), so this thread still runs."""
-
-    def __init__(self, stall):
-        from numba.core import event
-        self.stall, self.label, self.started, self.compiling = stall, None, None, 0
-        self.compile_seconds, self.compile_began = 0.0, None
-        dog = self
-
-        class Compiles(event.Listener):
-            def on_start(self, ev):
-                dog.compiling += 1
-                if dog.compiling == 1:
-                    dog.compile_began = time.monotonic()
-
-            def on_end(self, ev):
-                dog.compiling -= 1
-                if dog.compiling == 0:
-                    dog.compile_seconds += time.monotonic() - dog.compile_began
-                    if dog.started is not None:
-                        dog.started = time.monotonic()
-
-        event.register("numba:compile", Compiles())
-        threading.Thread(target=self._watch, daemon=True).start()
-
-    def begin(self, label):
-        self.label = label
-        self.started = time.monotonic()
-
-    def end(self):
-        self.started = None
-
-    def _watch(self):
-        while True:
-            time.sleep(min(1.0, self.stall / 4))
-            started, label = self.started, self.label
-            if started is not None and not self.compiling and \
-                    time.monotonic() - started > self.stall:
-                print(f"\nHANG: {label} ran over {self.stall} s", file=sys.stderr, flush=True)
-                os._exit(3)
-
-
 def fuzz(names, streams, seed, stall, out=sys.stdout, made=None):
     """Decode ``streams`` hostile streams, shared among the encoders ``names``; print the table
     to ``out`` and return the streams of another outcome, as (name, k, exception). ``made``:
     the valid streams, encoded apart (``valid_pairs``)."""
     names = list(names)
-    dog = Watchdog(stall)
+    dog = watchdog()
     t0 = time.perf_counter()
     valid = {name: [buf for buf, _ in valid_pairs(name, seed, made)] for name in names}
     warm_up = time.perf_counter() - t0
@@ -316,7 +272,7 @@ def fuzz(names, streams, seed, stall, out=sys.stdout, made=None):
     for j, name in enumerate(names):
         for k in range(streams // len(names) + (j < streams % len(names))):
             stream = hostile_stream(name, valid[name], seed, k)
-            dog.begin(f"{name} stream {k} (seed {seed})")
+            dog.begin(f"{name} stream {k} (seed {seed})", stall)
             result, error = outcome(stream)
             dog.end()
             counts[name][result] += 1

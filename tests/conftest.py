@@ -24,6 +24,32 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "large: tensors past 2**31 levels and payloads past 2**31 "
                             "bits (tests/test_large.py: up to 6 GiB each); `-m \"not large\"` "
                             "leaves them out")
+    config.addinivalue_line("markers", "decoding(seconds): the test's call may run `seconds` "
+                            "seconds, Numba compiling aside, or the watchdog ends the run "
+                            "(tests/time_limits.py)")
+    # pytest captures stderr while a test runs, and a process the watchdog ends never shows
+    # what it captured: the watchdog reports to stderr as it is here, before any capture.
+    global _hang_report
+    _hang_report = os.fdopen(os.dup(2), "w")
+
+
+_hang_report = None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    marker = item.get_closest_marker("decoding")
+    if marker is None:
+        yield
+        return
+    from horovod_huffman.watchdog import watchdog
+    dog = watchdog()
+    dog.report = _hang_report
+    dog.begin(item.nodeid, marker.kwargs["seconds"])
+    try:
+        yield
+    finally:
+        dog.end()
 
 
 # The only skips a run may have, each with why this machine cannot run the test. A test that

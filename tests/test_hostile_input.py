@@ -178,7 +178,9 @@ def test_fuzzed_streams_reach_the_decoder(name):
     assert passed >= 190
 
 
-@pytest.mark.timeout(1500, method="thread")
+# The child's own watchdog limits each decode to 20 s (fuzz.STALL_SECONDS); this test waits
+# for its compiling too.
+@pytest.mark.decoding(seconds=1500)
 def test_every_decoder_stays_in_bounds_under_numba_bounds_checks():
     """Numba checks no bounds in the normal build, so the decoders' own checks are the only
     ones: ``python -m horovod_huffman.fuzz`` decodes hostile streams of every encoder with

@@ -14,12 +14,12 @@ import pytest
 
 import horovod_huffman as hh
 from horovod_huffman import wire
-from time_limits import DECODING                # beside this file
 
 # `horovod` puts these tests in the serial half of scripts/test.sh (`pytest -m horovod`, one
 # test at a time), not beside another xdist worker: each runs with the serial jobs, as it takes
 # up to 6 GiB (rlh 4.9 GiB, ans 5.6 GiB at their peaks).
-pytestmark = [pytest.mark.large, pytest.mark.horovod, DECODING]
+# A round trip of this size takes about a minute on a 2-core VM: a limit of its own.
+pytestmark = [pytest.mark.large, pytest.mark.horovod, pytest.mark.decoding(seconds=300)]
 
 # 2**31 levels, 2**21 more (32 chunks of 2**16), and 12345 (no power of two).
 N_LEVELS = 2**31 + 2**21 + 12345

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from hypothesis import given, strategies as st
 
 from horovod_huffman.kernels import stores
@@ -81,6 +82,8 @@ def run_checked(code, **env):
                                                 PYTHONPATH=ROOT, **env))
 
 
+# The checked child compiles its kernels cold (minutes): its timeout is this test's limit.
+@pytest.mark.decoding(seconds=300)
 def test_a_bounds_checked_process_checks_every_raw_load_and_store():
     """Under NUMBA_BOUNDSCHECK=1 each raw load and store is its checked twin: the same result
     inside the array, an IndexError past either end (a uint64 index that wrapped below zero
@@ -94,6 +97,7 @@ def test_without_bounds_checks_the_raw_intrinsics_run():
     assert not stores.CHECKED and not hasattr(stores, "_raw_load8")
 
 
+@pytest.mark.decoding(seconds=420)
 def test_a_bounds_checked_process_caches_in_a_directory_of_its_own(tmp_path):
     """Numba's cache index does not record the flag, so the checked kernels live apart."""
     code = "import horovod_huffman.kernels as k; print(k._cache_directory())"

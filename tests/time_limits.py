@@ -1,9 +1,15 @@
 """The time limit of the tests that decode (``pytestmark = DECODING``), so that a decoder that
-does not return fails the run instead of stalling it."""
+does not return fails the run within seconds instead of stalling it.
+
+The limit counts the test's call alone, Numba compiling aside (horovod_huffman/watchdog.py,
+started by tests/conftest.py): past it the watchdog prints every thread's stack and ends the
+pytest process, which fails the run. A decoder stuck in a kernel holds the GIL released, so
+only a thread can see it; pytest-timeout's signal would never land.
+"""
 import pytest
 
-# A decoder that does not return holds the main thread in a kernel (native code, the GIL
-# released), where pytest-timeout's signal never lands: its thread method ends the run instead,
-# printing every thread's stack. 600 s: a module's first tests compile its decoders cold in a
-# few minutes on a 2-core VM; after that each test takes seconds.
-DECODING = pytest.mark.timeout(600, method="thread")
+DECODING_SECONDS = 30
+"""Seconds a decoding test may run, compiling aside. The slowest such test takes 2.4 s on a
+2-core VM with both cores busy (tests/test_gpu.py on Numba's CUDA simulator has its own)."""
+
+DECODING = pytest.mark.decoding(seconds=DECODING_SECONDS)
