@@ -1,4 +1,5 @@
 """The TensorFlow adapter under real Horovod (horovodrun --gloo, 2 to 4 ranks): no mocks."""
+import functools
 import json
 
 import pytest
@@ -42,6 +43,16 @@ def run_example(compression, mode, epochs=8, *options, env=None):
 KERAS = {"keras3": {"TF_USE_LEGACY_KERAS": "0"}, "legacy": {"TF_USE_LEGACY_KERAS": "1"}}
 
 
+@functools.lru_cache(maxsize=None)
+def uncompressed_runs():
+    """Uncompressed training through the plain tape, the baseline of every route: each route
+    takes the same step from the same start on the same batches (the same SGD with momentum;
+    tf_exact.py and tf_fit.py check each route's reduction exactly), so their uncompressed
+    runs differ by rounding alone: the tape and ``fit`` give the same accuracy on each seed,
+    the TF1 optimizer's mean is 0.3 points lower (2-core VM)."""
+    return run_example("none", "tape", env=KERAS["keras3"])
+
+
 @pytest.mark.parametrize("mode,keras", [("keras", "keras3"), ("optimizer", "keras3"),
                                         ("fit", "keras3"), ("fit", "legacy")])
 def test_training_matches_uncompressed_accuracy(mode, keras):
@@ -49,7 +60,7 @@ def test_training_matches_uncompressed_accuracy(mode, keras):
     of this small problem differ by up to 3 points from seed to seed either way. ``fit``:
     model.fit with Horovod's Keras DistributedOptimizer and callbacks on each Keras route. (The
     plain tape's accuracy with ``rlh`` is the Pufferfish test's below.)"""
-    runs = {c: run_example(c, mode, env=KERAS[keras]) for c in ("none", "rlh")}
+    runs = {"none": uncompressed_runs(), "rlh": run_example("rlh", mode, env=KERAS[keras])}
     assert all(r["identical_parameters"] for rs in runs.values() for r in rs)
     mean = {c: sum(r["test_accuracy"] for r in rs) / len(rs) for c, rs in runs.items()}
     assert mean["rlh"] >= mean["none"] - 0.02, mean
