@@ -9,7 +9,9 @@
 #   - CMAKE_CXX_STANDARD 14 -> 17 in CMakeLists.txt and horovod/torch/CMakeLists.txt:
 #     torch 2.x headers need C++17.
 # Environment: PYTHON (default: python), HOROVOD_WHEEL_CACHE (default: ~/.cache/horovod-huffman),
-# HOROVOD_GPU_OPERATIONS=NCCL to build the NCCL GPU operations (needs CUDA and NCCL).
+# HOROVOD_GPU_OPERATIONS=NCCL to build the NCCL GPU operations (needs CUDA and NCCL),
+# HOROVOD_SDIST: the sdist's path, for a machine with no package index (nothing is then
+# downloaded, and the build and runtime packages must be installed already).
 set -euo pipefail
 
 # The pinned version lives in docker/versions.env (with every other pin).
@@ -58,8 +60,12 @@ if ! ls "$wheel_dir"/horovod-*.whl >/dev/null 2>&1; then
     echo "building Horovod $HOROVOD_VERSION for $frameworks with $controllers (a few minutes, once)"
     work=$(mktemp -d)
     trap 'rm -rf "$work"' EXIT
-    "$PY" -m pip install -q "cmake>=3.13" wheel setuptools
-    "$PY" -m pip download -q --no-deps --no-binary :all: "horovod==$HOROVOD_VERSION" -d "$work"
+    if [ -n "${HOROVOD_SDIST:-}" ]; then
+        cp "$HOROVOD_SDIST" "$work/horovod-$HOROVOD_VERSION.tar.gz"
+    else
+        "$PY" -m pip install -q "cmake>=3.13" wheel setuptools
+        "$PY" -m pip download -q --no-deps --no-binary :all: "horovod==$HOROVOD_VERSION" -d "$work"
+    fi
     tar -xzf "$work"/horovod-"$HOROVOD_VERSION".tar.gz -C "$work"
     src="$work/horovod-$HOROVOD_VERSION"
     sed -i 's/CMAKE_CXX_STANDARD 14/CMAKE_CXX_STANDARD 17/' \
@@ -67,12 +73,14 @@ if ! ls "$wheel_dir"/horovod-*.whl >/dev/null 2>&1; then
     mkdir -p "$wheel_dir"
     (cd "$src" && env CMAKE_POLICY_VERSION_MINIMUM=3.5 "$tf_flag" \
         HOROVOD_WITH_GLOO=1 "$mpi_flag" HOROVOD_WITH_PYTORCH=1 \
-        HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS="-j$(nproc)" \
+        HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS="-j$(getconf _NPROCESSORS_ONLN)" \
         "$PY" -m pip wheel -q --no-deps --no-build-isolation . -w "$wheel_dir") || {
         rmdir "$wheel_dir" 2>/dev/null || true
         exit 1
     }
 fi
 "$PY" -m pip install -q --no-deps --force-reinstall "$wheel_dir"/horovod-*.whl
-"$PY" -m pip install -q cloudpickle psutil pyyaml packaging cffi
+if [ -z "${HOROVOD_SDIST:-}" ]; then
+    "$PY" -m pip install -q cloudpickle psutil pyyaml packaging cffi
+fi
 "$PY" -c "$check; import horovod; print('horovod', horovod.__version__, 'for', '$frameworks', 'with', '$controllers')"

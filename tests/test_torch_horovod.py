@@ -35,6 +35,24 @@ def test_every_rank_gets_the_exact_reduction_of_all_round_trips(n_ranks, dtype, 
     assert rc == 0 and "OK" in out, excerpt(out)
 
 
+def cuda_missing():
+    """Why CUDA gradients cannot be tested here (None where they can)."""
+    import torch
+    return None if torch.cuda.is_available() else "needs torch with a real CUDA GPU"
+
+
+@pytest.mark.skipif(cuda_missing() is not None, reason=str(cuda_missing()))
+@pytest.mark.parametrize("exchange", ["allgather", "two_phase"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_cuda_gradients_get_the_exact_reduction_on_every_rank(dtype, exchange):
+    """The adapter's device branch under the stock DistributedOptimizer: 2 ranks on one GPU,
+    CUDA gradients quantized and coded there (the host's bits), only the encoded bytes on the
+    host; every rank's gradient is exactly the reduction torch_exact.py computes on the host,
+    and the parameters stay identical."""
+    rc, out = horovodrun(2, "tests/workers/torch_exact.py", dtype, exchange, "cuda")
+    assert rc == 0 and "OK" in out, excerpt(out)
+
+
 @pytest.mark.parametrize("n_ranks,case,exchange,error", [
     (2, "corrupt", "allgather", "DecodeError"),
     (3, "corrupt", "allgather", "DecodeError"),

@@ -10,7 +10,9 @@ local gradients and the compressor's bucket plan:
   5-coordinate bias, whose shards are empty on all ranks but one;
 - "client_feedback": client and server error feedback on: every rank sends its pieces
   contracted, and each rank's client residuals are exactly the errors of what it sent;
-- "terngrad": TernGrad (buckets of 64) in place of QSGD.
+- "terngrad": TernGrad (buckets of 64) in place of QSGD;
+- "cuda": the model, its batches and its gradients on the GPU (ranks may share one): the
+  adapter's device path, whose quantization and coding give the host's bits.
 
 Usage: torch_exact.py DTYPE EXCHANGE VARIANT [VARIANT ...]; prints "OK <n> checks" on success.
 """
@@ -40,26 +42,32 @@ class Net(torch.nn.Module):
         return self.fc2(torch.relu(self.fc1(self.embed(idx).mean(1))))
 
 
-def batch(rank):
+def batch(rank, device):
     g = torch.Generator().manual_seed(rank)
-    return torch.randint(0, 50, (16, 7), generator=g), torch.randint(0, 5, (16,), generator=g)
+    x, y = torch.randint(0, 50, (16, 7), generator=g), torch.randint(0, 5, (16,), generator=g)
+    return x.to(device), y.to(device)
 
 
-def local_grads(model, rank, passes):
+def dense(grad):
+    """A host copy of a (possibly sparse) gradient."""
+    return (grad.to_dense() if grad.is_sparse else grad).cpu()
+
+
+def local_grads(model, rank, passes, device):
     ref = copy.deepcopy(model)
     for k in range(passes):
-        x, y = batch(rank + 10 * k)
+        x, y = batch(rank + 10 * k, device)
         torch.nn.functional.cross_entropy(ref(x).float(), y).backward()
-    return {n: (p.grad.to_dense() if p.grad.is_sparse else p.grad).clone()
-            for n, p in ref.named_parameters()}
+    return {n: dense(p.grad).clone() for n, p in ref.named_parameters()}
 
 
 def run_case(encoder, dtype, exchange, variant):
     rank, n = hvd.rank(), hvd.size()
+    device = "cuda" if variant == "cuda" else "cpu"
     torch.manual_seed(0)
-    model = Net(sparse=variant == "sparse_as_dense").to(dtype)
+    model = Net(sparse=variant == "sparse_as_dense").to(dtype).to(device)
     passes = 2 if variant == "bpps2" else 1
-    grads = local_grads(model, rank, passes)
+    grads = local_grads(model, rank, passes, device)
     kwargs = {"named_parameters": model.named_parameters(), "backward_passes_per_step": passes}
     if variant == "groups":
         kwargs["num_groups"] = 2
@@ -80,15 +88,15 @@ def run_case(encoder, dtype, exchange, variant):
     opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
                                    compression=comp, **kwargs)
     for k in range(passes):
-        x, y = batch(rank + 10 * k)
+        x, y = batch(rank + 10 * k, device)
         torch.nn.functional.cross_entropy(model(x).float(), y).backward()
     opt.synchronize()
 
     (plan,) = comp.plans
     assert len(plan.buckets) >= (5 if variant == "tiny" else 2), plan
     everyone = hvd.allgather_object(grads)
-    got = {name: (p.grad.to_dense() if p.grad.is_sparse else p.grad)
-           for name, p in model.named_parameters()}
+    assert all(p.grad.device.type == device for p in model.parameters()), device
+    got = {name: dense(p.grad) for name, p in model.named_parameters()}
     checks = 0
     for bucket in plan.buckets:
         buffers = [staged({k: g.float().numpy() for k, g in grads.items()}, bucket)
@@ -117,7 +125,7 @@ def run_case(encoder, dtype, exchange, variant):
     # gradient a second time unless told not to (docs/torch-adapter.md, "synchronize()").
     with opt.skip_synchronize():
         opt.step()
-    flat = torch.cat([p.detach().float().reshape(-1) for p in model.parameters()])
+    flat = torch.cat([p.detach().float().cpu().reshape(-1) for p in model.parameters()])
     assert all(torch.equal(flat, o) for o in hvd.allgather_object(flat)), (encoder, variant)
     return checks + 1
 
