@@ -60,7 +60,9 @@ def pytest_runtest_call(item):
 ALLOWED_SKIPS = {
     "needs torch with a real CUDA GPU":
         "no GPU here: the device path's kernels run on Numba's CUDA simulator instead "
-        "(tests/test_gpu.py); these tests hand real CUDA tensors to the adapters",
+        "(tests/test_gpu.py); these tests hand real CUDA tensors to the adapters (test_gpu.py) "
+        "and train on them under Horovod (test_torch_horovod.py); benchmarks/gpu_checks.sh "
+        "runs them on a GPU machine",
     "needs root, podman and podman-compose":
         "the container cluster needs podman, which set-up installs only with WITH_PODMAN=1 "
         "(about 13 minutes cold; docs/cluster.md)",
