@@ -40,9 +40,20 @@ for name, module in (("TORCH_VERSION", torch), ("TENSORFLOW_VERSION", tensorflow
 print("horovod-huffman", horovod_huffman.__version__, "| numba", numba.__version__,
       "| torch", torch.__version__, "| tensorflow", tensorflow.__version__)
 PY
-# Compile every kernel into Numba's cache now, so the first training step does not.
-.venv/bin/python -m horovod_huffman.compile
+# Compile every kernel into Numba's cache now, so the first training step does not: on one
+# core (Numba compiles on one), beside the system packages and Horovod's build.
+compile_log=$(mktemp)
+.venv/bin/python -m horovod_huffman.compile >"$compile_log" 2>&1 &
+compile_pid=$!
 if [ "${WITH_HOROVOD:-0}" = "1" ]; then
     bash scripts/install_system.sh
     PYTHON=.venv/bin/python bash scripts/install_horovod.sh
+fi
+compile_rc=0
+wait "$compile_pid" || compile_rc=$?
+cat "$compile_log"
+rm -f "$compile_log"
+if [ "$compile_rc" -ne 0 ]; then
+    echo "set-up failed: python -m horovod_huffman.compile exited with $compile_rc" >&2
+    exit "$compile_rc"
 fi

@@ -125,8 +125,11 @@ def _seeds(options):
 
 
 def test_training_with_huffman_encoders_matches_uncompressed_accuracy():
-    (baseline,) = run_example("none")
-    assert baseline["identical_parameters"]
+    """Seed 0 of every Huffman-family encoder within 2 points of seed 0 uncompressed (the
+    first run of the two-phase test's uncompressed launch: each seed's run is the same
+    whatever others follow it)."""
+    baseline = run_example("none", 8, 2, *SEEDS)[0]
+    assert baseline["identical_parameters"] and baseline["seed"] == 0
     for name in ("rlh", "sh", "shs", "huffman"):
         (r,) = run_example(name)
         assert r["identical_parameters"], name
@@ -134,9 +137,10 @@ def test_training_with_huffman_encoders_matches_uncompressed_accuracy():
         assert r["stats"]["ratio"] > 10, (name, r["stats"])
 
 
-def test_two_phase_training_on_three_ranks_matches_uncompressed_accuracy():
-    """Mean test accuracy over three seeds within 2 points of uncompressed training."""
-    runs = {c: run_example(c, 8, 3, *SEEDS, *options)
+def test_two_phase_training_matches_uncompressed_accuracy():
+    """Mean test accuracy over three seeds within 2 points of uncompressed training, 2 ranks
+    (the two-phase exchange's sums at 3 and 4 ranks are checked exactly above)."""
+    runs = {c: run_example(c, 8, 2, *SEEDS, *options)
             for c, options in (("none", ()), ("rlh", ("--exchange", "two_phase")))}
     assert all(r["identical_parameters"] for rs in runs.values() for r in rs)
     mean = {c: sum(r["test_accuracy"] for r in rs) / len(rs) for c, rs in runs.items()}
