@@ -3,8 +3,14 @@
 READ ME FIRST
 1. Same conventions as bits.py: MSB-first streams in 32-bit words on the writing side, native
    uint64 words of the big-endian payload on the reading side (bits.bytes_to_words).
-2. ``cuda.clz`` is only used on uint32: the CUDA simulator counts 64-bit zeros as if the value
-   were 32 bits wide, so 64-bit counts are built from two 32-bit ones.
+2. The CUDA simulator swaps a module's ``cuda`` for its fake module around each call of one of
+   its device functions from another module, and a thread returning from such a call swaps
+   it back under the feet of a thread still inside one that uses an intrinsic. So the
+   functions here that threads of one block call at any time (peek64, zigzag, unzigzag) use
+   none; ``block_scan`` uses them only between barriers every thread reaches; ``put`` and
+   ``flush`` use an atomic OR on the words a segment shares. The bit-length helpers live
+   beside their only callers (cuda_tokens.bit_length32, cuda_decode.leading_zeros64), whose
+   module keeps the fake ``cuda`` for the whole kernel.
 3. Block scans run in shared memory with ``syncthreads`` (no warp intrinsics, which the simulator
    lacks); every thread of the block must call them.
 Units: bit counts and positions are int64 bits; BLOCK is threads per block.
@@ -16,21 +22,6 @@ from numba import config, cuda, int64, uint32, uint64
 # The simulator runs every thread as a Python thread, so it gets 16 (the output is the same for
 # any power of two: it depends on chunks, not segments).
 BLOCK = 16 if config.ENABLE_CUDASIM else 256
-
-
-@cuda.jit(device=True, inline=True)
-def bit_length32(x):
-    """Bits needed to write x (0 <= x < 2**32); 0 for 0."""
-    return 32 - int64(cuda.clz(uint32(x)))
-
-
-@cuda.jit(device=True, inline=True)
-def leading_zeros64(w):
-    """Leading zero bits of a uint64 (64 for 0)."""
-    high = uint32(w >> uint64(32))
-    if high != 0:
-        return int64(cuda.clz(high))
-    return 32 + int64(cuda.clz(uint32(w & uint64(0xFFFFFFFF))))
 
 
 @cuda.jit(device=True, inline=True)

@@ -2,37 +2,40 @@
 the fixed-width raw payload, with the CPU decoders' checks and status codes (errors.py).
 
 READ ME FIRST
-1. One thread per chunk: a chunk is one serial chain of codes (each code's position depends on
-   the previous one's length), and the chunk table gives every chain's first bit. Blocks of
-   DECODE_BLOCK threads first copy the 4096-entry lookup table into shared memory.
+1. One block of BLOCK threads per chunk, each thread a slice of the chunk's bits, with no
+   index of where codes start inside a chunk (the stream is the CPU's, unchanged). A chunk is
+   a chain of codes, each starting where the one before ends, so only slice 0 knows where its
+   first code starts (the chunk's first bit). The others start at their slice's first bit,
+   likely mid-code, and decode anyway: a prefix code falls back into step with the true code
+   boundaries within a few codes. Each slice decodes up to the first boundary at or past its
+   end, which is where the next slice must start; a slice whose start changes decodes again,
+   until none changes (after round r slices 0..r are right, so at most BLOCK rounds, and
+   each decodes at most its slice: hostile streams cost at most the serial decode's work per
+   thread). Then a block scan of the slices' level counts gives each its first output level,
+   and every slice decodes a last time, writing its levels. The block first copies the
+   4096-entry lookup table into shared memory.
 2. The words are bits.bytes_to_words of the payload (native uint64 of big-endian bytes, two zero
    words of padding), so a 64-bit peek at any position up to the payload's end is in bounds;
    every read is preceded by a check of the position against the chunk's declared end.
-3. Each thread writes its chunk's status into ``status``; the host raises the first non-zero.
+3. Errors of a slice that started mid-code mean nothing; once the starts agree, every slice
+   decodes the true codes, and the first slice's error is the chunk's. The counts must add up
+   to the chunk's levels and the codes end on its last bit, else the chunk is rejected as the
+   serial decoder would reject it (the message may name another check). Thread 0 writes the
+   chunk's status into ``status``; the host raises the first non-zero.
 Units: positions are int64 bits of the payload; ``chunk`` is levels per chunk.
 """
-from numba import config, cuda, int64, uint32, uint64
+from numba import cuda, int64, uint64
 
-from .cuda_bits import peek64, unzigzag, leading_zeros64
-from .errors import (OK, PAYLOAD_OVERRUN, INVALID_CODE, RUN_OVERFLOW, VALUE_OVERFLOW,
-                     PAYLOAD_UNDERRUN, BAD_ELIAS)
+from .cuda_bits import BLOCK, block_scan, peek64, unzigzag
+from .errors import OK, PAYLOAD_OVERRUN, INVALID_CODE, RUN_OVERFLOW, VALUE_OVERFLOW, BAD_ELIAS
 from .maxima import (LENGTH_BITS, LENGTH_MASK, MAX_CODE_BITS, MAX_ELIAS_VALUE_BITS, TABLE_SIZE,
                      TOKEN_ESCAPE,
                      TOKEN_EXTRA_MASK, TOKEN_EXTRA_SHIFT, TOKEN_LENGTH_MASK, TOKEN_LEVEL_SHIFT,
                      TOKEN_RUN_MASK, TOKEN_RUN_SHIFT)
 
-# Chunks (threads) per decode block: few, since each thread runs a long serial chain and the
-# block's first job is loading the shared table. The simulator gets one (cuda_ans.ANS_BLOCK).
-DECODE_BLOCK = 1 if config.ENABLE_CUDASIM else 32
 _TOP = uint64(64 - MAX_CODE_BITS)
-
-
-@cuda.jit(device=True, inline=True)
-def _load_table(tab, table):
-    """The block copies the lookup table into shared memory (every thread takes part)."""
-    for j in range(cuda.threadIdx.x, TABLE_SIZE, cuda.blockDim.x):
-        tab[j] = table[j]
-    cuda.syncthreads()
+# Entries of the shared status arrays (``_verdict``).
+_ERROR_KEY, _TOTAL = 0, 1
 
 
 @cuda.jit(device=True, inline=True)
@@ -43,97 +46,134 @@ def _chunk(c, starts, chunk_bits, chunk, n):
 
 
 @cuda.jit(device=True, inline=True)
-def _end_status(status, bit_pos, end_bit):
-    """A chunk decoded without error must end exactly at its declared bit length."""
-    if status != OK:
-        return status
-    if bit_pos > end_bit:
-        return PAYLOAD_OVERRUN
-    if bit_pos < end_bit:
-        return PAYLOAD_UNDERRUN
-    return OK
-
-
-@cuda.jit
-def decode_levels(words, starts, chunk_bits, chunk, table, base, window, vbits, lo, hi, out,
-                  status):
-    """huffman/sh: ``table`` entries are ``symbol << LENGTH_BITS | length`` (uint32); symbol
-    ``window`` is the escape, followed by a zigzag level in ``vbits`` bits. Grid: >= one thread
-    per chunk."""
-    tab = cuda.shared.array(TABLE_SIZE, uint32)
-    _load_table(tab, table)
-    c = cuda.grid(1)
-    if c >= starts.shape[0]:
-        return
-    i, stop, bit_pos, end_bit = _chunk(c, starts, chunk_bits, chunk, out.shape[0])
-    st = OK
-    while i < stop:
-        if bit_pos > end_bit:
-            st = PAYLOAD_OVERRUN
-            break
-        e = tab[peek64(words, bit_pos) >> _TOP]
-        length = int64(e & LENGTH_MASK)
-        if length == 0:
-            st = INVALID_CODE
-            break
-        bit_pos += length
-        s = int64(e >> LENGTH_BITS)
-        if s == window:
-            if bit_pos > end_bit:
-                st = PAYLOAD_OVERRUN
-                break
-            level = unzigzag(peek64(words, bit_pos) >> uint64(64 - vbits))
-            bit_pos += vbits
-            if level < lo or level > hi:
-                st = VALUE_OVERFLOW
-                break
-            out[i] = level
-        else:
-            out[i] = base + s
-        i += 1
-    status[c] = _end_status(st, bit_pos, end_bit)
-
-
-@cuda.jit
-def decode_tokens(words, starts, chunk_bits, chunk, table, base, vbits, esc_has_run, lo, hi,
-                  out, status):
-    """rlh/shs: ``table`` entries as tokens.token_table (uint64). An escape carries a zigzag level
-    in ``vbits`` bits, then, when ``esc_has_run``, an Elias-gamma run. Grid: >= a thread per
-    chunk."""
-    tab = cuda.shared.array(TABLE_SIZE, uint64)
-    _load_table(tab, table)
-    c = cuda.grid(1)
-    if c >= starts.shape[0]:
-        return
-    i, stop, bit_pos, end_bit = _chunk(c, starts, chunk_bits, chunk, out.shape[0])
-    st = OK
-    while i < stop:
-        if bit_pos > end_bit:
-            st = PAYLOAD_OVERRUN
-            break
-        e = tab[peek64(words, bit_pos) >> _TOP]
+def _token(words, tab, tokens, bit_pos, end_bit, base, window, vbits, esc_has_run, lo, hi):
+    """(status, level, run, bit position after it) of the code at ``bit_pos`` (< end_bit):
+    with ``tokens`` a rlh/shs token (``tab`` entries as tokens.token_table), else a
+    huffman/sh level (entries ``symbol << LENGTH_BITS | length``; symbol ``window`` escapes a
+    zigzag level in ``vbits`` bits), with the CPU decoders' checks."""
+    e = tab[peek64(words, bit_pos) >> _TOP]
+    if tokens:
         length = int64(e & uint64(TOKEN_LENGTH_MASK))
-        if length == 0:
-            st = INVALID_CODE
-            break
-        bit_pos += length
-        if bit_pos > end_bit:
-            st = PAYLOAD_OVERRUN
-            break
+    else:
+        length = int64(e & uint64(LENGTH_MASK))
+    if length == 0:
+        return INVALID_CODE, int64(0), int64(0), bit_pos
+    bit_pos += length
+    if bit_pos > end_bit:
+        return PAYLOAD_OVERRUN, int64(0), int64(0), bit_pos
+    if tokens:
         if e & uint64(TOKEN_ESCAPE):
-            st, level, run, bit_pos = _escaped_token(words, bit_pos, end_bit, vbits, esc_has_run,
-                                                     lo, hi)
-            if st != OK:
-                break
-        else:
-            level, run, bit_pos = _coded_token(words, e, bit_pos, base)
-        if run > stop - i:
-            st = RUN_OVERFLOW
+            return _escaped_token(words, bit_pos, end_bit, vbits, esc_has_run, lo, hi)
+        level, run, bit_pos = _coded_token(words, e, bit_pos, base)
+        return OK, level, run, bit_pos
+    s = int64(e >> uint64(LENGTH_BITS))
+    if s != window:
+        return OK, base + s, int64(1), bit_pos
+    return _escaped_token(words, bit_pos, end_bit, vbits, False, lo, hi)
+
+
+@cuda.jit(device=True, inline=True)
+def _walk(words, tab, tokens, entry, stop_bit, end_bit, base, window, vbits, esc_has_run, lo,
+          hi, levels, out, first):
+    """Decode from the code boundary ``entry`` until the first boundary at or past
+    ``stop_bit``: (status, levels decoded, that boundary). More than ``levels`` (the chunk's)
+    is RUN_OVERFLOW, which also bounds the count. With ``first`` >= 0 the levels are also
+    written to out[first:]. ``entry`` < 0 (no boundary known) decodes nothing and passes -1
+    on; so does an error (the status says which)."""
+    if entry < 0:
+        return OK, int64(0), int64(-1)
+    bit_pos = entry
+    count = int64(0)
+    while bit_pos < stop_bit:
+        st, level, run, bit_pos = _token(words, tab, tokens, bit_pos, end_bit, base, window,
+                                         vbits, esc_has_run, lo, hi)
+        if st != OK:
+            return st, count, int64(-1)
+        if run > levels - count:
+            return RUN_OVERFLOW, count, int64(-1)
+        if first >= 0:
+            for j in range(first + count, first + count + run):
+                out[j] = level
+        count += run
+    return OK, count, bit_pos
+
+
+@cuda.jit
+def decode_chunks(words, starts, chunk_bits, chunk, table, tokens, base, window, vbits,
+                  esc_has_run, lo, hi, out, status):
+    """huffman/sh (``tokens`` False) or rlh/shs (True) payload -> ``out``. One block of BLOCK
+    threads per chunk; grid: one block per chunk. ``table``: the 4096-entry lookup table
+    (uint32 or uint64 entries, as ``_token`` reads them)."""
+    tab = cuda.shared.array(TABLE_SIZE, uint64)
+    exits = cuda.shared.array(BLOCK, int64)
+    scratch = cuda.shared.array(BLOCK, int64)
+    errors = cuda.shared.array(BLOCK, int64)
+    verdict = cuda.shared.array(2, int64)
+    changed = cuda.shared.array(1, int64)
+    t = cuda.threadIdx.x
+    for j in range(t, TABLE_SIZE, BLOCK):
+        tab[j] = uint64(table[j])
+    c = cuda.blockIdx.x
+    first, stop, start, end = _chunk(c, starts, chunk_bits, chunk, out.shape[0])
+    # Thread t's slice of the chunk's bits: it decodes the codes that start in it.
+    per = max(int64(1), (end - start + BLOCK - 1) // BLOCK)
+    stop_bit = min(start + (t + 1) * per, end)
+    entry = min(start + t * per, end)
+    cuda.syncthreads()
+    # Rounds: a slice entered at a code boundary ends at one, which is where the next slice
+    # enters; slice 0 enters at the chunk's first bit, so after round r slices 0..r are right,
+    # and a slice that enters mid-code falls into step with the true codes within a few
+    # (Huffman codes resynchronize). Until nothing changes: at most BLOCK rounds.
+    st, count, out_bit = _walk(words, tab, tokens, entry, stop_bit, end, base, window, vbits,
+                               esc_has_run, lo, hi, stop - first, out, -1)
+    while True:
+        exits[t] = out_bit
+        if t == 0:
+            changed[0] = 0
+        cuda.syncthreads()
+        truth = start if t == 0 else exits[t - 1]
+        cuda.syncthreads()
+        if truth != entry:
+            entry = truth
+            changed[0] = 1
+            st, count, out_bit = _walk(words, tab, tokens, entry, stop_bit, end, base, window,
+                                       vbits, esc_has_run, lo, hi, stop - first, out, -1)
+        cuda.syncthreads()
+        if changed[0] == 0:
             break
-        for j in range(i, i + run):
-            out[j] = level
-        i += run
-    status[c] = _end_status(st, bit_pos, end_bit)
+        cuda.syncthreads()
+    _verdict(st, count, out_bit, first, stop, end, scratch, errors, verdict)
+    if verdict[_ERROR_KEY] == OK:
+        offset = block_scan(scratch, count, False) - count
+        _walk(words, tab, tokens, entry, stop_bit, end, base, window, vbits, esc_has_run, lo,
+              hi, stop - first, out, first + offset)
+    if t == 0:
+        status[c] = verdict[_ERROR_KEY]
+
+
+@cuda.jit(device=True, inline=True)
+def _verdict(st, count, out_bit, first, stop, end, scratch, errors, verdict):
+    """The chunk's status into verdict[_ERROR_KEY], for every thread: the error of the first
+    slice that has one; else PAYLOAD_OVERRUN where the codes end past the chunk's last bit,
+    RUN_OVERFLOW where they hold more levels than the chunk, and PAYLOAD_OVERRUN where fewer
+    (a serial decoder would read on past the end)."""
+    t = cuda.threadIdx.x
+    errors[t] = st
+    key = block_scan(scratch, BLOCK - t if st != OK else 0, True)
+    total = block_scan(scratch, count, False)
+    if t == BLOCK - 1:
+        verdict[_TOTAL] = total
+        if key > 0:
+            verdict[_ERROR_KEY] = errors[BLOCK - key]
+        elif out_bit > end:
+            verdict[_ERROR_KEY] = PAYLOAD_OVERRUN
+        elif total > stop - first:
+            verdict[_ERROR_KEY] = RUN_OVERFLOW
+        elif total < stop - first:
+            verdict[_ERROR_KEY] = PAYLOAD_OVERRUN
+        else:
+            verdict[_ERROR_KEY] = OK
+    cuda.syncthreads()
 
 
 @cuda.jit(device=True, inline=True)
@@ -163,6 +203,16 @@ def _escaped_token(words, bit_pos, end_bit, vbits, esc_has_run, lo, hi):
         return PAYLOAD_OVERRUN, level, int64(0), bit_pos
     st, run, bit_pos = read_gamma(words, bit_pos, end_bit)
     return st, level, run, bit_pos
+
+
+@cuda.jit(device=True, inline=True)
+def leading_zeros64(w):
+    """Leading zero bits of a uint64 (64 for 0). ``cuda.clz`` counts 32-bit words only: the
+    simulator counts 64-bit zeros as if the value were 32 bits wide."""
+    high = uint32(w >> uint64(32))
+    if high != 0:
+        return int64(cuda.clz(high))
+    return 32 + int64(cuda.clz(uint32(w & uint64(0xFFFFFFFF))))
 
 
 @cuda.jit(device=True, inline=True)

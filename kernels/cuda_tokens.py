@@ -21,13 +21,19 @@ Units: positions and offsets are int64 bits of the payload; counts are tokens.
 from numba import cuda, int32, int64, uint32, uint64
 
 from .bits import WORD_MASK, WORD_SHIFT
-from .cuda_bits import BLOCK, bit_length32, zigzag, put, flush, block_scan
+from .cuda_bits import BLOCK, zigzag, put, flush, block_scan
 from .maxima import LENGTH_BITS, LENGTH_MASK, RUN_BUCKETS
 
 LEVELS, RUNS, ZERO_RUNS = 0, 1, 2
 # Shared-memory histogram bins (int32, 16 KiB): every rlh and shs alphabet (<= 4096 symbols
 # plus the escape); wider huffman windows count straight into global memory.
 SHARED_BINS = 4097
+
+
+@cuda.jit(device=True, inline=True)
+def bit_length32(x):
+    """Bits needed to write x (0 <= x < 2**32); 0 for 0."""
+    return 32 - int64(cuda.clz(uint32(x)))
 
 
 @cuda.jit(device=True, inline=True)

@@ -136,32 +136,31 @@ def _check(status, name, stream):
         check_status(int(bad[0]), name)
 
 
-def _chunk_launch(starts):
-    threads = cuda_decode.DECODE_BLOCK
-    return -(-len(starts) // threads), threads
+def _decode_chunks(words, starts, chunk_bits, chunk, table, tokens, base, window, vbits,
+                   esc_has_run, lo, hi, out, name, stream):
+    """One block per chunk (kernels/cuda_decode.py ``decode_chunks``); raises DecodeError like
+    the CPU decoder."""
+    status = cuda.device_array(len(starts), dtype=np.int64, stream=stream)
+    if len(starts):
+        cuda_decode.decode_chunks[len(starts), BLOCK, stream](
+            words, cuda.to_device(starts, stream=stream),
+            cuda.to_device(chunk_bits, stream=stream), chunk, cuda.to_device(table, stream=stream),
+            tokens, base, window, vbits, esc_has_run, lo, hi, out, status)
+    _check(status, name, stream)
 
 
 def decode_levels(words, starts, chunk_bits, chunk, table, base, window, vbits, lo, hi, out,
                   name, stream):
-    """huffman/sh payload -> ``out`` (device); raises DecodeError like the CPU decoder."""
-    status = cuda.device_array(len(starts), dtype=np.int64, stream=stream)
-    blocks, threads = _chunk_launch(starts)
-    cuda_decode.decode_levels[blocks, threads, stream](
-        words, cuda.to_device(starts, stream=stream), cuda.to_device(chunk_bits, stream=stream),
-        chunk, cuda.to_device(table, stream=stream), base, window, vbits, lo, hi, out, status)
-    _check(status, name, stream)
+    """huffman/sh payload -> ``out`` (device)."""
+    _decode_chunks(words, starts, chunk_bits, chunk, table, False, base, window, vbits, False,
+                   lo, hi, out, name, stream)
 
 
 def decode_tokens(words, starts, chunk_bits, chunk, table, base, vbits, esc_has_run, lo, hi,
                   out, name, stream):
-    """rlh/shs payload -> ``out`` (device); raises DecodeError like the CPU decoder."""
-    status = cuda.device_array(len(starts), dtype=np.int64, stream=stream)
-    blocks, threads = _chunk_launch(starts)
-    cuda_decode.decode_tokens[blocks, threads, stream](
-        words, cuda.to_device(starts, stream=stream), cuda.to_device(chunk_bits, stream=stream),
-        chunk, cuda.to_device(table, stream=stream), base, vbits, esc_has_run, lo, hi, out,
-        status)
-    _check(status, name, stream)
+    """rlh/shs payload -> ``out`` (device)."""
+    _decode_chunks(words, starts, chunk_bits, chunk, table, True, base, -1, vbits, esc_has_run,
+                   lo, hi, out, name, stream)
 
 
 def decode_fixed(words, base, width, hi, out, name, stream):
