@@ -24,7 +24,7 @@ READ ME FIRST
    chunk's status into ``status``; the host raises the first non-zero.
 Units: positions are int64 bits of the payload; ``chunk`` is levels per chunk.
 """
-from numba import cuda, int64, uint64
+from numba import cuda, int64, uint32, uint64
 
 from .cuda_bits import BLOCK, block_scan, peek64, unzigzag
 from .errors import OK, PAYLOAD_OVERRUN, INVALID_CODE, RUN_OVERFLOW, VALUE_OVERFLOW, BAD_ELIAS
