@@ -15,7 +15,7 @@ pytestmark = pytest.mark.horovod
 
 
 @pytest.mark.parametrize("n_ranks,modes", [
-    (2, "tape eager"), (2, "optimizer sum"),
+    (2, "tape eager optimizer sum"),
     (2, "tape exchange=two_phase"),
     (3, "tape eager optimizer sum exchange=two_phase"),
     (4, "tape exchange=two_phase")])
