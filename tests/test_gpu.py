@@ -84,6 +84,18 @@ def test_device_decode_reads_host_streams(name, pattern):
     np.testing.assert_array_equal(got, levels)
 
 
+@pytest.mark.parametrize("name", ["huffman", "sh"])
+def test_block_decoders_agree_where_codes_never_resynchronize(name):
+    """Eight equally likely levels get codes of 3 bits, which a slice entered off a multiple
+    of 3 never falls into step with: every slice waits for the one before it (the block
+    decoder's longest chain of rounds, kernels/cuda_decode.py). Chunks of 50 and 64 levels
+    give slices of 10 and 12 bits (16 threads) or 1 and 1 (256): starts off and on the codes."""
+    levels = np.random.default_rng(3).integers(-4, 4, 4 * 64 + 50).astype(np.int8)
+    for chunk in (50, 64):
+        buf = encoder(name, chunk_levels=chunk).encode(levels)
+        np.testing.assert_array_equal(hh.decode(buf, device="cuda").copy_to_host(), levels)
+
+
 def test_empty_tensors_on_the_device():
     for name in DEVICE_ENCODERS:
         buf = encoder(name).encode(cuda.to_device(np.zeros(0, np.int8)))
