@@ -165,6 +165,13 @@ export PY OUT WHEELS START
 export -f env_report build_horovod install_package synthetic horovod_report
 
 BUILD_PID=
+# Horovod's background build (under its own time limit), once.
+wait_for_build() {
+    if [ -n "$BUILD_PID" ]; then
+        wait "$BUILD_PID"
+        BUILD_PID=
+    fi
+}
 for p in "${phases[@]}"; do
     case $p in
         carry) carry; exit ;;
@@ -182,9 +189,7 @@ for p in "${phases[@]}"; do
                    --sizes 1048576 16777216 268435456 --encoders rlh ans rla --repeats 3 \
                    --cpu-max 1048576 --markdown "$OUT/bench.md" ;;
         train)
-            if [ -n "$BUILD_PID" ]; then
-                wait "$BUILD_PID"                           # under its own time limit
-            fi
+            wait_for_build
             phase horovod 30 "$OUT/build.log" horovod_report
             phase synthetic 180 "$OUT/runs.log" synthetic
             phase cuda-exact 200 "$OUT/runs.log" env NUMBA_ENABLE_CUDASIM=0 "$PY" -m pytest -q \
@@ -192,7 +197,5 @@ for p in "${phases[@]}"; do
         *) echo "unknown phase $p" >&2; exit 2 ;;
     esac
 done
-if [ -n "$BUILD_PID" ]; then
-    wait "$BUILD_PID"
-fi
+wait_for_build
 echo "done in $(($(date +%s) - START)) s" | tee -a "$OUT/summary.txt"

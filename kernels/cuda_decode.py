@@ -34,8 +34,6 @@ from .maxima import (LENGTH_BITS, LENGTH_MASK, MAX_CODE_BITS, MAX_ELIAS_VALUE_BI
                      TOKEN_RUN_MASK, TOKEN_RUN_SHIFT)
 
 _TOP = uint64(64 - MAX_CODE_BITS)
-# Entries of the shared status arrays (``_verdict``).
-_ERROR_KEY, _TOTAL = 0, 1
 
 
 @cuda.jit(device=True, inline=True)
@@ -108,7 +106,7 @@ def decode_chunks(words, starts, chunk_bits, chunk, table, tokens, base, window,
     exits = cuda.shared.array(BLOCK, int64)
     scratch = cuda.shared.array(BLOCK, int64)
     errors = cuda.shared.array(BLOCK, int64)
-    verdict = cuda.shared.array(2, int64)
+    verdict = cuda.shared.array(1, int64)
     changed = cuda.shared.array(1, int64)
     t = cuda.threadIdx.x
     for j in range(t, TABLE_SIZE, BLOCK):
@@ -124,55 +122,54 @@ def decode_chunks(words, starts, chunk_bits, chunk, table, tokens, base, window,
     # enters; slice 0 enters at the chunk's first bit, so after round r slices 0..r are right,
     # and a slice that enters mid-code falls into step with the true codes within a few
     # (Huffman codes resynchronize). Until nothing changes: at most BLOCK rounds.
-    st, count, out_bit = _walk(words, tab, tokens, entry, stop_bit, end, base, window, vbits,
-                               esc_has_run, lo, hi, stop - first, out, -1)
+    st, count, out_bit, stale = OK, int64(0), int64(-1), True
     while True:
+        if stale:
+            st, count, out_bit = _walk(words, tab, tokens, entry, stop_bit, end, base, window,
+                                       vbits, esc_has_run, lo, hi, stop - first, out, -1)
         exits[t] = out_bit
         if t == 0:
             changed[0] = 0
         cuda.syncthreads()
         truth = start if t == 0 else exits[t - 1]
         cuda.syncthreads()
-        if truth != entry:
+        stale = truth != entry
+        if stale:
             entry = truth
             changed[0] = 1
-            st, count, out_bit = _walk(words, tab, tokens, entry, stop_bit, end, base, window,
-                                       vbits, esc_has_run, lo, hi, stop - first, out, -1)
         cuda.syncthreads()
         if changed[0] == 0:
             break
         cuda.syncthreads()
-    _verdict(st, count, out_bit, first, stop, end, scratch, errors, verdict)
-    if verdict[_ERROR_KEY] == OK:
-        offset = block_scan(scratch, count, False) - count
+    ends = block_scan(scratch, count, False)          # levels up to the end of each slice
+    _verdict(st, ends, out_bit, first, stop, end, scratch, errors, verdict)
+    if verdict[0] == OK:
         _walk(words, tab, tokens, entry, stop_bit, end, base, window, vbits, esc_has_run, lo,
-              hi, stop - first, out, first + offset)
+              hi, stop - first, out, first + ends - count)
     if t == 0:
-        status[c] = verdict[_ERROR_KEY]
+        status[c] = verdict[0]
 
 
 @cuda.jit(device=True, inline=True)
-def _verdict(st, count, out_bit, first, stop, end, scratch, errors, verdict):
-    """The chunk's status into verdict[_ERROR_KEY], for every thread: the error of the first
-    slice that has one; else PAYLOAD_OVERRUN where the codes end past the chunk's last bit,
-    RUN_OVERFLOW where they hold more levels than the chunk, and PAYLOAD_OVERRUN where fewer
-    (a serial decoder would read on past the end)."""
+def _verdict(st, ends, out_bit, first, stop, end, scratch, errors, verdict):
+    """The chunk's status into verdict[0], for every thread: the error of the first slice that
+    has one; else PAYLOAD_OVERRUN where the codes end past the chunk's last bit, RUN_OVERFLOW
+    where they hold more levels than the chunk, and PAYLOAD_OVERRUN where fewer (a serial
+    decoder would read on past the end). ``ends``: block_scan of the slices' level counts."""
     t = cuda.threadIdx.x
     errors[t] = st
     key = block_scan(scratch, BLOCK - t if st != OK else 0, True)
-    total = block_scan(scratch, count, False)
     if t == BLOCK - 1:
-        verdict[_TOTAL] = total
         if key > 0:
-            verdict[_ERROR_KEY] = errors[BLOCK - key]
+            verdict[0] = errors[BLOCK - key]
         elif out_bit > end:
-            verdict[_ERROR_KEY] = PAYLOAD_OVERRUN
-        elif total > stop - first:
-            verdict[_ERROR_KEY] = RUN_OVERFLOW
-        elif total < stop - first:
-            verdict[_ERROR_KEY] = PAYLOAD_OVERRUN
+            verdict[0] = PAYLOAD_OVERRUN
+        elif ends > stop - first:
+            verdict[0] = RUN_OVERFLOW
+        elif ends < stop - first:
+            verdict[0] = PAYLOAD_OVERRUN
         else:
-            verdict[_ERROR_KEY] = OK
+            verdict[0] = OK
     cuda.syncthreads()
 
 
