@@ -100,9 +100,11 @@ def allgather_sum(codec, ops, coll, job, work):
         total = None
         for rank, message in enumerate(split_frames(pending.wait(), coll.size, tag, job.step,
                                                     key)):
-            part = codec.own(message, qt, work.size, key, rank) if rank == coll.rank else \
-                codec.decode(ops, message, work.size, work.dtype, key, rank)
-            total = ops.add_dequantized(total, part)
+            if rank == coll.rank:
+                total = ops.add_dequantized(total, codec.own(message, qt, work.size, key, rank))
+            else:
+                total = codec.decode_into(ops, message, total, total is not None, work.size,
+                                          work.dtype, key, rank)
         codec.settle(ops, [state], total)
     codec.count(job.coords, job.raw_bytes, data.size, job.tensors)
     return total
@@ -138,9 +140,11 @@ def two_phase_sum(codec, ops, coll, job, work, align):
         for j, message in enumerate(gathered):
             size = bounds[j + 1] - bounds[j]
             what = f"{key} (sum shard {j})"
-            ops.dequantize_into(result, bounds[j], codec.own(message, summed, size, what, j)
-                                if j == me else
-                                codec.decode(ops, message, size, work.dtype, what, j))
+            if j == me:
+                ops.dequantize_into(result, bounds[j], codec.own(message, summed, size, what, j))
+            else:
+                codec.decode_into(ops, message, result[bounds[j]:bounds[j + 1]], False, size,
+                                  work.dtype, what, j)
         codec.settle(ops, [_client_state(key, j) for j in range(coll.size)] +
                      [_server_state(key, me)], result)
     codec.count(job.coords, job.raw_bytes, data.size - sizes[me] + reply.size, job.tensors)
@@ -195,8 +199,11 @@ def _summed_shard(codec, ops, coll, job, received, mine, bounds, work_dtype):
         pieces = split_frames(received, coll.size, phase_tag(job.tag, "scatter", me), job.step,
                               key)
         for rank, message in enumerate(pieces):
-            part = mine if rank == me else codec.decode(ops, message, size, work_dtype, key, rank)
-            total = ops.add_dequantized(total, part)
+            if rank == me:
+                total = ops.add_dequantized(total, mine)
+            else:
+                total = codec.decode_into(ops, message, total, total is not None, size,
+                                          work_dtype, key, rank)
     with codec.span(key, "encode"):
         server = _server_state(key, me) if codec.server_error_feedback else None
         summed = codec.quantize(ops, total, (size,), f"{key}/sum{me}", job.step, state=server)

@@ -12,7 +12,7 @@ from horovod_huffman.kernels import cuda_feedback as cf, cuda_quantize as cq, qu
 from horovod_huffman.kernels.cuda_bits import BLOCK
 
 from .device import as_device_array, grid_for, is_device_array
-from .message import build, unpack
+from .message import build
 from .quantizers import QuantizedTensor, dequantize, device_scales
 
 
@@ -65,8 +65,16 @@ class HostOps:
         return build(qt, encoder, layout=layout)
 
     @staticmethod
-    def unpack(message, numel):
-        return unpack(message, max_elements=numel)
+    def decode_into(contents, total, add):
+        """The tensor of a checked message (message.Contents) dequantized into the 1-D work
+        array ``total``: assigned, or with ``add`` added; ``total`` None: a new array."""
+        qt = contents.unpack()
+        if total is None:
+            return HostOps.dequantize(qt).reshape(qt.numel)
+        if add:
+            return HostOps.add_dequantized(total, qt)
+        dequantize(qt, out=total)
+        return total
 
     @staticmethod
     def dequantize(qt):
@@ -157,8 +165,13 @@ class DeviceOps:
     def build(self, qt, encoder, layout=None):
         return build(qt, encoder, stream=self.stream, layout=layout)
 
-    def unpack(self, message, numel):
-        return unpack(message, max_elements=numel, device="cuda", stream=self.stream)
+    def decode_into(self, contents, total, add):
+        """As HostOps.decode_into, decoding, dequantizing and adding in one pass on the device
+        (message.Contents.dequantize_into): no levels array."""
+        if total is None:
+            total, add = self.empty(contents.numel, work_dtype(contents.dtype)), False
+        contents.dequantize_into(total, add, self.stream)
+        return total
 
     def dequantize(self, qt):
         flat = cuda.device_array(qt.numel, dtype=work_dtype(qt.dtype), stream=self.stream)

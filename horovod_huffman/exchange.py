@@ -35,7 +35,7 @@ from .encoders import get_encoder
 from .encoders.auto import Auto
 from .encoders.rows import slice_layout
 from .errors import DecodeError
-from .message import verify
+from .message import contents, verify
 from .quantizers import QSGD
 
 log = logging.getLogger("horovod_huffman")
@@ -285,18 +285,23 @@ class Codec:
             self.choices[slot] = (encoder, encoder.member(message.stream.encoder_id), job.step)
         return message
 
-    def decode(self, ops, message, numel, dtype, what, rank):
-        """The QuantizedTensor of ``rank``'s message for ``what``, checked to hold ``numel``
-        coordinates of the work dtype ``dtype`` (``array_ops.work_dtype``); DecodeError or
-        MismatchError naming both when it is malformed or of another size or dtype."""
+    def decode_into(self, ops, message, total, add, numel, dtype, what, rank):
+        """``total`` (a 1-D work array; None: a new one) with the tensor of ``rank``'s message
+        for ``what`` dequantized into it, assigned or with ``add`` added
+        (``ops.decode_into``). The message must hold ``numel`` coordinates of the work dtype
+        ``dtype`` (``array_ops.work_dtype``); DecodeError or MismatchError naming both when it
+        is malformed or of another size or dtype, raised before ``total`` is written."""
         try:
-            qt = ops.unpack(message, numel)
+            found = contents(message, max_elements=numel)
         except DecodeError as e:
             raise DecodeError(f"{what!r} from rank {rank}: {e}") from e
-        if qt.numel != numel or work_dtype(qt.dtype) != dtype:
-            raise MismatchError(f"rank {rank} sent {qt.numel} coordinates of {qt.dtype} for "
-                                f"{what!r}, expected {numel} of {np.dtype(dtype)}")
-        return qt
+        if found.numel != numel or work_dtype(found.dtype) != dtype:
+            raise MismatchError(f"rank {rank} sent {found.numel} coordinates of {found.dtype} "
+                                f"for {what!r}, expected {numel} of {np.dtype(dtype)}")
+        try:
+            return ops.decode_into(found, total, add)
+        except DecodeError as e:
+            raise DecodeError(f"{what!r} from rank {rank}: {e}") from e
 
     def own(self, message, qt, numel, what, rank):
         """This rank's own message as it came back from a collective: checked without decoding

@@ -16,15 +16,17 @@ A message is written once, straight into the buffer that goes on the wire (``Mes
 the exchange puts its frames and their messages into one array), and checked once on receipt.
 """
 import struct
+from collections import namedtuple
 from dataclasses import dataclass
 
 import numpy as np
+from numba import cuda
 
 from horovod_huffman.kernels.maxima import MAX_NDIM
 
 from . import wire
 from .device import is_device_array, as_device_array, stream_or_default, copy_to_host
-from .encoders import Encoder, check, decode, get_encoder
+from .encoders import Encoder, check, decode, decode_dequantized, get_encoder
 from .errors import DecodeError
 from .quantizers import QuantizedTensor
 
@@ -106,6 +108,38 @@ def pack(qt, encoder="rlh", stream=None):
     return out
 
 
+class Contents(namedtuple("Contents", "shape dtype bucket_size scales stream numel")):
+    """A message's fields, every one checked (``contents``): the tensor's shape, float dtype,
+    bucket size (elements per scale), host float32 scales and element count, and its level
+    stream, not yet decoded."""
+    __slots__ = ()
+
+    def unpack(self, device=None, stream=None):
+        """The QuantizedTensor (``unpack``)."""
+        levels = decode(self.stream, max_elements=self.numel, device=device, stream=stream,
+                        covered=True)
+        if levels.size != self.numel:
+            raise DecodeError(f"level stream holds {levels.size} levels, the shape needs "
+                              f"{self.numel}")
+        return QuantizedTensor(levels, self.scales, self.shape, self.dtype, self.bucket_size)
+
+    def dequantize_into(self, total, add, stream):
+        """Decode on the GPU, dequantized into the float32/float64 device array ``total`` of
+        ``numel`` elements in the decoding pass: total = (or += with ``add``) the tensor, 1-D,
+        in the total's precision, as ``dequantize`` (then a sum in rank order) computes it."""
+        scales = cuda.to_device(self.scales.astype(total.dtype), stream=stream)
+        decode_dequantized(self.stream, total, scales, self.bucket_size, add, stream,
+                           covered=True)
+
+
+def contents(buf, max_elements=None):
+    """The ``Contents`` of a message: every field, length and the checksum checked (the level
+    stream's own fields when it is decoded); DecodeError when anything is wrong."""
+    shape, dtype_code, bucket, scales, levels_stream, numel = _checked(buf, max_elements)
+    return Contents(tuple(int(d) for d in shape), _float_dtype(_FLOAT_NAMES[dtype_code]),
+                    int(bucket), scales, levels_stream, numel)
+
+
 def _checked(buf, max_elements=None):
     """(shape, dtype code, bucket size, scales, level stream, element count) of a message, every
     field, length and its checksum checked (the level stream's own not yet); DecodeError when
@@ -158,10 +192,4 @@ def unpack(buf, max_elements=None, device=None, stream=None):
     """The QuantizedTensor in a ``pack`` message; raises DecodeError on any malformed input.
     ``device="cuda"``: the levels are decoded on the GPU into a device array (scales stay on
     the host: they are few, and ``dequantize`` uploads them)."""
-    shape, dtype_code, bucket, scales, levels_stream, numel = _checked(buf, max_elements)
-    levels = decode(levels_stream, max_elements=numel, device=device, stream=stream,
-                    covered=True)
-    if levels.size != numel:
-        raise DecodeError(f"level stream holds {levels.size} levels, the shape needs {numel}")
-    return QuantizedTensor(levels, scales, tuple(int(d) for d in shape),
-                           _float_dtype(_FLOAT_NAMES[dtype_code]), int(bucket))
+    return contents(buf, max_elements).unpack(device, stream)

@@ -22,11 +22,14 @@ READ ME FIRST
    to the chunk's levels and the codes end on its last bit, else the chunk is rejected as the
    serial decoder would reject it (the message may name another check). Thread 0 writes the
    chunk's status into ``status``; the host raises the first non-zero.
+4. Every decoder puts its levels through cuda_quantize.put_level: into a levels array, or
+   dequantized into a float total, assigned or added (that module's note 4).
 Units: positions are int64 bits of the payload; ``chunk`` is levels per chunk.
 """
 from numba import cuda, int64, uint32, uint64
 
 from .cuda_bits import BLOCK, block_scan, peek64, unzigzag
+from .cuda_quantize import put_level
 from .errors import OK, PAYLOAD_OVERRUN, INVALID_CODE, RUN_OVERFLOW, VALUE_OVERFLOW, BAD_ELIAS
 from .maxima import (LENGTH_BITS, LENGTH_MASK, MAX_CODE_BITS, MAX_ELIAS_VALUE_BITS, TABLE_SIZE,
                      TOKEN_ESCAPE,
@@ -72,12 +75,13 @@ def _token(words, tab, tokens, bit_pos, end_bit, base, window, vbits, esc_has_ru
 
 @cuda.jit(device=True, inline=True)
 def _walk(words, tab, tokens, entry, stop_bit, end_bit, base, window, vbits, esc_has_run, lo,
-          hi, levels, out, first):
+          hi, levels, dest, first):
     """Decode from the code boundary ``entry`` until the first boundary at or past
     ``stop_bit``: (status, levels decoded, that boundary). More than ``levels`` (the chunk's)
     is RUN_OVERFLOW, which also bounds the count. With ``first`` >= 0 the levels are also
-    written to out[first:]. ``entry`` < 0 (no boundary known) decodes nothing and passes -1
-    on; so does an error (the status says which)."""
+    put at first, first + 1, ... (``dest``: put_level's (out, total, scales, bucket, mode)).
+    ``entry`` < 0 (no boundary known) decodes nothing and passes -1 on; so does an error (the
+    status says which)."""
     if entry < 0:
         return OK, int64(0), int64(-1)
     bit_pos = entry
@@ -90,18 +94,20 @@ def _walk(words, tab, tokens, entry, stop_bit, end_bit, base, window, vbits, esc
         if run > levels - count:
             return RUN_OVERFLOW, count, int64(-1)
         if first >= 0:
+            out, total, scales, bucket, mode = dest
             for j in range(first + count, first + count + run):
-                out[j] = level
+                put_level(out, total, scales, bucket, mode, j, level)
         count += run
     return OK, count, bit_pos
 
 
 @cuda.jit
 def decode_chunks(words, starts, chunk_bits, chunk, table, tokens, base, window, vbits,
-                  esc_has_run, lo, hi, out, status):
-    """huffman/sh (``tokens`` False) or rlh/shs (True) payload -> ``out``. One block of BLOCK
-    threads per chunk; grid: one block per chunk. ``table``: the 4096-entry lookup table
-    (uint32 or uint64 entries, as ``_token`` reads them)."""
+                  esc_has_run, lo, hi, n, out, total, scales, bucket, mode, status):
+    """huffman/sh (``tokens`` False) or rlh/shs (True) payload of ``n`` levels -> level j put
+    by put_level(out, total, scales, bucket, mode, j, level). One block of BLOCK threads per
+    chunk; grid: one block per chunk. ``table``: the 4096-entry lookup table (uint32 or uint64
+    entries, as ``_token`` reads them)."""
     tab = cuda.shared.array(TABLE_SIZE, uint64)
     exits = cuda.shared.array(BLOCK, int64)
     scratch = cuda.shared.array(BLOCK, int64)
@@ -112,7 +118,8 @@ def decode_chunks(words, starts, chunk_bits, chunk, table, tokens, base, window,
     for j in range(t, TABLE_SIZE, BLOCK):
         tab[j] = uint64(table[j])
     c = cuda.blockIdx.x
-    first, stop, start, end = _chunk(c, starts, chunk_bits, chunk, out.shape[0])
+    first, stop, start, end = _chunk(c, starts, chunk_bits, chunk, n)
+    dest = (out, total, scales, bucket, mode)
     # Thread t's slice of the chunk's bits: it decodes the codes that start in it.
     per = max(int64(1), (end - start + BLOCK - 1) // BLOCK)
     stop_bit = min(start + (t + 1) * per, end)
@@ -126,7 +133,7 @@ def decode_chunks(words, starts, chunk_bits, chunk, table, tokens, base, window,
     while True:
         if stale:
             st, count, out_bit = _walk(words, tab, tokens, entry, stop_bit, end, base, window,
-                                       vbits, esc_has_run, lo, hi, stop - first, out, -1)
+                                       vbits, esc_has_run, lo, hi, stop - first, dest, -1)
         exits[t] = out_bit
         if t == 0:
             changed[0] = 0
@@ -145,7 +152,7 @@ def decode_chunks(words, starts, chunk_bits, chunk, table, tokens, base, window,
     _verdict(st, ends, out_bit, first, stop, end, scratch, errors, verdict)
     if verdict[0] == OK:
         _walk(words, tab, tokens, entry, stop_bit, end, base, window, vbits, esc_has_run, lo,
-              hi, stop - first, out, first + ends - count)
+              hi, stop - first, dest, first + ends - count)
     if t == 0:
         status[c] = verdict[0]
 
@@ -226,14 +233,30 @@ def read_gamma(words, bit_pos, end_bit):
 
 
 @cuda.jit
-def decode_fixed(words, base, width, hi, out, status):
-    """raw: level i = base + the ``width`` bits at i * width (the host has checked the payload
-    is exactly n * width bits). Any grid; status[0] becomes VALUE_OVERFLOW on a level > hi."""
-    for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
+def decode_fixed(words, base, width, hi, n, out, total, scales, bucket, mode, status):
+    """raw: level i < n = base + the ``width`` bits at i * width (the host has checked the
+    payload is exactly n * width bits), put by ``put_level``. Any grid; status[0] becomes
+    VALUE_OVERFLOW on a level > hi."""
+    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
         level = base
         if width > 0:
             level += int64(peek64(words, int64(i) * width) >> uint64(64 - width))
         if level > hi:
             status[0] = VALUE_OVERFLOW
         else:
-            out[i] = level
+            put_level(out, total, scales, bucket, mode, i, level)
+
+
+@cuda.jit
+def put_constant(level, n, out, total, scales, bucket, mode):
+    """Levels 0 .. n - 1 all ``level`` (a constant stream), put by ``put_level``. Any grid."""
+    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
+        put_level(out, total, scales, bucket, mode, i, level)
+
+
+@cuda.jit
+def put_levels(levels, out, total, scales, bucket, mode):
+    """Every level of a levels array that a decoder wrote, put by ``put_level`` (mode other
+    than PUT_LEVEL). Any grid."""
+    for i in range(cuda.grid(1), levels.shape[0], cuda.gridsize(1)):
+        put_level(out, total, scales, bucket, mode, i, levels[i])

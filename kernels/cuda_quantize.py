@@ -9,6 +9,10 @@ READ ME FIRST
    not twice, and would change the sum); ``fmul_rn`` likewise in float32. The simulator's
    libdevice lacks them, so there a plain product stands in.
 3. Two kernels per quantizer: one thread per bucket for the scale, then one per element.
+4. Decoders write level j through ``put_level``, which either stores the level or dequantizes
+   it straight into a float total (assigned for the first rank, added for the next): the
+   decode, dequantize and sum of ranks' streams in one pass, with no levels array. The result
+   is the one ``dequantize`` then ``dequantize_add32``/``dequantize_add64`` give.
 Units: buckets count elements; scales are float32, as on the CPU.
 """
 import math
@@ -37,6 +41,35 @@ else:                                          # pragma: no cover - needs a GPU
     @cuda.jit(device=True, inline=True)
     def fmul_rn(a, b):
         return libdevice.fmul_rn(a, b)
+
+
+# ``put_level`` modes (note 4): store the level, or dequantize it into a total; bits of the mode.
+PUT_LEVEL = 0
+PUT_DEQUANTIZED = 1
+PUT_ADD = 2          # add to the total rather than assign
+PUT_WIDE = 4         # the total and its scales are float64
+
+
+@cuda.jit(device=True, inline=True)
+def put_level(out, total, scales, bucket, mode, j, level):
+    """Level ``j`` of a decoded tensor, ``level``, into its destination: out[j] = level under
+    PUT_LEVEL; else total[j] = (or +=, with PUT_ADD) scales[j // bucket] * level, the product
+    rounded once to the total's precision before the add (never an FMA). For int8 and int16
+    levels (every quantizer's) that is what ``dequantize`` and ``dequantize_add32``/
+    ``dequantize_add64`` compute, and quantize.dequantize_add on the host."""
+    if mode == PUT_LEVEL:
+        out[j] = level
+        return
+    if mode & PUT_WIDE:
+        value = mul_rn(float64(scales[j // bucket]), float64(level))
+        if mode & PUT_ADD:
+            value = total[j] + value
+        total[j] = value
+    else:
+        value32 = float32(mul_rn(float64(scales[j // bucket]), float64(level)))
+        if mode & PUT_ADD:
+            value32 = total[j] + value32
+        total[j] = value32
 
 
 uniform = cuda.jit(device=True, inline=True)(splitmix_uniform)     # quantize.uniform

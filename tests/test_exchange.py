@@ -394,7 +394,7 @@ def test_auto_chooses_a_parts_encoder_again_only_every_few_steps():
         message = codec.build(HostOps, qt, Job("w", 1, step), part)
         out = np.empty(message.nbytes, np.uint8)
         message.write(out, 0)
-        np.testing.assert_array_equal(HostOps.unpack(out, work.size).levels, qt.levels)
+        np.testing.assert_array_equal(hh.unpack(out, max_elements=work.size).levels, qt.levels)
         return message.stream.encoder_id
 
     dense_choice = built(dense, 0)

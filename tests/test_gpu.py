@@ -84,6 +84,61 @@ def test_device_decode_reads_host_streams(name, pattern):
     np.testing.assert_array_equal(got, levels)
 
 
+@pytest.mark.parametrize("work", [np.float32, np.float64])
+@pytest.mark.parametrize("name", DEVICE_ENCODERS + ["elias_gamma"])
+def test_device_decode_dequantizes_and_sums_in_the_decoding_pass(name, work):
+    """Three ranks' messages decoded on the device straight into one float total
+    (message.Contents.dequantize_into: the first assigned, the others added, into a slice of
+    a larger array) hold, bit for bit, the host's dequantize-then-add sum in rank order;
+    across chunks, escapes and a constant tensor."""
+    from horovod_huffman.message import contents
+    rng = np.random.default_rng(11)
+    tensors = [PATTERNS["sparse"], PATTERNS["escapes"], np.full(N, -3, np.int8)]
+    expected = None
+    result = cuda.to_device(np.full(N + 10, 7, work))
+    total = result[5:N + 5]
+    for rank, levels in enumerate(tensors):
+        qt = hh.QuantizedTensor(levels, rng.random(-(-N // 64)).astype(np.float32), (N,),
+                                np.dtype(work), 64)
+        part = hh.dequantize(qt).astype(work)
+        expected = part if expected is None else expected + part
+        contents(hh.pack(qt, encoder(name))).dequantize_into(total, rank > 0, cuda.stream())
+    got = result.copy_to_host()
+    assert got[5:N + 5].tobytes() == expected.tobytes()
+    assert (got[:5] == 7).all() and (got[N + 5:] == 7).all()
+
+
+@pytest.mark.parametrize("name", ["rlh", "huffman", "raw"])
+def test_dequantizing_decode_checks_its_input(name):
+    """A stream of another length raises DecodeError before anything is written; a resealed
+    bit flip raises DecodeError in the dequantizing decode exactly when the host's decode
+    raises, and otherwise gives the host's values."""
+    from horovod_huffman.message import contents
+    qt = hh.QuantizedTensor(PATTERNS["sparse"], np.ones(-(-N // 64), np.float32), (N,),
+                            np.dtype(np.float32), 64)
+    buf = hh.pack(qt, encoder(name))
+    for size in (N - 1, N + 1):
+        other = cuda.to_device(np.full(size, 7, np.float32))
+        with pytest.raises(hh.DecodeError):
+            hh.encoders.decode_dequantized(contents(buf).stream, other,
+                                           cuda.to_device(qt.scales), 64, False, covered=True)
+        assert (other.copy_to_host() == 7).all()
+    rng = np.random.default_rng(4)
+    for forged in _mutations(bytes(buf), rng, 6 if SIMULATED else 200):
+        try:
+            host = hh.dequantize(hh.unpack(np.frombuffer(forged, np.uint8))).astype(np.float32)
+        except hh.DecodeError:
+            host = None
+        total = cuda.to_device(np.zeros(N, np.float32))
+        try:
+            contents(np.frombuffer(forged, np.uint8)).dequantize_into(total, False,
+                                                                      cuda.stream())
+        except hh.DecodeError:
+            assert host is None
+        else:
+            assert host is not None and total.copy_to_host().tobytes() == host.tobytes()
+
+
 @pytest.mark.parametrize("name", ["huffman", "sh"])
 def test_block_decoders_agree_where_codes_never_resynchronize(name):
     """Eight equally likely levels get codes of 3 bits, which a slice entered off a multiple

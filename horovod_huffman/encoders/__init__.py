@@ -2,7 +2,6 @@
 import inspect
 
 import numpy as np
-from numba import cuda
 
 from horovod_huffman.kernels.bits import bytes_to_words
 
@@ -100,7 +99,10 @@ def decode(buf, max_elements=None, device=None, stream=None, covered=False):
     frame = check(buf, max_elements, covered)
     cls = _BY_ID[frame.encoder_id]
     if device == "cuda":
-        return _decode_on_device(cls, frame, stream_or_default(stream))
+        stream = stream_or_default(stream)
+        out = gpu.Output(frame.n, frame.dtype, stream)
+        _decode_on_device(cls, frame, out, stream)
+        return out.levels
     out = np.empty(frame.n, dtype=frame.dtype)
     if frame.n:
         cls._decode(ParamReader(frame.params), bytes_to_words(frame.payload),
@@ -108,19 +110,34 @@ def decode(buf, max_elements=None, device=None, stream=None, covered=False):
     return out
 
 
-def _decode_on_device(cls, frame, stream):
-    out = cuda.device_array(frame.n, dtype=frame.dtype, stream=stream)
+def decode_dequantized(buf, total, scales, bucket, add, stream=None, covered=False):
+    """Decode a stream of ``total.size`` levels on the GPU, dequantized into the float32 or
+    float64 device array ``total`` in the same pass: total[j] = scales[j // bucket] * level j,
+    or += with ``add`` (``scales``: a device array of the total's dtype). The levels never
+    exist as an array for the encoders that decode on the device (gpu.Output). Treats ``buf``
+    as ``decode`` does; a stream of another length raises DecodeError before anything is
+    written."""
+    frame = check(buf, total.size, covered)
+    if frame.n != total.size:
+        raise DecodeError(f"stream holds {frame.n} levels, {total.size} expected")
+    stream = stream_or_default(stream)
+    _decode_on_device(_BY_ID[frame.encoder_id], frame,
+                      gpu.Output(frame.n, frame.dtype, stream, total, scales, bucket, add), stream)
+
+
+def _decode_on_device(cls, frame, out, stream):
+    """Decode ``frame`` into the gpu.Output ``out``: on the device for ON_DEVICE's encoders,
+    else on the host, then copied."""
     if frame.n == 0:
-        return out
+        return
     if cls.on_device:
         cls._decode(ParamReader(frame.params), gpu.to_device_words(frame.payload, stream),
                     frame.payload_bits, out, stream)
-        return out
+        return
     host = np.empty(frame.n, dtype=frame.dtype)
     cls._decode(ParamReader(frame.params), bytes_to_words(frame.payload), frame.payload_bits,
                 host)
-    out.copy_to_device(host, stream=stream)
-    return out
+    out.put(host)
 
 
 __all__ = ["ENCODERS", "Encoder", "get_encoder", "decode", "encoder_name", "Auto", "Huffman",

@@ -510,7 +510,7 @@ class Ans(GrowingChunks):
         scratch.give(resid)
         check_status(OK if lo <= least and largest <= hi else VALUE_OVERFLOW, cls.name)
         if stream is not None:
-            out.copy_to_device(host_out, stream=stream)
+            out.put(host_out)
 
 
 def _residual_dtype(dtype):

@@ -4,13 +4,19 @@ bring back only what the host needs (a histogram, chunk bit counts, the payload 
 Every function mirrors a CPU step and produces the very same numbers, so an encoder's device
 path writes the bytes its CPU path writes. Copies to the host wait on the stream, never on the
 whole device.
+
+Device decoders put their levels into an ``Output``: a levels array, or a float total that
+the levels are dequantized into and summed with, in the decoding kernel itself
+(kernels/cuda_quantize.py, note 4). huffman, sh, rlh, shs and raw decode that way; ``ans`` and
+``rla`` decode into a levels array that one more kernel dequantizes, as do the encoders that
+decode on the host.
 """
 from collections import namedtuple
 
 import numpy as np
 from numba import cuda
 
-from horovod_huffman.kernels import cuda_ans, cuda_decode, cuda_rla, cuda_tokens
+from horovod_huffman.kernels import cuda_ans, cuda_decode, cuda_quantize, cuda_rla, cuda_tokens
 from horovod_huffman.kernels.ans import HEADER_UNITS
 from horovod_huffman.kernels.bits import WORD_BITS, bytes_to_words
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, chunk_starts
@@ -25,6 +31,7 @@ from .codes import chunk_count
 # Threads per block of the grid-stride kernels (range, gather, fill, raw).
 STRIDE_BLOCK = 256
 _BUCKET_TABLES = {}
+_PLACEHOLDERS = {}
 
 
 BucketTables = namedtuple("BucketTables", "base extra")
@@ -33,11 +40,70 @@ BucketTables = namedtuple("BucketTables", "base extra")
 def _bucket_tables():
     """``BucketTables``: runs.BUCKET_BASE and runs.BUCKET_EXTRA on the current device
     (uploaded once per context)."""
-    key = 0 if SIMULATED else id(cuda.current_context())
+    key = _context_key()
     if key not in _BUCKET_TABLES:
         _BUCKET_TABLES[key] = BucketTables(*(cuda.to_device(np.ascontiguousarray(t))
                                              for t in (BUCKET_BASE, BUCKET_EXTRA)))
     return _BUCKET_TABLES[key]
+
+
+def _context_key():
+    return 0 if SIMULATED else id(cuda.current_context())
+
+
+def _placeholder(dtype):
+    """A one-element device array of ``dtype`` that stands for an array a kernel is passed but
+    does not touch (uploaded once per context and dtype)."""
+    key = (_context_key(), np.dtype(dtype).str)
+    if key not in _PLACEHOLDERS:
+        _PLACEHOLDERS[key] = cuda.to_device(np.zeros(1, dtype=dtype))
+    return _PLACEHOLDERS[key]
+
+
+class Output:
+    """Where a device decoder puts the ``size`` levels of ``dtype`` a stream holds (the frame's
+    dtype, which bounds the levels as a host output array's does).
+
+    Without ``total``: into ``levels``, a new device array. With ``total``, a float32 or
+    float64 device array of ``size`` elements: total[j] = scales[j // bucket] * level j, or
+    += with ``add`` (``scales``: a device array of the total's dtype); ``levels`` is None and
+    no levels array exists unless the decoder needs one (``staging``)."""
+
+    def __init__(self, size, dtype, stream, total=None, scales=None, bucket=1, add=False):
+        self.size, self.dtype, self.stream = int(size), np.dtype(dtype), stream
+        if total is None:
+            self.levels = cuda.device_array(self.size, dtype=self.dtype, stream=stream)
+            self.args = (self.levels, _placeholder(np.float32), _placeholder(np.float32), 1,
+                         cuda_quantize.PUT_LEVEL)
+        else:
+            if total.size != self.size:
+                raise ValueError(f"a total of {total.size} elements for {self.size} levels")
+            mode = cuda_quantize.PUT_DEQUANTIZED | (cuda_quantize.PUT_ADD if add else 0) | \
+                (cuda_quantize.PUT_WIDE if total.dtype == np.float64 else 0)
+            self.levels = None
+            self.args = (_placeholder(self.dtype), total, scales, int(bucket), mode)
+
+    def staging(self):
+        """A device array for a decoder that writes levels itself, to ``put`` afterwards."""
+        if self.levels is not None:
+            return self.levels
+        return cuda.device_array(self.size, dtype=self.dtype, stream=self.stream)
+
+    def put(self, levels):
+        """Put ``levels`` (``staging``'s array, or a host array of ``size`` levels) into the
+        output."""
+        if isinstance(levels, np.ndarray):
+            host, levels = levels, self.staging()
+            levels.copy_to_device(host, stream=self.stream)
+        if levels is not self.levels and self.size:
+            cuda_decode.put_levels[grid_for(self.size, STRIDE_BLOCK), STRIDE_BLOCK,
+                                   self.stream](levels, *self.args)
+
+    def fill(self, level):
+        """Every level ``level`` (a constant stream)."""
+        if self.size:
+            cuda_decode.put_constant[grid_for(self.size, STRIDE_BLOCK), STRIDE_BLOCK,
+                                     self.stream](int(level), self.size, *self.args)
 
 
 def level_range(levels, stream):
@@ -138,36 +204,36 @@ def _check(status, name, stream):
 
 def _decode_chunks(words, starts, chunk_bits, chunk, table, tokens, base, window, vbits,
                    esc_has_run, lo, hi, out, name, stream):
-    """One block per chunk (kernels/cuda_decode.py ``decode_chunks``); raises DecodeError like
-    the CPU decoder."""
+    """One block per chunk (kernels/cuda_decode.py ``decode_chunks``) into the ``Output``
+    ``out``; raises DecodeError like the CPU decoder."""
     status = cuda.device_array(len(starts), dtype=np.int64, stream=stream)
     if len(starts):
         cuda_decode.decode_chunks[len(starts), BLOCK, stream](
             words, cuda.to_device(starts, stream=stream),
             cuda.to_device(chunk_bits, stream=stream), chunk, cuda.to_device(table, stream=stream),
-            tokens, base, window, vbits, esc_has_run, lo, hi, out, status)
+            tokens, base, window, vbits, esc_has_run, lo, hi, out.size, *out.args, status)
     _check(status, name, stream)
 
 
 def decode_levels(words, starts, chunk_bits, chunk, table, base, window, vbits, lo, hi, out,
                   name, stream):
-    """huffman/sh payload -> ``out`` (device)."""
+    """huffman/sh payload -> the ``Output`` ``out``."""
     _decode_chunks(words, starts, chunk_bits, chunk, table, False, base, window, vbits, False,
                    lo, hi, out, name, stream)
 
 
 def decode_tokens(words, starts, chunk_bits, chunk, table, base, vbits, esc_has_run, lo, hi,
                   out, name, stream):
-    """rlh/shs payload -> ``out`` (device)."""
+    """rlh/shs payload -> the ``Output`` ``out``."""
     _decode_chunks(words, starts, chunk_bits, chunk, table, True, base, -1, vbits, esc_has_run,
                    lo, hi, out, name, stream)
 
 
 def decode_fixed(words, base, width, hi, out, name, stream):
-    """raw payload -> ``out`` (device)."""
+    """raw payload -> the ``Output`` ``out``."""
     status = cuda.to_device(np.zeros(1, dtype=np.int64), stream=stream)
     cuda_decode.decode_fixed[grid_for(out.size, STRIDE_BLOCK), STRIDE_BLOCK, stream](
-        words, base, width, hi, out, status)
+        words, base, width, hi, out.size, *out.args, status)
     _check(status, name, stream)
 
 
@@ -245,9 +311,10 @@ def rla_payload(levels, chunk, base, window, entries, rcps, after_anchor, n_toke
 
 
 def decode_ans(words, starts, chunk_bits, chunk, tables, classes, block_bits, escapes,
-               escape_starts, selects, out, name, stream):
-    """``ans`` payload -> ``out`` (device); raises DecodeError like the CPU decoder.
+               escape_starts, selects, output, name, stream):
+    """``ans`` payload -> the ``Output`` ``output``; raises DecodeError like the CPU decoder.
     ``selects``: renormalize by selects (kernels/cuda_ans.py ``refill_select``)."""
+    out = output.staging()
     status = cuda.device_array(len(starts), dtype=np.int64, stream=stream)
     blocks = -(-len(starts) // cuda_ans.ANS_BLOCK)
     kernel = cuda_ans.decode_chunks_selects if selects else cuda_ans.decode_chunks
@@ -257,12 +324,14 @@ def decode_ans(words, starts, chunk_bits, chunk, tables, classes, block_bits, es
         block_bits, cuda.to_device(escapes, stream=stream),
         cuda.to_device(escape_starts, stream=stream), out, status)
     _check(status, name, stream)
+    output.put(out)
 
 
-def decode_rla(words, starts, chunk_bits, extra_starts, chunk, tables, base, lo, hi, vbits, out,
-               name, stream):
-    """``rla`` payload -> ``out`` (device); raises DecodeError like the CPU decoder. ``out``
-    is zeroed first: the decoder writes no run of level 0."""
+def decode_rla(words, starts, chunk_bits, extra_starts, chunk, tables, base, lo, hi, vbits,
+               output, name, stream):
+    """``rla`` payload -> the ``Output`` ``output``; raises DecodeError like the CPU decoder.
+    The levels array is zeroed first: the decoder writes no run of level 0."""
+    out = output.staging()
     status = cuda.device_array(len(starts), dtype=np.int64, stream=stream)
     fill(out, 0, stream)
     bucket_base, bucket_extra = _bucket_tables()
@@ -271,6 +340,7 @@ def decode_rla(words, starts, chunk_bits, extra_starts, chunk, tables, base, lo,
         cuda.to_device(extra_starts, stream=stream), chunk, cuda.to_device(tables, stream=stream),
         base, lo, hi, vbits, bucket_base, bucket_extra, out, status)
     _check(status, name, stream)
+    output.put(out)
 
 
 def block_maxima(levels, block_bits, stream):

@@ -121,11 +121,8 @@ class Huffman(Chunked):
 
 
 def fill(out, level, stream):
-    """out[:] = level, on the host or (with ``stream``) on the device."""
-    if stream is None:
-        out.fill(level)
-    else:
-        gpu.fill(out, level, stream)
+    """Every level of ``out`` (a host array, or with ``stream`` a gpu.Output) ``level``."""
+    out.fill(level)
 
 
 def _constant_params(plan):
