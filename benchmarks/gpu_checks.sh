@@ -16,6 +16,9 @@
 #   train    waits for Horovod, then: Horovod's own ResNet-50 synthetic benchmark on 2 ranks
 #            sharing the GPU (benchmarks/synthetic_gpu.py) for none, fp16 and rlh, and the
 #            CUDA-gradient exact-reduction tests (tests/test_torch_horovod.py -k cuda)
+#   profile  benchmarks/gpu_profile.py: a 1M-coordinate bucket's exchange on 2 in-process ranks,
+#            for rlh, ans and rla: milliseconds, and the launches, copies, allocations and
+#            synchronizations it makes, with the host functions that take the time
 #
 # Horovod 0.28.1 is built from its sdist, carried at .gpu/horovod-0.28.1.tar.gz (HOROVOD_SDIST),
 # against the machine's torch, with Gloo and without GPU operations: Horovod then stages the
@@ -29,8 +32,8 @@
 # /tmp/hh-site and put first on PYTHONPATH.
 #
 # Writes under OUT (default ./gpu_out): summary.txt (phase, exit status, seconds), env.log,
-# install.log, build.log (Horovod), tests.log, bench.md, runs.log (bench, synthetic, cuda-exact)
-# and Horovod's wheel where it is under 16 MB.
+# install.log, build.log (Horovod), tests.log, bench.md, runs.log (bench, synthetic, cuda-exact),
+# profile.md and Horovod's wheel where it is under 16 MB.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-$PWD/gpu_out}
@@ -156,7 +159,7 @@ python_stack() {
     fi
 }
 phases=("$@")
-[ ${#phases[@]} -eq 0 ] && phases=(env install tests bench train)
+[ ${#phases[@]} -eq 0 ] && phases=(env install tests bench train profile)
 if [ "${phases[0]}" != carry ]; then
     python_stack >>"$OUT/install.log" 2>&1
 fi
@@ -194,6 +197,8 @@ for p in "${phases[@]}"; do
             phase synthetic 180 "$OUT/runs.log" synthetic
             phase cuda-exact 200 "$OUT/runs.log" env NUMBA_ENABLE_CUDASIM=0 "$PY" -m pytest -q \
                 -rs -p no:cacheprovider tests/test_torch_horovod.py -k cuda ;;
+        profile) phase profile 120 "$OUT/profile.md" env NUMBA_ENABLE_CUDASIM=0 "$PY" \
+                     benchmarks/gpu_profile.py --coords 1048576 --buckets 4 --steps 5 ;;
         *) echo "unknown phase $p" >&2; exit 2 ;;
     esac
 done

@@ -1,0 +1,107 @@
+"""Where a device bucket's time goes: the host's share of the GPU path, per bucket.
+
+Runs the one-phase exchange (allreduce.allgather_sum) of gradient buckets held on the GPU for 2
+in-process ranks sharing it (DeviceOps over local.LocalGroup: quantize, encode, frame, decode
+into the sum, all on one stream), first to compile and warm up, then ``--steps`` times under
+cProfile. Prints, per bucket and encoder: wall milliseconds per exchange (both ranks), and per
+exchange the calls that cross to the device and back (kernel launches, uploads, downloads,
+device allocations, stream synchronizations); then the functions with the most own time.
+
+    python benchmarks/gpu_profile.py --coords 1048576 --buckets 4 --encoders rlh ans rla
+
+Needs a CUDA GPU (or NUMBA_ENABLE_CUDASIM=1 with small --coords, which checks only that it
+runs: the simulator's times mean nothing).
+"""
+import argparse
+import cProfile
+import io
+import pstats
+import time
+
+import numpy as np
+from numba import cuda
+
+import horovod_huffman as hh
+from horovod_huffman.allreduce import Job, allgather_sum
+from horovod_huffman.array_ops import DeviceOps
+from horovod_huffman.exchange import Codec
+from horovod_huffman.local import LocalGroup, run_ranks
+
+# The calls counted per exchange: label -> (function name, files that define it: numba-cuda's,
+# then the simulator's).
+CROSSINGS = {
+    "launches": ("__call__", ("cuda/dispatcher.py", "simulator/kernel.py")),
+    "uploads": ("to_device", ("cuda/api.py", "simulator/cudadrv/devicearray.py")),
+    "downloads": ("copy_to_host", ("cudadrv/devicearray.py",)),
+    "allocations": ("device_array", ("cuda/api.py", "simulator/cudadrv/devicearray.py")),
+    "synchronizations": ("synchronize", ("cudadrv/driver.py", "simulator/api.py")),
+}
+
+
+def exchange(codecs, works, step, ops):
+    group = LocalGroup(len(codecs))
+    job = Job("bucket", 1, step, 1, works[0].size, 4 * works[0].size)
+    return run_ranks([allgather_sum(c, ops, group.member(r), job, w)
+                      for r, (c, w) in enumerate(zip(codecs, works))])
+
+
+def crossings(stats, exchanges):
+    """{label: calls per exchange} of CROSSINGS from a pstats.Stats."""
+    return {label: sum(v[1] for (file, _, func), v in stats.stats.items()
+                       if func == name and file.endswith(files)) / exchanges
+            for label, (name, files) in CROSSINGS.items()}
+
+
+def profile(encoder, coords, buckets, steps, stream):
+    rng = np.random.default_rng(0)
+    grads = [[cuda.to_device(rng.standard_normal(coords).astype(np.float32), stream=stream)
+              for _ in range(2)] for _ in range(buckets)]
+    codecs = [[Codec(encoder=encoder, quantizer=hh.QSGD(levels=8), seed=r) for r in range(2)]
+              for _ in range(buckets)]
+    ops = DeviceOps(stream)
+    for b in range(buckets):                                  # compile and warm up
+        exchange(codecs[b], grads[b], 0, ops)
+    stream.synchronize()
+    profiler = cProfile.Profile()
+    t0 = time.perf_counter()
+    profiler.enable()
+    for step in range(1, steps + 1):
+        for b in range(buckets):
+            exchange(codecs[b], grads[b], step, ops)
+    stream.synchronize()
+    profiler.disable()
+    wall = time.perf_counter() - t0
+    n = steps * buckets
+    stats = pstats.Stats(profiler)
+    return 1e3 * wall / n, crossings(stats, n), stats
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--coords", type=int, default=1 << 20, help="coordinates per bucket")
+    p.add_argument("--buckets", type=int, default=4)
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--encoders", nargs="+", default=["rlh", "ans", "rla"])
+    p.add_argument("--top", type=int, default=25, help="functions listed by own time")
+    args = p.parse_args(argv)
+    stream = cuda.stream()
+    print(f"{args.coords} coordinates per bucket (fp32), {args.buckets} buckets, 2 in-process "
+          f"ranks on one GPU, {args.steps} steps; per exchange of one bucket:")
+    print("| encoder | ms | GB/s of fp32 | " + " | ".join(CROSSINGS) + " |")
+    print("|---" * (3 + len(CROSSINGS)) + "|")
+    reports = []
+    for encoder in args.encoders:
+        ms, counts, stats = profile(encoder, args.coords, args.buckets, args.steps, stream)
+        gbps = 2 * 4 * args.coords / (ms * 1e-3) / 1e9      # both ranks' gradients
+        print(f"| {encoder} | {ms:.2f} | {gbps:.2f} | " +
+              " | ".join(f"{counts[label]:.1f}" for label in CROSSINGS) + " |")
+        text = io.StringIO()
+        stats.stream = text
+        stats.sort_stats("tottime").print_stats(args.top)
+        reports.append((encoder, text.getvalue()))
+    for encoder, text in reports:
+        print(f"\n## {encoder}: functions by own time\n{text}")
+
+
+if __name__ == "__main__":
+    main()
