@@ -8,13 +8,13 @@ from horovod_huffman.buckets import shard_bounds
 from horovod_huffman.exchange import derive_seed
 
 
-def round_trip(x, seed, name, encoder, levels, bucket_size, quantizer="qsgd"):
-    """What a rank with quantization ``seed`` sends for ``x`` under ``name`` at step 0: the round
-    trip of its quantized levels through ``encoder``. ``quantizer``: "qsgd" (s = ``levels``)
-    or "terngrad", in buckets of ``bucket_size``."""
+def round_trip(x, seed, name, encoder, levels, bucket_size, quantizer="qsgd", step=0):
+    """What a rank with quantization ``seed`` sends for ``x`` under ``name`` at ``step``: the
+    round trip of its quantized levels through ``encoder``. ``quantizer``: "qsgd" (s =
+    ``levels``) or "terngrad", in buckets of ``bucket_size``."""
     q = hh.QSGD(levels=levels, bucket_size=bucket_size) if quantizer == "qsgd" else \
         hh.TernGrad(bucket_size=bucket_size)
-    return hh.unpack(hh.pack(q.quantize(x, seed=derive_seed(seed, name, 0)), encoder))
+    return hh.unpack(hh.pack(q.quantize(x, seed=derive_seed(seed, name, step)), encoder))
 
 
 def staged(grads, bucket):
@@ -28,9 +28,9 @@ def staged(grads, bucket):
 
 
 def expected_sum(buffers, seeds, bucket, exchange, encoder, levels, bucket_size, feedback=False,
-                 client_feedback=False, quantizer="qsgd"):
+                 client_feedback=False, quantizer="qsgd", step=0):
     """(the bucket's sum over ranks as ``exchange`` defines it, {shard: server residual},
-    {rank: {state: client residual}}), at step 0 (no residual before it).
+    {rank: {state: client residual}}), at the bucket's ``step`` with no residual before it.
 
     buffers, seeds: every rank's staged bucket and quantization seed, in rank order. two_phase:
     shard j is rank j's requantization of the rank-ordered sum of every rank's shard j; with
@@ -42,7 +42,7 @@ def expected_sum(buffers, seeds, bucket, exchange, encoder, levels, bucket_size,
     clients = {r: {} for r in range(n)}
 
     def sent(x, r, name, state):
-        qt = round_trip(x, seeds[r], name, encoder, levels, bucket_size, quantizer)
+        qt = round_trip(x, seeds[r], name, encoder, levels, bucket_size, quantizer, step)
         if not client_feedback:
             return hh.dequantize(qt)
         contracted = contract(x, qt)
@@ -64,7 +64,7 @@ def expected_sum(buffers, seeds, bucket, exchange, encoder, levels, bucket_size,
             part = sent(buffers[r][a:b], r, f"{bucket.key}/shard{j}", ("client", j))
             piece = part if piece is None else piece + part
         qt = round_trip(piece, seeds[j], f"{bucket.key}/sum{j}", encoder, levels, bucket_size,
-                        quantizer)
+                        quantizer, step)
         summed = contract(piece, qt)
         residuals[j] = piece - hh.dequantize(summed)
         out[a:b] = hh.dequantize(summed if feedback else qt)

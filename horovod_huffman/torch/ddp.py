@@ -1,0 +1,201 @@
+"""A PyTorch DistributedDataParallel communication hook with the Horovod adapter's codec, streams
+and exchanges, over torch.distributed.
+
+>>> from torch.nn.parallel import DistributedDataParallel as DDP      # doctest: +SKIP
+>>> from horovod_huffman.torch import ddp
+>>> model = DDP(model)                                                # doctest: +SKIP
+>>> model.register_comm_hook(ddp.State(encoder="rlh"), ddp.hook)      # doctest: +SKIP
+
+DDP hands ``hook`` each gradient bucket, a flat tensor of its parameters' gradients, as
+backward fills it, and in bucket order, the same on every rank. ``hook`` queues the bucket's
+exchange (allreduce.py: the one-phase allgather or the two-phase reduce-scatter + allgather)
+on a worker thread and returns a Future of the bucket's mean over ranks, so backward goes on.
+
+torch.distributed matches collectives by the order in which ranks issue them, not by name as
+Horovod does. The worker therefore runs the buckets' exchanges one after another, in the order
+the hook received them, each collective waited for before the next is issued: every rank issues
+the same collectives in the same order, whatever order the work completes in. (A hook that
+issues collectives from completion callbacks, as DDP's own PowerSGD hook does, can deadlock over
+Gloo when ranks finish buckets in different orders.)
+
+Buckets are named by their index and the shapes of their parameters: DDP rebuilds its buckets
+after the first iteration, and a bucket whose parameters change drops its error-feedback
+residuals and ``auto``'s choices, which belonged to other coordinates.
+"""
+import queue
+import threading
+import zlib
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from ..adapters import make_codec
+from ..allreduce import Job, allgather_sum, choose, two_phase_sum
+from ..array_ops import HostOps
+
+__all__ = ["State", "hook"]
+
+
+class _Done:
+    """allreduce.py's Pending for a collective already complete: ``wait`` gives its bytes."""
+
+    def __init__(self, result):
+        self.result = result
+
+    def done(self):
+        return True
+
+    def wait(self):
+        return self.result
+
+
+class _Collectives:
+    """allreduce.py's collectives over a torch.distributed process group (CPU tensors, as Gloo
+    takes them), each one blocking: the worker issues them one at a time, in one order on every
+    rank. Variable-length bytes go in two collectives: the lengths, then the bytes padded to the
+    longest."""
+
+    def __init__(self, group):
+        self.group = group
+        self.size = dist.get_world_size(group)
+        self.rank = dist.get_rank(group)
+
+    def allgather(self, data, name):
+        sizes = [torch.zeros(1, dtype=torch.int64) for _ in range(self.size)]
+        dist.all_gather(sizes, torch.tensor([data.size], dtype=torch.int64), group=self.group)
+        sizes = [int(s) for s in sizes]
+        longest = max(sizes)
+        padded = torch.zeros(longest, dtype=torch.uint8)
+        padded[:data.size] = torch.from_numpy(data)
+        out = [torch.empty(longest, dtype=torch.uint8) for _ in range(self.size)]
+        dist.all_gather(out, padded, group=self.group)
+        return _Done(np.concatenate([o.numpy()[:n] for o, n in zip(out, sizes)]))
+
+    def alltoall(self, data, splits, name):
+        counts = torch.empty(self.size, dtype=torch.int64)
+        dist.all_to_all_single(counts, torch.tensor(splits, dtype=torch.int64),
+                               group=self.group)
+        received = torch.empty(int(counts.sum()), dtype=torch.uint8)
+        dist.all_to_all_single(received, torch.from_numpy(data), counts.tolist(), list(splits),
+                               group=self.group)
+        return _Done(received.numpy())
+
+    def allreduce(self, data, name):
+        out = torch.from_numpy(np.array(data))
+        dist.all_reduce(out, group=self.group)
+        return _Done(out.numpy())
+
+
+class _Worker:
+    """One daemon thread that runs exchange generators to completion, one at a time, in the
+    order they were submitted, setting each one's torch Future."""
+
+    def __init__(self):
+        self._queue = queue.Queue()
+        self._thread = None
+        self._lock = threading.Lock()
+
+    def submit(self, exchange, finish):
+        """Run ``exchange``; then ``finish(total)`` gives the Future's value. Returns the
+        Future."""
+        future = torch.futures.Future()
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, daemon=True,
+                                                name="horovod_huffman.ddp")
+                self._thread.start()
+        self._queue.put((exchange, finish, future))
+        return future
+
+    def _loop(self):
+        while True:
+            exchange, finish, future = self._queue.get()
+            try:
+                pending = exchange.send(None)
+                while True:
+                    pending.wait()
+                    pending = exchange.send(None)
+            except StopIteration as stop:
+                future.set_result(finish(stop.value))
+            except BaseException as error:         # noqa: B902 (raised in DDP's backward)
+                future.set_exception(error)
+
+
+class State:
+    """The hook's state: a Codec (quantizer + encoder + error feedback), the exchange and the
+    process group.
+
+    encoder: a name from ``horovod_huffman.ENCODERS`` (``encoder_kwargs`` go to it) or an
+    Encoder; quantizer: default QSGD(levels=8); error_feedback: None = on for biased
+    quantizers; seed: reproducible quantization per (bucket, shard, step); exchange:
+    "allgather", "two_phase" or "auto" (``allreduce.choose``); process_group: default the
+    default group."""
+
+    def __init__(self, encoder="rlh", quantizer=None, error_feedback=None, seed=None,
+                 exchange="auto", process_group=None, **encoder_kwargs):
+        self.codec = make_codec(encoder, quantizer, error_feedback, seed, **encoder_kwargs)
+        choose(exchange, 1)                          # reject a bad name now
+        self.exchange = exchange
+        self.process_group = process_group
+        self._coll = None
+        self._worker = _Worker()
+        self._signatures = {}                        # bucket key -> its parameters' shapes
+
+    def stats(self):
+        """Bytes, bits per coordinate and times of this rank (``Codec.stats``)."""
+        return self.codec.stats()
+
+    def _collectives(self):
+        if self._coll is None:
+            self._coll = _Collectives(self.process_group)
+        return self._coll
+
+    def _exchange(self, index, shapes, work, raw_bytes):
+        """The exchange of DDP's bucket ``index`` (a generator the worker runs: the codec is
+        touched by the worker only), whose parameters have ``shapes``: the bucket's sum."""
+        codec, coll = self.codec, self._collectives()
+        key = f"horovod_huffman.ddp.{index}"
+        if self._signatures.get(key, shapes) != shapes:
+            self._forget(key)
+        self._signatures[key] = shapes
+        layout = tuple((s[0], int(np.prod(s)) // s[0]) if len(s) > 1 and s[0] else
+                       (1, int(np.prod(s))) for s in shapes)
+        job = Job(key, zlib.crc32(f"{key}/{shapes}".encode()), codec.begin(key), len(shapes),
+                  work.size, raw_bytes, None, layout)
+        if choose(self.exchange, coll.size) == "two_phase":
+            align = getattr(codec.quantizer, "bucket_size", None) or 1
+            total = yield from two_phase_sum(codec, HostOps, coll, job, work, align)
+        else:
+            total = yield from allgather_sum(codec, HostOps, coll, job, work)
+        return total
+
+    def _forget(self, key):
+        """Drop bucket ``key``'s error-feedback residuals and ``auto``'s choices."""
+        codec = self.codec
+        for state in [s for s in codec.residuals if s[0] == key]:
+            del codec.residuals[state]
+        for slot in [s for s in codec.choices if s[0] == key]:
+            del codec.choices[slot]
+
+
+def hook(state, bucket):
+    """DDP communication hook: a Future of the bucket's gradients averaged over the ranks
+    (the sum the exchange defines, divided by the world size), in the bucket's dtype."""
+    buffer = bucket.buffer()
+    if buffer.is_cuda:
+        raise NotImplementedError("horovod_huffman.torch.ddp codes CPU gradients over Gloo; "
+                                  "CUDA buckets are not supported")
+    grads = buffer.detach()
+    work = grads.numpy() if grads.dtype in (torch.float32, torch.float64) else \
+        grads.float().numpy()
+    shapes = tuple(tuple(p.shape) for p in bucket.parameters())
+    exchange = state._exchange(bucket.index(), shapes, work,
+                               buffer.numel() * buffer.element_size())
+    size = dist.get_world_size(state.process_group)
+
+    def mean(total):
+        total /= size
+        return torch.from_numpy(total).to(buffer.dtype)
+
+    return state._worker.submit(exchange, mean)
