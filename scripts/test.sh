@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up everything on a fresh machine, then run the whole test suite: the single-process tests
-# on every core (pytest-xdist), then the multi-rank jobs (marked `horovod`) one at a time, since
+# on every core (pytest-xdist), then the multi-rank jobs (marked `horovod` or `ddp`) one at a time, since
 # their ranks take the cores and a busy core can push Gloo past its receive timeouts.
 # Arguments go to both pytest runs (e.g. -k NAME).
 set -euo pipefail
@@ -22,6 +22,6 @@ run_pytest() {
 }
 # One BLAS/OpenMP thread per worker: OpenBLAS's threads spin-wait on a core the other worker
 # holds (an SVD test ran 10x slower so).
-OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 run_pytest -n auto -m "not horovod" tests "$@"
-run_pytest -m horovod tests "$@"
+OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 run_pytest -n auto -m "not horovod and not ddp" tests "$@"
+run_pytest -m "horovod or ddp" tests "$@"
 exit "$failed"

@@ -18,6 +18,9 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "horovod: runs jobs under real Horovod (horovodrun, mpirun, "
                             "network namespaces); `pytest -m \"not horovod\"` runs the rest, "
                             "in a few minutes")
+    config.addinivalue_line("markers", "ddp: runs jobs of several ranks under torchrun "
+                            "(DistributedDataParallel over Gloo); run one at a time, as the "
+                            "horovod ones")
     config.addinivalue_line("markers", "podman: builds the CPU image with podman and runs the compose "
                             "cluster where podman is installed (about 13 minutes cold, under a "
                             "minute with podman's layer cache); HH_PODMAN=0 skips it")

@@ -1,5 +1,6 @@
-"""Launch a script under real Horovod from a test, with a timeout: ``horovodrun --gloo`` (default),
-``horovodrun --mpi``, or Open MPI's own ``mpirun``."""
+"""Launch a multi-rank script from a test, with a timeout: under real Horovod
+(``horovodrun --gloo`` by default, ``horovodrun --mpi``, or Open MPI's own ``mpirun``), or
+under torch's own launcher (``torchrun``) for DistributedDataParallel."""
 import functools
 import os
 import shutil
@@ -55,6 +56,18 @@ def horovodrun(n_ranks, script, *args, timeout=600, controller="gloo", env=None)
     else:
         launch = [sys.executable, "-c", HOROVODRUN, f"--{controller}", "-np", str(n_ranks)]
     proc = subprocess.run(launch + command, env=env, cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def torchrun(n_ranks, script, *args, timeout=300):
+    """(returncode, combined output) of ``python script args`` on ``n_ranks`` local ranks
+    started by torch's launcher (``python -m torch.distributed.run``, rendezvous on a free
+    local port)."""
+    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+               f"--nproc_per_node={n_ranks}", os.path.join(ROOT, script), *map(str, args)]
+    proc = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True,
                           timeout=timeout)
     return proc.returncode, proc.stdout + proc.stderr
 
