@@ -45,3 +45,13 @@ def test_the_digits_example_trains_with_the_hook():
     assert result["identical_parameters"], result
     assert result["test_accuracy"] >= 0.95, result
     assert result["stats"]["bits_per_coord"] < 1.5, result
+
+
+def test_ddp_options_and_a_restored_checkpoint():
+    """TernGrad with error feedback, 2 ranks: plain, no_sync accumulation, static_graph,
+    find_unused_parameters (DDP's own collectives beside the hook's) and
+    gradient_as_bucket_view each train with identical parameters on both ranks; the model,
+    optimizer and hook state saved after step 2 and restored give step 3 again exactly."""
+    rc, out = torchrun(2, "tests/workers/ddp_features.py")
+    assert rc == 0, excerpt(out)
+    assert out.count("OK 6 checks") == 2, excerpt(out)

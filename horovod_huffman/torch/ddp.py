@@ -11,12 +11,14 @@ backward fills it, and in bucket order, the same on every rank. ``hook`` queues 
 exchange (allreduce.py: the one-phase allgather or the two-phase reduce-scatter + allgather)
 on a worker thread and returns a Future of the bucket's mean over ranks, so backward goes on.
 
-torch.distributed matches collectives by the order in which ranks issue them, not by name as
-Horovod does. The worker therefore runs the buckets' exchanges one after another, in the order
-the hook received them, each collective waited for before the next is issued: every rank issues
-the same collectives in the same order, whatever order the work completes in. (A hook that
-issues collectives from completion callbacks, as DDP's own PowerSGD hook does, can deadlock over
-Gloo when ranks finish buckets in different orders.)
+torch.distributed matches collectives by the order in which ranks issue them on a group, not
+by name as Horovod does. So the hook's collectives go on a group of their own (``State`` makes
+it: DDP issues collectives of its own on the model's group, from the training thread, e.g. for
+``find_unused_parameters``), and the worker runs the buckets' exchanges one after another, in
+the order the hook received them, each collective waited for before the next is issued: every
+rank issues the same collectives in the same order, whatever order the work completes in. (A
+hook that issues collectives from completion callbacks, as DDP's own PowerSGD hook does, can
+deadlock over Gloo when ranks finish buckets in different orders.)
 
 Buckets are named by their index and the shapes of their parameters: DDP rebuilds its buckets
 after the first iteration, and a bucket whose parameters change drops its error-feedback
@@ -129,16 +131,21 @@ class State:
     encoder: a name from ``horovod_huffman.ENCODERS`` (``encoder_kwargs`` go to it) or an
     Encoder; quantizer: default QSGD(levels=8); error_feedback: None = on for biased
     quantizers; seed: reproducible quantization per (bucket, shard, step); exchange:
-    "allgather", "two_phase" or "auto" (``allreduce.choose``); process_group: default the
-    default group."""
+    "allgather", "two_phase" or "auto" (``allreduce.choose``); process_group: the ranks that
+    reduce (default: the default group's), as given to DDP.
+
+    Making a State makes a process group of the same ranks for the hook's collectives
+    (``torch.distributed.new_group``), so every rank of the default group makes its States
+    in the same order, as it makes its DDP models."""
 
     def __init__(self, encoder="rlh", quantizer=None, error_feedback=None, seed=None,
                  exchange="auto", process_group=None, **encoder_kwargs):
         self.codec = make_codec(encoder, quantizer, error_feedback, seed, **encoder_kwargs)
         choose(exchange, 1)                          # reject a bad name now
         self.exchange = exchange
+        ranks = None if process_group is None else dist.get_process_group_ranks(process_group)
         self.process_group = process_group
-        self._coll = None
+        self._coll = _Collectives(dist.new_group(ranks))
         self._worker = _Worker()
         self._signatures = {}                        # bucket key -> its parameters' shapes
 
@@ -146,15 +153,28 @@ class State:
         """Bytes, bits per coordinate and times of this rank (``Codec.stats``)."""
         return self.codec.stats()
 
-    def _collectives(self):
-        if self._coll is None:
-            self._coll = _Collectives(self.process_group)
-        return self._coll
+    def state_dict(self):
+        """What a resumed job needs to take the same next step: every bucket's step count
+        (the quantization seeds and frames follow it), its parameters' shapes, and the
+        error-feedback residuals (torch tensors). Call it between steps."""
+        codec = self.codec
+        return {"steps": dict(codec.steps), "signatures": dict(self._signatures),
+                "residuals": {state: torch.from_numpy(np.array(r))
+                              for state, r in codec.residuals.items()}}
+
+    def load_state_dict(self, saved):
+        """Restore a ``state_dict``."""
+        codec = self.codec
+        codec.steps = dict(saved["steps"])
+        self._signatures = dict(saved["signatures"])
+        codec.residuals = {tuple(state): r.numpy().copy()
+                           for state, r in saved["residuals"].items()}
+        codec.choices.clear()
 
     def _exchange(self, index, shapes, work, raw_bytes):
         """The exchange of DDP's bucket ``index`` (a generator the worker runs: the codec is
         touched by the worker only), whose parameters have ``shapes``: the bucket's sum."""
-        codec, coll = self.codec, self._collectives()
+        codec, coll = self.codec, self._coll
         key = f"horovod_huffman.ddp.{index}"
         if self._signatures.get(key, shapes) != shapes:
             self._forget(key)
@@ -192,7 +212,7 @@ def hook(state, bucket):
     shapes = tuple(tuple(p.shape) for p in bucket.parameters())
     exchange = state._exchange(bucket.index(), shapes, work,
                                buffer.numel() * buffer.element_size())
-    size = dist.get_world_size(state.process_group)
+    size = state._coll.size
 
     def mean(total):
         total /= size
