@@ -12,7 +12,7 @@ pytestmark = pytest.mark.ddp
 
 
 @pytest.mark.parametrize("n_ranks,exchange,encoder,dtype", [
-    (2, "allgather", "rlh", "float32"),
+    (2, "allgather", "rlh", "float64"),
     (2, "two_phase", "ans", "float32"),
     (2, "auto", "rlh", "bfloat16"),
     (3, "two_phase", "auto", "float32"),

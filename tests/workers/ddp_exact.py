@@ -53,7 +53,8 @@ def main():
     seen = []
 
     def recording(state, bucket):
-        seen.append((bucket.index(), bucket.buffer().detach().float().numpy().copy()))
+        work = torch.float64 if dtype == torch.float64 else torch.float32     # as the hook's
+        seen.append((bucket.index(), bucket.buffer().detach().to(work).numpy().copy()))
         future = ddp.hook(state, bucket)
         return future.then(lambda f: seen.append((bucket.index(), f.value())) or f.value())
 
