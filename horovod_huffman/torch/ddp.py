@@ -69,7 +69,7 @@ class _Collectives:
         sizes = [int(s) for s in sizes]
         longest = max(sizes)
         padded = torch.zeros(longest, dtype=torch.uint8)
-        padded[:data.size] = torch.from_numpy(data)
+        padded.numpy()[:data.size] = data
         out = [torch.empty(longest, dtype=torch.uint8) for _ in range(self.size)]
         dist.all_gather(out, padded, group=self.group)
         return _Done(np.concatenate([o.numpy()[:n] for o, n in zip(out, sizes)]))

@@ -6,7 +6,8 @@ uncompressed) with the public API (expected.py), at that bucket's step: one buck
 then the several DDP rebuilds them into. Rank 1 computes slower (it sleeps before backward).
 After 4 steps every rank holds the same parameters.
 
-Usage: torchrun --nproc_per_node N ddp_exact.py EXCHANGE ENCODER DTYPE; prints "OK <n> checks".
+Usage: torchrun --nproc_per_node N ddp_exact.py EXCHANGE:ENCODER:DTYPE ...; prints
+"OK <case> <n> checks" for each case, one after another in one launch.
 """
 import sys
 import time
@@ -40,10 +41,8 @@ def batch(rank, step):
     return torch.randint(0, 50, (16, 7), generator=g), torch.randint(0, 5, (16,), generator=g)
 
 
-def main():
-    exchange, encoder, dtype = sys.argv[1], sys.argv[2], getattr(torch, sys.argv[3])
-    dist.init_process_group("gloo")
-    rank, size = dist.get_rank(), dist.get_world_size()
+def check(exchange, encoder, dtype, rank, size):
+    """Four steps of one case; returns the checks made."""
     kind = exchange if exchange != "auto" else ("allgather" if size <= 3 else "two_phase")
     torch.manual_seed(0)
     # ~1000 coordinates a bucket after DDP's rebuild: several
@@ -83,7 +82,7 @@ def main():
             want = torch.from_numpy(total / size).to(dtype)
             got = results[i]
             assert got.dtype == dtype and torch.equal(got, want), \
-                (step, i, float((got.float() - want.float()).abs().max()))
+                (exchange, encoder, dtype, step, i, float((got.float() - want.float()).abs().max()))
             checks += 1
         opt.step()
         opt.zero_grad()
@@ -91,8 +90,16 @@ def main():
     gathered = [torch.empty_like(flat) for _ in range(size)]
     dist.all_gather(gathered, flat)
     assert all(torch.equal(g, gathered[0]) for g in gathered), "parameters differ between ranks"
-    checks += 1
-    print(f"OK {checks} checks", flush=True)
+    return checks + 1
+
+
+def main():
+    dist.init_process_group("gloo")
+    rank, size = dist.get_rank(), dist.get_world_size()
+    for case in sys.argv[1:]:
+        exchange, encoder, dtype = case.split(":")
+        checks = check(exchange, encoder, getattr(torch, dtype), rank, size)
+        print(f"OK {case} {checks} checks", flush=True)
     dist.destroy_process_group()
 
 

@@ -1,8 +1,9 @@
 """Worker (torchrun, Gloo): a rank whose outgoing bytes are corrupted after they were
 checksummed (corrupting.py) makes backward raise on every rank, through DDP's hook Future,
-at the first step; each rank prints "RAISED <error>".
+at the first step; each rank prints "RAISED <exchange> <error>", for each exchange in turn (a
+fresh model and hook state each).
 
-Usage: torchrun --nproc_per_node N ddp_faults.py EXCHANGE
+Usage: torchrun --nproc_per_node N ddp_faults.py EXCHANGE ...
 """
 import sys
 
@@ -15,12 +16,8 @@ from horovod_huffman.torch import ddp
 from corrupting import corrupt_outgoing_frames      # beside this file
 
 
-def main():
-    exchange = sys.argv[1]
-    dist.init_process_group("gloo")
-    rank = dist.get_rank()
-    if rank == 1:
-        corrupt_outgoing_frames()
+def raises(exchange, rank):
+    """Whether one step's backward raised, and what."""
     torch.manual_seed(0)
     model = DDP(torch.nn.Sequential(torch.nn.Linear(40, 64), torch.nn.ReLU(),
                                     torch.nn.Linear(64, 3)))
@@ -30,11 +27,22 @@ def main():
     try:
         model(x).square().mean().backward()
     except Exception as e:                      # DDP re-raises the hook's error as its own
-        text = str(e)
-        assert "DecodeError" in text or "checksum" in text or "corrupt" in text, text
-        print("RAISED", text.splitlines()[0][:200], flush=True)
-    else:
-        print("NOT RAISED", flush=True)
+        return str(e)
+    return None
+
+
+def main():
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    if rank == 1:
+        corrupt_outgoing_frames()
+    for exchange in sys.argv[1:]:
+        text = raises(exchange, rank)
+        if text is None:
+            print(f"NOT RAISED {exchange}", flush=True)
+            continue
+        assert "checksum" in text or "DecodeError" in text, text
+        print(f"RAISED {exchange} {text.splitlines()[0][:200]}", flush=True)
 
 
 if __name__ == "__main__":
