@@ -1,10 +1,13 @@
 """PyTorch DistributedDataParallel with horovod_huffman.torch.ddp's communication hook, on real
 torch.distributed process groups over Gloo, launched by torchrun (tests/workers/ddp_*.py)."""
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
-from horovod_run import excerpt, torchrun
+from horovod_run import ROOT, excerpt, torchrun
 
 pytest.importorskip("torch.distributed", exc_type=ImportError)
 
@@ -55,3 +58,19 @@ def test_ddp_options_and_a_restored_checkpoint():
     rc, out = torchrun(2, "tests/workers/ddp_features.py")
     assert rc == 0, excerpt(out)
     assert out.count("OK 6 checks") == 2, excerpt(out)
+
+
+def test_the_hook_needs_no_horovod():
+    """With Horovod missing (its modules blocked), horovod_huffman.torch.ddp and Pufferfish's
+    layers import and the hook's State builds; Horovod's compressors raise ImportError saying
+    so."""
+    code = ("import sys; sys.modules['horovod'] = None; sys.modules['horovod.torch'] = None\n"
+            "import torch.distributed as dist\n"
+            "dist.init_process_group('gloo', init_method='tcp://127.0.0.1:0', rank=0, world_size=1)\n"
+            "from horovod_huffman.torch import ddp, factorize, Compression\n"
+            "ddp.State(encoder='rlh')\n"
+            "try:\n    Compression.rlh\nexcept ImportError as e:\n    print('RAISED', e)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "RAISED" in proc.stdout and "horovod_huffman.torch.ddp" in proc.stdout, proc.stdout

@@ -22,8 +22,11 @@ from dataclasses import dataclass
 import torch
 from numba import cuda
 
-import horovod.torch as hvd
-from horovod.torch.compression import Compression as _HorovodCompression
+try:
+    import horovod.torch as hvd
+    from horovod.torch.compression import Compression as _HorovodCompression
+except ImportError:        # DDP's hook (horovod_huffman.torch.ddp) and Pufferfish's layers
+    hvd = _HorovodCompression = None     # need no Horovod; its compressors raise (_needs_horovod)
 
 from ..adapters import CodecStats, ReadyCompressors, make_codec, sent_uncompressed
 from ..allreduce import Job, allgather_sum, choose, two_phase_sum
@@ -153,6 +156,7 @@ class HuffmanCompressor(CodecStats):
     def __init__(self, codec, min_numel=DEFAULT_MIN_NUMEL, named_parameters=None,
                  process_set=None, exchange="auto", bucket_bytes=DEFAULT_BUCKET_BYTES,
                  route="encoded"):
+        _needs_horovod()
         self.codec = codec
         self.min_numel = int(min_numel)
         self._named = list(named_parameters) if named_parameters is not None else None
@@ -380,6 +384,14 @@ class HuffmanCompressor(CodecStats):
         return name, optimizer, process_set if process_set is not None else hvd.global_process_set
 
 
+def _needs_horovod():
+    """Raise ImportError, saying what to do, where horovod.torch does not import."""
+    if hvd is None:
+        raise ImportError("horovod_huffman.torch's Horovod compressors need horovod.torch "
+                          "(scripts/install_horovod.sh); DistributedDataParallel's hook, "
+                          "horovod_huffman.torch.ddp, does not")
+
+
 def _kind(param):
     """A bucket kind: gradients share a bucket only with the same work dtype and device."""
     dtype = "float64" if param.dtype == torch.float64 else "float32"
@@ -415,8 +427,8 @@ class Compression(ReadyCompressors):
     every encoder in ``horovod_huffman.ENCODERS`` is QSGD (s = 8, buckets of 512) followed by that
     encoder; ``Compression.build(...)`` gives full control.
     """
-    none = _HorovodCompression.none
-    fp16 = _HorovodCompression.fp16
+    none = getattr(_HorovodCompression, "none", None)
+    fp16 = getattr(_HorovodCompression, "fp16", None)
 
     @staticmethod
     def build(encoder="rlh", quantizer=None, error_feedback=None, min_numel=DEFAULT_MIN_NUMEL,

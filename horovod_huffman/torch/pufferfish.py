@@ -28,7 +28,10 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
-import horovod.torch as hvd
+try:
+    import horovod.torch as hvd
+except ImportError:                      # the layers need no Horovod; switch_to_low_rank does
+    hvd = None
 
 from ..lowrank import (DEFAULT_RANK_RATIO, Factorization, factorizes, full_rank_layers,
                        rank_for, split)
@@ -221,6 +224,9 @@ def switch_to_low_rank(model, make_optimizer, rank_ratio=DEFAULT_RANK_RATIO, kee
     ``hvd.DistributedOptimizer(make_optimizer(model.parameters()), named_parameters=...,
     **distributed)`` with fresh optimizer state. Call it on every rank at the same step, after
     an optimizer step (no gradient in flight)."""
+    if hvd is None:
+        raise ImportError("switch_to_low_rank needs horovod.torch (scripts/install_horovod.sh); "
+                          "factorize needs no Horovod")
     report = factorize(model, rank_ratio, keep, extra_bn)
     for module in model.modules():
         for name, p in list(module._parameters.items()):
