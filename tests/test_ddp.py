@@ -2,6 +2,7 @@
 torch.distributed process groups over Gloo, launched by torchrun (tests/workers/ddp_*.py)."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -74,3 +75,11 @@ def test_the_hook_needs_no_horovod():
                           timeout=120, env=dict(os.environ, PYTHONPATH=ROOT))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "RAISED" in proc.stdout and "horovod_huffman.torch.ddp" in proc.stdout, proc.stdout
+
+
+def test_adaptive_routing_decides_alike_on_every_rank():
+    """route="adaptive", 2 ranks, 20 steps: every route is probed, the ranks decide one from
+    their summed timings, the same on both, and the parameters agree."""
+    rc, out = torchrun(2, "tests/workers/ddp_routes.py")
+    assert rc == 0, excerpt(out)
+    assert len(re.findall(r"^OK (encoded|rlh|fp16|fp32)$", out, re.M)) == 2, excerpt(out)

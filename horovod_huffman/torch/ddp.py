@@ -26,6 +26,7 @@ residuals and ``auto``'s choices, which belonged to other coordinates.
 """
 import queue
 import threading
+import time
 import zlib
 
 import numpy as np
@@ -35,6 +36,13 @@ import torch.distributed as dist
 from ..adapters import make_codec
 from ..allreduce import Job, allgather_sum, choose, two_phase_sum
 from ..array_ops import HostOps
+from ..encoders import get_encoder
+from ..routing import FAST_ROUTE, Router, is_encoded
+
+# State(route=...): every bucket encoded, or all the way measured fastest (routing.py).
+ROUTES = ("encoded", "adaptive")
+# The Router's key: a model's buckets share one route per step.
+ROUTER_KEY = "buckets"
 
 __all__ = ["State", "hook"]
 
@@ -132,17 +140,28 @@ class State:
     Encoder; quantizer: default QSGD(levels=8); error_feedback: None = on for biased
     quantizers; seed: reproducible quantization per (bucket, shard, step); exchange:
     "allgather", "two_phase" or "auto" (``allreduce.choose``); process_group: the ranks that
-    reduce (default: the default group's), as given to DDP.
+    reduce (default: the default group's), as given to DDP; route: "encoded" sends every
+    bucket encoded; "adaptive" sends a step's buckets encoded, encoded with ``rlh`` (the
+    fastest coder), or as float16 or float32 through an allreduce, whichever gave the ranks
+    the fastest steps (routing.Router, ``router``; steps start at bucket 0, which DDP hands
+    over first).
 
     Making a State makes a process group of the same ranks for the hook's collectives
     (``torch.distributed.new_group``), so every rank of the default group makes its States
     in the same order, as it makes its DDP models."""
 
     def __init__(self, encoder="rlh", quantizer=None, error_feedback=None, seed=None,
-                 exchange="auto", process_group=None, **encoder_kwargs):
+                 exchange="auto", process_group=None, route="encoded", **encoder_kwargs):
         self.codec = make_codec(encoder, quantizer, error_feedback, seed, **encoder_kwargs)
         choose(exchange, 1)                          # reject a bad name now
+        if route not in ROUTES:
+            raise ValueError(f"route must be one of {', '.join(ROUTES)}, got {route!r}")
         self.exchange = exchange
+        self.router = Router() if route == "adaptive" else None
+        self._fast_encoder = None if getattr(self.codec.encoder, "name", None) == FAST_ROUTE \
+            else get_encoder(FAST_ROUTE)
+        self._step = -1                              # the step bucket 0 started last
+        self._decided = None                         # the step of the last routing decision
         ranks = None if process_group is None else dist.get_process_group_ranks(process_group)
         self.process_group = process_group
         self._coll = _Collectives(dist.new_group(ranks))
@@ -171,10 +190,17 @@ class State:
                            for state, r in saved["residuals"].items()}
         codec.choices.clear()
 
-    def _exchange(self, index, shapes, work, raw_bytes):
-        """The exchange of DDP's bucket ``index`` (a generator the worker runs: the codec is
-        touched by the worker only), whose parameters have ``shapes``: the bucket's sum."""
+    def _exchange(self, index, shapes, work, raw_bytes, step, start):
+        """The exchange of DDP's bucket ``index`` at hook ``step``, handed over at ``start``
+        (a generator the worker runs: the codec and the router are touched by the worker
+        only), whose parameters have ``shapes``: the bucket's sum."""
         codec, coll = self.codec, self._coll
+        route = self._route(index, step, start)
+        if not is_encoded(route):
+            pending = coll.allreduce(work.astype(np.float16 if route == "fp16" else work.dtype),
+                                     "dense")
+            yield pending
+            return pending.wait().astype(work.dtype)
         key = f"horovod_huffman.ddp.{index}"
         if self._signatures.get(key, shapes) != shapes:
             self._forget(key)
@@ -182,13 +208,35 @@ class State:
         layout = tuple((s[0], int(np.prod(s)) // s[0]) if len(s) > 1 and s[0] else
                        (1, int(np.prod(s))) for s in shapes)
         job = Job(key, zlib.crc32(f"{key}/{shapes}".encode()), codec.begin(key), len(shapes),
-                  work.size, raw_bytes, None, layout)
+                  work.size, raw_bytes, self._fast_encoder if route == FAST_ROUTE else None,
+                  layout)
         if choose(self.exchange, coll.size) == "two_phase":
             align = getattr(codec.quantizer, "bucket_size", None) or 1
             total = yield from two_phase_sum(codec, HostOps, coll, job, work, align)
         else:
             total = yield from allgather_sum(codec, HostOps, coll, job, work)
         return total
+
+    def _route(self, index, step, start):
+        """The route of bucket ``index`` at ``step``: "encoded", or with ``route="adaptive"``
+        what the Router plans for the step (timed from bucket 0's hand-over to the next
+        step's). At a decision step the first bucket allreduces this rank's probe timings on
+        the hook's group, on every rank."""
+        router = self.router
+        if router is None:
+            return "encoded"
+        if index == 0:
+            router.observe(ROUTER_KEY, step, start)
+        route = router.plan(ROUTER_KEY, step)
+        if route is None:
+            if self._decided != step:
+                summed = self._coll.allreduce(router.local_times(ROUTER_KEY), "route").wait()
+                router.decide(ROUTER_KEY, summed)
+                self._decided = step
+            route = router.chosen[ROUTER_KEY]
+        if index == 0:
+            router.started(ROUTER_KEY, step, route, start)
+        return route
 
     def _forget(self, key):
         """Drop bucket ``key``'s error-feedback residuals and ``auto``'s choices."""
@@ -210,8 +258,11 @@ def hook(state, bucket):
     work = grads.numpy() if grads.dtype in (torch.float32, torch.float64) else \
         grads.float().numpy()
     shapes = tuple(tuple(p.shape) for p in bucket.parameters())
+    if bucket.index() == 0:                      # DDP hands bucket 0 over first in every step
+        state._step += 1
     exchange = state._exchange(bucket.index(), shapes, work,
-                               buffer.numel() * buffer.element_size())
+                               buffer.numel() * buffer.element_size(), state._step,
+                               time.perf_counter())
     size = state._coll.size
 
     def mean(total):
