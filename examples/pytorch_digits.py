@@ -6,8 +6,9 @@
 
 Each rank trains on its own shard; gradients cross the network through
 ``hvd.DistributedOptimizer(compression=...)``. Rank 0 prints per-epoch loss, test accuracy and
-compression statistics, and a JSON line (``RESULT {...}``) that the tests read: one per seed
-(``--seed 0 1 2`` trains three times in one launch).
+compression statistics, and a JSON line (``RESULT {...}``) that the tests read: one per
+compression and seed (``--compression rlh sh --seed 0 1 2`` trains six times in one launch,
+compression by compression).
 """
 import argparse
 import json
@@ -53,7 +54,8 @@ def evaluate(model, x, y):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--compression", default="rlh", choices=COMPRESSIONS)
+    p.add_argument("--compression", default=["rlh"], choices=COMPRESSIONS, nargs="+",
+                   help="one or more, trained one after another")
     p.add_argument("--epochs", type=int, default=8)
     p.add_argument("--batch-size", type=int, default=32, help="per rank")
     p.add_argument("--lr", type=float, default=0.02, help="scaled by the number of ranks")
@@ -85,13 +87,14 @@ def main():
     torch.set_num_threads(1)
     logging.basicConfig(level=logging.WARNING)
     data = digits_data()
-    for seed in args.seed:
-        train(args, seed, data, device)
+    for name in args.compression:
+        for seed in args.seed:
+            train(args, name, seed, data, device)
 
 
-def train(args, seed, data, device):
-    """One training run from ``seed`` on ``data`` (``digits_data``'s): a new model,
-    optimizer and compression."""
+def train(args, name, seed, data, device):
+    """One training run of compression ``name`` from ``seed`` on ``data`` (``digits_data``'s):
+    a new model, optimizer and compression."""
     torch.manual_seed(seed)
     xtr, ytr, xte, yte = data
     shard = np.arange(hvd.rank(), len(ytr), hvd.size())
@@ -103,7 +106,7 @@ def train(args, seed, data, device):
     def make_optimizer(params):
         return torch.optim.SGD(params, lr=args.lr * hvd.size(), momentum=0.9)
 
-    compression = make_compression(args.compression, args, seed)
+    compression = make_compression(name, args, seed)
     opt = hvd.DistributedOptimizer(make_optimizer(model.parameters()),
                                    named_parameters=model.named_parameters(),
                                    compression=compression)
@@ -151,7 +154,7 @@ def train(args, seed, data, device):
             opt, switched_identical = switch()
     same = identical(model)
     if hvd.rank() == 0:
-        result = {"compression": args.compression, "ranks": hvd.size(), "seed": seed,
+        result = {"compression": name, "ranks": hvd.size(), "seed": seed,
                   "test_accuracy": acc,
                   "test_loss": test_loss, "identical_parameters": same,
                   "seconds": time.perf_counter() - t0,

@@ -106,13 +106,16 @@ SEEDS = ("--seed", 0, 1, 2)
 
 @functools.lru_cache(maxsize=None)
 def run_example(compression, epochs=8, n_ranks=2, *options):
-    """The RESULTs of one launch of the PyTorch example, one per seed in ``options`` (runs are
+    """The RESULTs of one launch of the PyTorch example, one per compression (a name, or a
+    tuple of names trained one after another) and seed in ``options`` (runs are
     deterministic: cached)."""
-    rc, out = horovodrun(n_ranks, "examples/pytorch_digits.py", "--compression", compression,
+    names = (compression,) if isinstance(compression, str) else compression
+    rc, out = horovodrun(n_ranks, "examples/pytorch_digits.py", "--compression", *names,
                          "--epochs", epochs, *options, timeout=900)
     assert rc == 0, excerpt(out)
     runs = tuple(json.loads(l.split("RESULT ", 1)[1]) for l in out.splitlines() if "RESULT " in l)
-    assert [r["seed"] for r in runs] == _seeds(options), excerpt(out)
+    assert [(r["compression"], r["seed"]) for r in runs] == \
+        [(name, seed) for name in names for seed in _seeds(options)], excerpt(out)
     return runs
 
 
@@ -130,8 +133,8 @@ def test_training_with_huffman_encoders_matches_uncompressed_accuracy():
     whatever others follow it)."""
     baseline = run_example("none", 8, 2, *SEEDS)[0]
     assert baseline["identical_parameters"] and baseline["seed"] == 0
-    for name in ("rlh", "sh", "shs", "huffman"):
-        (r,) = run_example(name)
+    for r in run_example(("rlh", "sh", "shs", "huffman")):         # one launch
+        name = r["compression"]
         assert r["identical_parameters"], name
         assert r["test_accuracy"] >= baseline["test_accuracy"] - 0.02, (name, r, baseline)
         assert r["stats"]["ratio"] > 10, (name, r["stats"])
