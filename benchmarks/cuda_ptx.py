@@ -1,0 +1,91 @@
+"""Compile the device decoders for a real GPU without one: PTX from numba-cuda, then ptxas.
+
+Checks what the CUDA simulator cannot: that the kernels type and compile for the real target,
+that their products stay unfused (no ``fma.rn``: the decoders' sums must equal the host's), and
+what they cost a multiprocessor (registers, spills, shared memory; ptxas -v). Needs numba-cuda
+with its CUDA bindings and NVRTC, libNVVM (CUDA_HOME) and, for the second step, ptxas; no
+driver and no GPU:
+
+    pip install --target /tmp/ncuda numba-cuda==0.30.4 "cuda-bindings==13.*" cuda-core \\
+        "nvidia-cuda-nvrtc==13.0.*"      # then remove the numpy it brings, keep the venv's
+    LD_LIBRARY_PATH=/tmp/ncuda/nvidia/cu13/lib CUDA_HOME=/usr/local/cuda-13.0 \\
+        .venv/bin/python benchmarks/cuda_ptx.py --numba-cuda /tmp/ncuda --cc 9.0
+
+Device functions are compiled for the current device's compute capability; with no driver,
+``--cc`` stands in for it.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import types as pytypes
+
+
+def kernels(types):
+    """(name, kernel, signature) of every decoder, for float32 and float64 totals."""
+    from horovod_huffman.kernels import cuda_decode
+    i64, u64 = types.int64, types.uint64
+
+    def arr(t):
+        return types.Array(t, 1, "C")
+
+    out = []
+    for total in (types.float32, types.float64):
+        put = (arr(types.int8), arr(total), arr(total), i64, i64)      # put_level's arguments
+        out += [
+            (f"decode_chunks/{total}", cuda_decode.decode_chunks,
+             (arr(u64), arr(i64), arr(i64), i64, arr(types.uint32), types.boolean, i64, i64,
+              i64, types.boolean, i64, i64, i64) + put + (arr(i64),)),
+            (f"decode_fixed/{total}", cuda_decode.decode_fixed,
+             (arr(u64), i64, i64, i64, i64) + put + (arr(i64),)),
+            (f"put_levels/{total}", cuda_decode.put_levels, (arr(types.int8),) + put),
+            (f"put_constant/{total}", cuda_decode.put_constant, (i64, i64) + put),
+        ]
+    return out
+
+
+def ptxas(ptx, cc, tool):
+    """ptxas -v's resource line for ``ptx``, or why there is none."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "k.ptx")
+        with open(src, "w") as f:
+            f.write(ptx)
+        proc = subprocess.run([tool, f"-arch=sm_{cc[0]}{cc[1]}", "-v", src, "-o",
+                               os.path.join(tmp, "k.cubin")], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr)
+    lines = [line.split("info    : ", 1)[-1] for line in proc.stderr.splitlines()
+             if "Used" in line or "spill" in line]
+    return "; ".join(line.strip() for line in lines)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--numba-cuda", help="a directory holding numba-cuda (pip --target)")
+    p.add_argument("--cc", default="9.0", help="compute capability, e.g. 9.0 (H100/H200)")
+    p.add_argument("--ptxas", default=os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"),
+                                                   "bin", "ptxas"))
+    args = p.parse_args(argv)
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "0"
+    if args.numba_cuda:
+        sys.path.insert(0, args.numba_cuda)
+        import _numba_cuda_redirector  # noqa: F401  (numba.cuda is numba-cuda's from here)
+    from numba import cuda, types
+    import numba.cuda.dispatcher as dispatcher
+    cc = tuple(int(x) for x in args.cc.split("."))
+    dispatcher.get_current_device = lambda: pytypes.SimpleNamespace(compute_capability=cc)
+    print(f"numba.cuda: {os.path.dirname(cuda.__file__)}; sm_{cc[0]}{cc[1]}")
+    failed = 0
+    for name, kernel, sig in kernels(types):
+        ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=cc)
+        line = f"{name}: {len(ptx)} bytes of PTX, {ptx.count('fma.rn')} fma.rn"
+        failed += ptx.count("fma.rn") > 0
+        if os.path.exists(args.ptxas):
+            line += "; " + ptxas(ptx, cc, args.ptxas)
+        print(line, flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
