@@ -82,4 +82,5 @@ def test_adaptive_routing_decides_alike_on_every_rank():
     their summed timings, the same on both, and the parameters agree."""
     rc, out = torchrun(2, "tests/workers/ddp_routes.py")
     assert rc == 0, excerpt(out)
-    assert len(re.findall(r"^OK (encoded|rlh|fp16|fp32)$", out, re.M)) == 2, excerpt(out)
+    # (unanchored: the ranks' lines may interleave)
+    assert len(re.findall(r"OK (encoded|rlh|fp16|fp32)\b", out)) == 2, excerpt(out)
