@@ -26,6 +26,10 @@ three phases by step number, which is the same on every rank:
 """
 import numpy as np
 
+# An adapter's ``route=``: every bucket encoded, or each step's buckets routed by a Router.
+ROUTE_MODES = ("encoded", "adaptive")
+# The Router key of a model's buckets, which share one route per step.
+BUCKETS_KEY = "buckets"
 # "encoded": the codec's encoder; "rlh": encoded with rlh instead; the dense routes.
 FAST_ROUTE = "rlh"
 ROUTES = ("encoded", FAST_ROUTE, "fp16", "fp32")
@@ -34,6 +38,13 @@ ENCODED_ROUTES = ("encoded", FAST_ROUTE)
 PROBE_ROUNDS = 4
 # Steps between two decisions (probing included).
 REPROBE_STEPS = 1000
+
+
+def check_route_mode(route):
+    """``route`` if it is one of ROUTE_MODES, else ValueError."""
+    if route not in ROUTE_MODES:
+        raise ValueError(f"route must be one of {', '.join(ROUTE_MODES)}, got {route!r}")
+    return route
 
 
 def is_encoded(route):
@@ -53,6 +64,24 @@ class Router:
         self.periods = {}       # key -> {route: rank-summed seconds} of its last decision
         self._times = {}        # key -> {route: [seconds, ...]}
         self._last = {}         # key -> (step, route, start) of its last step
+        self._decided = {}      # key -> the step of its last decision
+
+    def route(self, key, step, start, first, agree):
+        """The route of an exchange of ``key`` at ``step``, started at ``start`` (seconds):
+        ``first`` for the step's first exchange of the key, which times the step; at a
+        decision step the first exchange to ask calls ``agree(times)``, which must return the
+        elementwise sum of ``times`` over the ranks (a collective every rank makes there)."""
+        if first:
+            self.observe(key, step, start)
+        route = self.plan(key, step)
+        if route is None:
+            if self._decided.get(key) != step:
+                self.decide(key, agree(self.local_times(key)))
+                self._decided[key] = step
+            route = self.chosen[key]
+        if first:
+            self.started(key, step, route, start)
+        return route
 
     def plan(self, key, step):
         """The route of ``key``'s exchange at ``step``, or None when the ranks must agree on

@@ -15,7 +15,7 @@ from horovod_huffman.exchange import (AUTO_RECHOOSE_STEPS, Codec, MismatchError,
                                       error_frame, frame, frames, split_frames)
 from horovod_huffman.local import LocalGroup, run_ranks
 from horovod_huffman.message import build
-from horovod_huffman.routing import ROUTES, Router, is_encoded
+from horovod_huffman.routing import ROUTES, Router, check_route_mode, is_encoded
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "workers"))
 from corrupting import flip_middles  # noqa: E402
@@ -354,6 +354,27 @@ def test_routing_may_choose_to_encode_with_rlh():
     assert seen[-1] is None and None not in seen[:-1]
     assert router.decide("b", router.local_times("b")) == "rlh"
     assert router.periods["b"] == pytest.approx(period)
+
+
+def test_a_steps_exchanges_take_one_route_and_agree_once_per_decision():
+    """Router.route, two exchanges a step (the first times the step): both take the step's
+    route; at the decision step the ranks' timings are summed once (``agree``), whichever
+    exchange asks first; the route chosen is the fastest probed."""
+    router = Router(probe_rounds=2, reprobe_steps=100)
+    period = {"encoded": 0.3, "rlh": 0.2, "fp16": 0.4, "fp32": 0.5}
+    agreed, clock = [], 0.0
+
+    def agree(times):
+        agreed.append(times)
+        return times
+
+    for step in range(2 * len(ROUTES) + 2):
+        first = router.route("b", step, clock, True, agree)
+        assert router.route("b", step, clock, False, agree) == first
+        clock += period[first]
+    assert len(agreed) == 1 and router.chosen["b"] == "rlh" == first
+    with pytest.raises(ValueError, match="route"):
+        check_route_mode("fastest")
 
 
 @pytest.mark.parametrize("kind", ["allgather", "two_phase"])

@@ -36,12 +36,8 @@ from ..device import cuda_usable
 from ..encoders import get_encoder
 from ..exchange import placeholder_values, reduction_scale
 from ..pipeline import Pipeline
-from ..routing import FAST_ROUTE, Router, is_encoded
+from ..routing import BUCKETS_KEY, FAST_ROUTE, Router, check_route_mode, is_encoded
 
-# Compression.build(route=...): every bucket encoded, or all the way measured fastest.
-ROUTES = ("encoded", "adaptive")
-# The Router's key for an optimizer's buckets, which share one route per step.
-ROUTER_KEY = "buckets"
 
 __all__ = ["Compression", "HuffmanCompressor", "LowRankLinear", "LowRankConv2d", "LowRankLSTM",
            "Factorization", "factorize", "switch_to_low_rank"]
@@ -132,7 +128,6 @@ class _Buckets:
         self.staging = {}
         self.rounds = {b.index: _Round() for b in plan.buckets}
         self.steps = {b.index: 0 for b in plan.buckets}
-        self.decided = None         # the step of the last routing decision
         self.raw_bytes = {b.index: 0 for b in plan.buckets}
 
 
@@ -164,9 +159,7 @@ class HuffmanCompressor(CodecStats):
         self.process_set = process_set
         choose(exchange, 1)                         # reject a bad name at build time
         self.exchange = exchange
-        if route not in ROUTES:
-            raise ValueError(f"route must be one of {', '.join(ROUTES)}, got {route!r}")
-        self.route = route
+        self.route = check_route_mode(route)
         self.bucket_bytes = int(bucket_bytes)
         # Bucket state per optimizer, dropped with the optimizer (a rebuilt optimizer, e.g.
         # after a model is factorized, gets a plan of its own); None: no optimizer found.
@@ -297,20 +290,9 @@ class HuffmanCompressor(CodecStats):
         router = state.router
         if router is None:
             return "encoded"
-        start = time.perf_counter()
-        if bucket.index == 0:
-            router.observe(ROUTER_KEY, step, start)
-        route = router.plan(ROUTER_KEY, step)
-        if route is None:
-            if state.decided != step:
-                summed = state.coll.allreduce(router.local_times(ROUTER_KEY),
-                                              f"horovod_huffman.route.{step}").wait()
-                router.decide(ROUTER_KEY, summed)
-                state.decided = step
-            route = router.chosen[ROUTER_KEY]
-        if bucket.index == 0:
-            router.started(ROUTER_KEY, step, route, start)
-        return route
+        return router.route(BUCKETS_KEY, step, time.perf_counter(), bucket.index == 0,
+                            lambda times: state.coll.allreduce(
+                                times, f"horovod_huffman.route.{step}").wait())
 
     def _close_dense_rounds(self):
         """At the step's end (the optimizer's first decompress): every round still open on a

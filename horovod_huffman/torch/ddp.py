@@ -37,12 +37,7 @@ from ..adapters import make_codec
 from ..allreduce import Job, allgather_sum, choose, two_phase_sum
 from ..array_ops import HostOps
 from ..encoders import get_encoder
-from ..routing import FAST_ROUTE, Router, is_encoded
-
-# State(route=...): every bucket encoded, or all the way measured fastest (routing.py).
-ROUTES = ("encoded", "adaptive")
-# The Router's key: a model's buckets share one route per step.
-ROUTER_KEY = "buckets"
+from ..routing import BUCKETS_KEY, FAST_ROUTE, Router, check_route_mode, is_encoded
 
 __all__ = ["State", "hook"]
 
@@ -154,14 +149,11 @@ class State:
                  exchange="auto", process_group=None, route="encoded", **encoder_kwargs):
         self.codec = make_codec(encoder, quantizer, error_feedback, seed, **encoder_kwargs)
         choose(exchange, 1)                          # reject a bad name now
-        if route not in ROUTES:
-            raise ValueError(f"route must be one of {', '.join(ROUTES)}, got {route!r}")
         self.exchange = exchange
-        self.router = Router() if route == "adaptive" else None
+        self.router = Router() if check_route_mode(route) == "adaptive" else None
         self._fast_encoder = None if getattr(self.codec.encoder, "name", None) == FAST_ROUTE \
             else get_encoder(FAST_ROUTE)
         self._step = -1                              # the step bucket 0 started last
-        self._decided = None                         # the step of the last routing decision
         ranks = None if process_group is None else dist.get_process_group_ranks(process_group)
         self.process_group = process_group
         self._coll = _Collectives(dist.new_group(ranks))
@@ -219,24 +211,12 @@ class State:
 
     def _route(self, index, step, start):
         """The route of bucket ``index`` at ``step``: "encoded", or with ``route="adaptive"``
-        what the Router plans for the step (timed from bucket 0's hand-over to the next
-        step's). At a decision step the first bucket allreduces this rank's probe timings on
-        the hook's group, on every rank."""
-        router = self.router
-        if router is None:
+        what the Router gives the step (timed from bucket 0's hand-over to the next step's;
+        a decision's allreduce runs on the hook's group, on the worker, in bucket order)."""
+        if self.router is None:
             return "encoded"
-        if index == 0:
-            router.observe(ROUTER_KEY, step, start)
-        route = router.plan(ROUTER_KEY, step)
-        if route is None:
-            if self._decided != step:
-                summed = self._coll.allreduce(router.local_times(ROUTER_KEY), "route").wait()
-                router.decide(ROUTER_KEY, summed)
-                self._decided = step
-            route = router.chosen[ROUTER_KEY]
-        if index == 0:
-            router.started(ROUTER_KEY, step, route, start)
-        return route
+        return self.router.route(BUCKETS_KEY, step, start, index == 0,
+                                 lambda times: self._coll.allreduce(times, "route").wait())
 
     def _forget(self, key):
         """Drop bucket ``key``'s error-feedback residuals and ``auto``'s choices."""

@@ -13,8 +13,8 @@ import torch
 import horovod.torch as hvd
 
 import horovod_huffman as hh
-from horovod_huffman.routing import FAST_ROUTE, PROBE_ROUNDS, ROUTES
-from horovod_huffman.torch import ROUTER_KEY, Compression
+from horovod_huffman.routing import BUCKETS_KEY, FAST_ROUTE, PROBE_ROUNDS, ROUTES
+from horovod_huffman.torch import Compression
 
 
 def main():
@@ -54,7 +54,7 @@ def main():
         torch.nn.functional.cross_entropy(model(x), y).backward()
         opt.synchronize()
         state = comp._states[opt]
-        route = state.router.plan(ROUTER_KEY, step) or state.router.chosen[ROUTER_KEY]
+        route = state.router.plan(BUCKETS_KEY, step) or state.router.chosen[BUCKETS_KEY]
         seen.add(route)
         if route == "fp32":
             for name, p in model.named_parameters():
@@ -75,7 +75,7 @@ def main():
         assert all(torch.equal(flat, o) for o in hvd.allgather_object(flat)), step
     assert seen == set(ROUTES), seen
     chosen = state.router.chosen
-    assert list(chosen) == [ROUTER_KEY], chosen
+    assert list(chosen) == [BUCKETS_KEY], chosen
     assert all(c == chosen for c in hvd.allgather_object(chosen)), chosen
     if hvd.rank() == 0:
         print("OK routes", sorted(chosen.items()), flush=True)
