@@ -84,3 +84,35 @@ def test_adaptive_routing_decides_alike_on_every_rank():
     assert rc == 0, excerpt(out)
     # (unanchored: the ranks' lines may interleave)
     assert len(re.findall(r"OK (encoded|rlh|fp16|fp32)", out)) == 2, excerpt(out)
+
+
+def test_a_rebuilt_bucket_drops_the_residuals_of_its_old_layout():
+    """One rank, TernGrad with error feedback: bucket 0 reduced once with parameters of shape
+    (10, 20), then again with the same 200 coordinates as (20, 10) (DDP's rebuild) gives what a
+    hook state without a residual gives at that step, while a second step with the layout
+    unchanged does not (its residual is added)."""
+    import numpy as np
+    import torch.distributed as dist
+    import horovod_huffman as hh
+    from horovod_huffman.local import run_ranks
+    from horovod_huffman.torch import ddp
+
+    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:0", rank=0, world_size=1)
+    try:
+        work = np.random.default_rng(0).standard_normal(200).astype(np.float32)
+
+        def state():
+            return ddp.State(quantizer=hh.TernGrad(bucket_size=64), error_feedback=True, seed=1)
+
+        def second_step(first_shapes, second_shapes):
+            s = state()
+            run_ranks([s._exchange(0, first_shapes, work, 800, 0, 0.0)])
+            return run_ranks([s._exchange(0, second_shapes, work, 800, 1, 0.0)])[0]
+
+        fresh = state()
+        fresh.codec.steps["horovod_huffman.ddp.0"] = 1        # the same step, no residual
+        without = run_ranks([fresh._exchange(0, ((20, 10),), work, 800, 1, 0.0)])[0]
+        assert np.array_equal(second_step(((10, 20),), ((20, 10),)), without)
+        assert not np.array_equal(second_step(((20, 10),), ((20, 10),)), without)
+    finally:
+        dist.destroy_process_group()
