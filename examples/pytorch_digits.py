@@ -22,6 +22,7 @@ import horovod.torch as hvd
 import horovod_huffman as hh
 from horovod_huffman.bench.traces import cnn, digits_data
 from horovod_huffman.torch import Compression, switch_to_low_rank
+from codec_options import add_codec_options, quantizer      # beside this script
 
 COMPRESSIONS = ["none", "fp16"] + list(hh.ENCODERS)
 
@@ -29,9 +30,8 @@ COMPRESSIONS = ["none", "fp16"] + list(hh.ENCODERS)
 def make_compression(name, args, seed):
     if name in ("none", "fp16"):
         return getattr(Compression, name)
-    quantizer = hh.QSGD(levels=args.levels, bucket_size=args.bucket_size)
     # A distinct seed per rank: ranks must not share their random rounding.
-    return Compression.build(encoder=name, quantizer=quantizer,
+    return Compression.build(encoder=name, quantizer=quantizer(args),
                              error_feedback=args.error_feedback or None,
                              seed=seed * 65536 + hvd.rank(), exchange=args.exchange)
 
@@ -59,13 +59,7 @@ def main():
     p.add_argument("--epochs", type=int, default=8)
     p.add_argument("--batch-size", type=int, default=32, help="per rank")
     p.add_argument("--lr", type=float, default=0.02, help="scaled by the number of ranks")
-    p.add_argument("--levels", type=int, default=8, help="QSGD levels s")
-    p.add_argument("--bucket-size", type=int, default=512)
-    p.add_argument("--error-feedback", action="store_true",
-                   help="error feedback on (default: only for biased quantizers; QSGD is unbiased)")
-    p.add_argument("--exchange", choices=["auto", "allgather", "two_phase"], default="auto",
-                   help="compressed allreduce: one-phase allgather, or two-phase reduce-scatter + "
-                        "allgather (auto: allgather up to 3 ranks, two-phase from 4)")
+    add_codec_options(p)
     p.add_argument("--pufferfish", action="store_true",
                    help="after --warmup-epochs of full-rank training, factorize the model "
                         "(Pufferfish) and train the low-rank model")

@@ -21,6 +21,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 import horovod_huffman as hh
 from horovod_huffman.bench.traces import cnn, digits_data
 from horovod_huffman.torch import ddp
+from codec_options import add_codec_options, quantizer      # beside this script
 
 COMPRESSIONS = ["none", "fp16", "bf16"] + list(hh.ENCODERS)
 
@@ -34,8 +35,7 @@ def register(model, name, args, seed):
         model.register_comm_hook(None, getattr(default_hooks, f"{name}_compress_hook"))
         return None
     # A distinct seed per rank: ranks must not share their random rounding.
-    state = ddp.State(encoder=name, quantizer=hh.QSGD(levels=args.levels,
-                                                      bucket_size=args.bucket_size),
+    state = ddp.State(encoder=name, quantizer=quantizer(args),
                       error_feedback=args.error_feedback or None,
                       seed=seed * 65536 + dist.get_rank(), exchange=args.exchange)
     model.register_comm_hook(state, ddp.hook)
@@ -48,11 +48,7 @@ def main():
     p.add_argument("--epochs", type=int, default=8)
     p.add_argument("--batch-size", type=int, default=32, help="per rank")
     p.add_argument("--lr", type=float, default=0.02, help="scaled by the number of ranks")
-    p.add_argument("--levels", type=int, default=8, help="QSGD levels s")
-    p.add_argument("--bucket-size", type=int, default=512)
-    p.add_argument("--error-feedback", action="store_true",
-                   help="error feedback with QSGD too (on by default only for biased quantizers)")
-    p.add_argument("--exchange", choices=["auto", "allgather", "two_phase"], default="auto")
+    add_codec_options(p)
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     dist.init_process_group("gloo")

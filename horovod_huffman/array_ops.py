@@ -69,9 +69,7 @@ class HostOps:
         """The tensor of a checked message (message.Contents) dequantized into the 1-D work
         array ``total``: assigned, or with ``add`` added; ``total`` None: a new array."""
         qt = contents.unpack()
-        if total is None:
-            return HostOps.dequantize(qt).reshape(qt.numel)
-        if add:
+        if total is None or add:
             return HostOps.add_dequantized(total, qt)
         dequantize(qt, out=total)
         return total
