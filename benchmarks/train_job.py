@@ -19,43 +19,12 @@ import torch
 import horovod.torch as hvd
 
 import horovod_huffman as hh
-from horovod_huffman.bench.traces import CharLSTM, cnn, digits_data, stdlib_text
+from horovod_huffman.bench.traces import CharLSTM, cnn
 from horovod_huffman.buckets import DEFAULT_BUCKET_BYTES
 from horovod_huffman.torch import Compression, switch_to_low_rank
+from job_data import digits_batches, interface_bytes, text_batches      # beside this script
 
 COMPRESSIONS = ["none", "fp16"] + list(hh.ENCODERS)
-
-
-def interface_bytes(iface):
-    """(sent, received) bytes of ``iface`` in this process's network namespace."""
-    with open("/proc/net/dev") as f:
-        for line in f:
-            name, _, rest = line.partition(":")
-            if name.strip() == iface:
-                fields = rest.split()
-                return int(fields[8]), int(fields[0])
-    return 0, 0
-
-
-def digits_batches(batch, seed):
-    xtr, ytr, _, _ = digits_data()
-    shard = np.arange(hvd.rank(), len(ytr), hvd.size())
-    x, y = torch.from_numpy(xtr[shard]), torch.from_numpy(ytr[shard])
-    gen = torch.Generator().manual_seed(seed + hvd.rank())
-    while True:
-        for idx in torch.randperm(len(y), generator=gen).split(batch):
-            if len(idx) == batch:
-                yield x[idx], y[idx]
-
-
-def text_batches(batch, seq_len, seed):
-    text = np.frombuffer(stdlib_text(), dtype=np.uint8) % CharLSTM.VOCAB
-    data = torch.from_numpy(text.astype(np.int64))
-    gen = torch.Generator().manual_seed(seed + hvd.rank())
-    while True:
-        starts = torch.randint(0, len(data) - seq_len - 1, (batch,), generator=gen)
-        yield (torch.stack([data[s:s + seq_len] for s in starts]),
-               torch.stack([data[s + 1:s + seq_len + 1] for s in starts]).reshape(-1))
 
 
 def main():
@@ -96,13 +65,13 @@ def main():
 
         def make_optimizer(params):
             return torch.optim.SGD(params, lr=0.02 * hvd.size(), momentum=0.9)
-        batches = digits_batches(32, args.seed)
+        batches = digits_batches(32, args.seed, hvd.rank(), hvd.size())
     else:
         model = CharLSTM()(torch)
 
         def make_optimizer(params):
             return torch.optim.Adam(params, lr=2e-3)
-        batches = text_batches(16, 64, args.seed)
+        batches = text_batches(16, 64, args.seed, hvd.rank())
     opt = make_optimizer(model.parameters())
     if args.compression in ("none", "fp16"):
         compression = getattr(Compression, args.compression)
