@@ -1,5 +1,6 @@
 """Compressed allreduce of one fused bucket over any collectives: the one-phase allgather and the
-two-phase reduce-scatter + allgather.
+two-phase reduce-scatter + allgather; and the reduce-scatter alone (``reduce_scatter_sum``), for
+sharded data parallelism.
 
 Each exchange is a generator: it yields a started collective (``Pending``) whenever it must wait
 for the network and returns the bucket's sum over ranks, a 1-D float32/64 array.
@@ -34,6 +35,8 @@ Exchanges, per rank and step, for n coordinates at b bits each over N ranks:
 ``choose`` picks between them (the rule is in its docstring).
 """
 from dataclasses import dataclass
+
+import numpy as np
 
 from .buckets import shard_bounds
 from .errors import DecodeError
@@ -78,6 +81,18 @@ def choose(exchange, n_ranks):
     if exchange == "auto":
         return "allgather" if n_ranks <= 3 else "two_phase"
     return exchange
+
+
+def run_to_end(exchange):
+    """Run an exchange generator on this thread, waiting for each collective it starts, and
+    return its result."""
+    try:
+        pending = exchange.send(None)
+        while True:
+            pending.wait()
+            pending = exchange.send(None)
+    except StopIteration as stop:
+        return stop.value
 
 
 def phase_tag(bucket_tag, phase, shard=0):
@@ -151,6 +166,53 @@ def two_phase_sum(codec, ops, coll, job, work, align):
     return result
 
 
+def reduce_scatter_sum(codec, ops, coll, job, work, bounds):
+    """Reduce-scatter of a bucket (generator), the first phase of ``two_phase_sum`` on its
+    own: shard j of every rank's ``work`` (``bounds[j]:bounds[j + 1]``, any cut) goes encoded
+    to rank j, which decodes and sums it. Returns this rank's shard of the sum over ranks, the
+    exact sum of what the ranks quantized (float, ``work.dtype``).
+
+    A three-element allreduce follows the scatter, so that every rank decides alike: how many
+    ranks could not decode (DecodeError) or got another parameter or step (MismatchError),
+    raised on every rank, and how many summed shards are not finite, which keeps every rank's
+    error-feedback residuals as they were."""
+    key, me = job.key, coll.rank
+    with codec.span(key, "encode"):
+        data, sizes, mine = _scatter_frames(codec, ops, job, work, bounds, me)
+    with codec.span(key, "network"):
+        pending = coll.alltoall(data, sizes, f"{key}.scatter")
+        yield pending
+    failure, flags = None, np.zeros(3, dtype=np.float32)
+    try:
+        total = _shard_total(codec, ops, coll, job, pending.wait(), mine, bounds, work.dtype)
+        flags[2] = not _on_host(ops.all_finite(total))
+    except (DecodeError, MismatchError) as e:
+        failure = e
+        flags[0 if isinstance(e, DecodeError) else 1] = 1
+    with codec.span(key, "network"):
+        pending = coll.allreduce(flags, f"{key}.status")
+        yield pending
+    decode_failures, mismatches, nonfinite = pending.wait()
+    if failure is not None:
+        raise failure
+    if mismatches:
+        raise MismatchError(f"{int(mismatches)} rank(s) received another parameter or step "
+                            f"than {key!r} at step {job.step}: ranks disagree on which gradient "
+                            "is being reduced")
+    if decode_failures:
+        raise DecodeError(f"{int(decode_failures)} rank(s) could not decode their shard of "
+                          f"{key!r} at step {job.step}")
+    codec.settle(ops, [_client_state(key, j) for j in range(coll.size)], total,
+                 finite=not nonfinite)
+    codec.count(job.coords, job.raw_bytes, data.size - sizes[me], job.tensors)
+    return total
+
+
+def _on_host(flag):
+    """``ops.all_finite``'s answer as a bool (read back from the device, DeviceOps')."""
+    return bool(flag.copy_to_host()[0]) if hasattr(flag, "copy_to_host") else bool(flag)
+
+
 def _client_state(key, shard):
     """The error-feedback state of this rank's piece ``shard`` of bucket ``key``."""
     return key, "client", shard
@@ -188,10 +250,9 @@ def _scatter_frames(codec, ops, job, work, bounds, me):
     return data, sizes, mine
 
 
-def _summed_shard(codec, ops, coll, job, received, mine, bounds, work_dtype):
-    """(the frame of this rank's shard summed over ranks and requantized, that quantized sum).
-    Its own piece comes from its quantized levels (no other rank sees that piece); the others
-    are decoded."""
+def _shard_total(codec, ops, coll, job, received, mine, bounds, work_dtype):
+    """This rank's shard summed over ranks (float, ``work_dtype``): its own piece from its
+    quantized levels (no other rank sees that piece), the others decoded from ``received``."""
     key, me = job.key, coll.rank
     size = bounds[me + 1] - bounds[me]
     with codec.span(key, "decode"):
@@ -204,8 +265,17 @@ def _summed_shard(codec, ops, coll, job, received, mine, bounds, work_dtype):
             else:
                 total = codec.decode_into(ops, message, total, total is not None, size,
                                           work_dtype, key, rank)
+        return total
+
+
+def _summed_shard(codec, ops, coll, job, received, mine, bounds, work_dtype):
+    """(the frame of this rank's shard summed over ranks and requantized, that quantized
+    sum)."""
+    key, me = job.key, coll.rank
+    total = _shard_total(codec, ops, coll, job, received, mine, bounds, work_dtype)
     with codec.span(key, "encode"):
         server = _server_state(key, me) if codec.server_error_feedback else None
-        summed = codec.quantize(ops, total, (size,), f"{key}/sum{me}", job.step, state=server)
+        summed = codec.quantize(ops, total, (bounds[me + 1] - bounds[me],), f"{key}/sum{me}",
+                                job.step, state=server)
         return frame(phase_tag(job.tag, "gather"), job.step,
                      codec.build(ops, summed, job, "sum", bounds[me])), summed

@@ -240,17 +240,19 @@ class Codec:
             self._staged[state] = ops.residual(work, qt)
         return qt
 
-    def settle(self, ops, states, total):
+    def settle(self, ops, states, total, finite=None):
         """End an exchange whose reduced result is ``total``: the residuals it staged under
         ``states`` (``quantize``) replace the kept ones if every element of ``total`` is
         finite; otherwise the kept ones stay as they were (none stays none). Every rank reduces
-        the same ``total``, so every rank decides alike. On a GPU the decision stays on the
-        device (``DeviceOps.keep_if``)."""
+        the same ``total``, so every rank decides alike; an exchange whose ranks each reduce a
+        part passes ``finite``, the ranks' agreed answer, instead. On a GPU the decision stays
+        on the device (``DeviceOps.keep_if``)."""
         staged = [(state, self._staged.pop(state)) for state in states
                   if state in self._staged]
         if not staged:
             return
-        finite = ops.all_finite(total)
+        if finite is None:
+            finite = ops.all_finite(total)
         for state, residual in staged:
             kept = ops.keep_if(finite, residual, self.residuals.get(state))
             if kept is None:

@@ -116,3 +116,14 @@ def test_a_rebuilt_bucket_drops_the_residuals_of_its_old_layout():
         assert not np.array_equal(second_step(((20, 10),), ((20, 10),)), without)
     finally:
         dist.destroy_process_group()
+
+
+def test_fsdp_reduce_scatter_gives_every_rank_its_exact_mean_shard():
+    """FSDP2 (fully_shard, three FSDP modules) with horovod_huffman.torch.fsdp's reduce-scatter,
+    2 ranks: after each of 3 steps every rank's gradient shard of every parameter equals the
+    mean of the ranks' quantized shards exactly, rows that do not split evenly included; a
+    corrupted stream makes backward raise DecodeError on both ranks."""
+    rc, out = torchrun(2, "tests/workers/fsdp_exact.py", timeout=180)
+    assert rc == 0, excerpt(out)
+    assert out.count("OK fsdp 18 checks") == 2, excerpt(out)
+    assert out.count("RAISED fsdp") == 2 and "NOT RAISED" not in out, excerpt(out)

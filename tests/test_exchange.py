@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 import horovod_huffman as hh
-from horovod_huffman.allreduce import Job, allgather_sum, choose, two_phase_sum
+from horovod_huffman.allreduce import (Job, allgather_sum, choose, reduce_scatter_sum,
+                                       two_phase_sum)
 from horovod_huffman.array_ops import HostOps
 from horovod_huffman.buckets import BucketPlan, bucket_layout
 from horovod_huffman.exchange import (AUTO_RECHOOSE_STEPS, Codec, MismatchError, contract,
@@ -19,7 +20,7 @@ from horovod_huffman.routing import ROUTES, Router, check_route_mode, is_encoded
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "workers"))
 from corrupting import flip_middles  # noqa: E402
-from expected import expected_sum  # noqa: E402
+from expected import expected_sum, round_trip  # noqa: E402
 
 SEED = 11
 
@@ -291,6 +292,9 @@ class FlippingLink:
     def alltoall(self, data, splits, name):
         return self.member.alltoall(flip_middles(data.copy(), splits), splits, name)
 
+    def allreduce(self, data, name):
+        return self.member.allreduce(data, name)
+
 
 @pytest.mark.parametrize("kind", ["allgather", "two_phase"])
 def test_ranks_with_different_plans_raise_mismatch_on_every_rank(kind):
@@ -299,6 +303,71 @@ def test_ranks_with_different_plans_raise_mismatch_on_every_rank(kind):
     out = run_ranks([exchange(kind, c, group, r, buckets[r], np.ones(buckets[r].size, np.float32),
                               64) for r, c in enumerate(codecs(n))], return_exceptions=True)
     assert all(isinstance(e, MismatchError) for e in out), out
+
+
+def _reduce_scatter(codec, coll, work, bounds, step=0, tag=7):
+    return reduce_scatter_sum(codec, HostOps, coll, Job("w", tag, step, 1, work.size,
+                                                        4 * work.size), work, bounds)
+
+
+@given(st.integers(1, 5), st.integers(0, 2000), st.integers(0, 2**32))
+def test_reduce_scatter_gives_each_rank_exactly_its_shard_of_the_quantized_sum(n, shard, seed):
+    """n equal shards of any size (FSDP's cut, not a multiple of the quantizer's buckets): rank
+    j gets the rank-ordered sum of every rank's quantized shard j."""
+    rng = np.random.default_rng(seed)
+    works = [rng.standard_normal(n * shard).astype(np.float32) for _ in range(n)]
+    bounds = [j * shard for j in range(n + 1)]
+    group = LocalGroup(n)
+    out = run_ranks([_reduce_scatter(c, group.member(r), works[r], bounds)
+                     for r, c in enumerate(codecs(n))])
+    for j, total in enumerate(out):
+        want = None
+        for r in range(n):
+            part = hh.dequantize(round_trip(works[r][bounds[j]:bounds[j + 1]], SEED + r,
+                                            f"w/shard{j}", "rlh", 4, 64))
+            want = part if want is None else want + part
+        np.testing.assert_array_equal(total, want)
+
+
+def test_a_failed_reduce_scatter_raises_on_every_rank():
+    """Rank 1's bytes corrupted: the ranks that decode them raise DecodeError naming rank 1,
+    and rank 1 raises too. A rank tagging its frames as another parameter: MismatchError on
+    every rank."""
+    n, shard = 3, 1000
+    works = [np.random.default_rng(r).standard_normal(n * shard).astype(np.float32)
+             for r in range(n)]
+    bounds = [j * shard for j in range(n + 1)]
+    group = LocalGroup(n)
+    members = [group.member(r) for r in range(n)]
+    members[1] = FlippingLink(members[1])
+    out = run_ranks([_reduce_scatter(c, members[r], works[r], bounds)
+                     for r, c in enumerate(codecs(n))], return_exceptions=True)
+    assert all(isinstance(e, hh.DecodeError) for e in out), out
+    assert "rank 1" in str(out[0]) and "2 rank(s) could not decode" in str(out[1]), out
+    group = LocalGroup(n)
+    out = run_ranks([_reduce_scatter(c, group.member(r), works[r], bounds, tag=7 + (r == 2))
+                     for r, c in enumerate(codecs(n))], return_exceptions=True)
+    assert all(isinstance(e, MismatchError) for e in out), out
+
+
+def test_a_non_finite_shard_keeps_every_ranks_residuals():
+    """With error feedback, an Inf in rank 0's shard 1 at step 1 makes only rank 1's sum
+    non-finite; both ranks keep the residuals of step 0, and the next step settles again."""
+    n, shard = 2, 512
+    rng = np.random.default_rng(3)
+    grads = [[rng.standard_normal(n * shard).astype(np.float32) for _ in range(n)]
+             for _ in range(3)]
+    grads[1][0][shard + 5] = np.inf
+    cs, bounds, kept = codecs(n, error_feedback=True), [0, shard, 2 * shard], []
+    for t in range(3):
+        group = LocalGroup(n)
+        out = run_ranks([_reduce_scatter(c, group.member(r), grads[t][r], bounds, step=t)
+                         for r, c in enumerate(cs)])
+        assert [bool(np.isfinite(x).all()) for x in out] == [True, t != 1], t
+        kept.append([{k: v.copy() for k, v in c.residuals.items()} for c in cs])
+    assert len(kept[0][0]) == n
+    _same_residuals(kept[1], kept[0])
+    assert not np.array_equal(kept[2][0][("w", "client", 0)], kept[0][0][("w", "client", 0)])
 
 
 def test_allgather_counts_statistics_and_spans():

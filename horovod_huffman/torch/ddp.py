@@ -34,62 +34,13 @@ import torch
 import torch.distributed as dist
 
 from ..adapters import make_codec
-from ..allreduce import Job, allgather_sum, choose, two_phase_sum
+from ..allreduce import Job, allgather_sum, choose, run_to_end, two_phase_sum
 from ..array_ops import HostOps
 from ..encoders import get_encoder
 from ..routing import BUCKETS_KEY, FAST_ROUTE, Router, check_route_mode, is_encoded
+from .process_group import Collectives
 
 __all__ = ["State", "hook"]
-
-
-class _Done:
-    """allreduce.py's Pending for a collective already complete: ``wait`` gives its bytes."""
-
-    def __init__(self, result):
-        self.result = result
-
-    def done(self):
-        return True
-
-    def wait(self):
-        return self.result
-
-
-class _Collectives:
-    """allreduce.py's collectives over a torch.distributed process group (CPU tensors, as Gloo
-    takes them), each one blocking: the worker issues them one at a time, in one order on every
-    rank. Variable-length bytes go in two collectives: the lengths, then the bytes padded to the
-    longest."""
-
-    def __init__(self, group):
-        self.group = group
-        self.size = dist.get_world_size(group)
-        self.rank = dist.get_rank(group)
-
-    def allgather(self, data, name):
-        sizes = [torch.zeros(1, dtype=torch.int64) for _ in range(self.size)]
-        dist.all_gather(sizes, torch.tensor([data.size], dtype=torch.int64), group=self.group)
-        sizes = [int(s) for s in sizes]
-        longest = max(sizes)
-        padded = torch.zeros(longest, dtype=torch.uint8)
-        padded.numpy()[:data.size] = data
-        out = [torch.empty(longest, dtype=torch.uint8) for _ in range(self.size)]
-        dist.all_gather(out, padded, group=self.group)
-        return _Done(np.concatenate([o.numpy()[:n] for o, n in zip(out, sizes)]))
-
-    def alltoall(self, data, splits, name):
-        counts = torch.empty(self.size, dtype=torch.int64)
-        dist.all_to_all_single(counts, torch.tensor(splits, dtype=torch.int64),
-                               group=self.group)
-        received = torch.empty(int(counts.sum()), dtype=torch.uint8)
-        dist.all_to_all_single(received, torch.from_numpy(data), counts.tolist(), list(splits),
-                               group=self.group)
-        return _Done(received.numpy())
-
-    def allreduce(self, data, name):
-        out = torch.from_numpy(np.array(data))
-        dist.all_reduce(out, group=self.group)
-        return _Done(out.numpy())
 
 
 class _Worker:
@@ -117,12 +68,7 @@ class _Worker:
         while True:
             exchange, finish, future = self._queue.get()
             try:
-                pending = exchange.send(None)
-                while True:
-                    pending.wait()
-                    pending = exchange.send(None)
-            except StopIteration as stop:
-                future.set_result(finish(stop.value))
+                future.set_result(finish(run_to_end(exchange)))
             except BaseException as error:         # noqa: B902 (raised in DDP's backward)
                 future.set_exception(error)
 
@@ -156,7 +102,7 @@ class State:
         self._step = -1                              # the step bucket 0 started last
         ranks = None if process_group is None else dist.get_process_group_ranks(process_group)
         self.process_group = process_group
-        self._coll = _Collectives(dist.new_group(ranks))
+        self._coll = Collectives(dist.new_group(ranks))
         self._worker = _Worker()
         self._signatures = {}                        # bucket key -> its parameters' shapes
 
