@@ -31,7 +31,8 @@ from .errors import DecodeError
 from .quantizers import QuantizedTensor
 
 MAGIC = b"HHQT"
-# 2: the checksum became wire.checksum (was CRC-32); 3: the level stream inside is COVERED.
+# The message layout's version: wire.checksum over the message, the level stream inside it
+# COVERED (no checksum of its own). Only this version is read.
 VERSION = 3
 HEAD = struct.Struct("<4sBBBBQ")
 FLOAT_CODES = {"float16": 1, "float32": 2, "float64": 3, "bfloat16": 4}
