@@ -30,8 +30,11 @@ sys.path.insert(0, ROOT)
 from horovod_huffman.bench.run import write_markdown  # noqa: E402
 from e2e import CLUSTER, RATES, DEFAULT_RATES, STATE, cluster, machine  # noqa: E402
 
-# A hook is one of ddp_job.py's, or ENCODER/adaptive (route="adaptive").
+# A hook is one of ddp_job.py's, or ENCODER/adaptive (route="adaptive"). DDP's bf16 hook is not
+# run by default: it refuses Gloo ("BF16 all reduce communication hook required CUDA 11+ and
+# NCCL 2.10+").
 HOOKS = ["allreduce", "fp16", "bf16", "powersgd1", "powersgd4", "rlh", "ans", "ans/adaptive"]
+DEFAULT_HOOKS = [h for h in HOOKS if h != "bf16"]
 BUILT_IN = ["allreduce", "fp16", "bf16", "powersgd1", "powersgd4"]
 # Per model: steps trained, steps between evaluations, the reference step.
 SCHEDULE = {"cnn": (240, 10, 240), "lstm": (360, 15, 240)}
@@ -63,12 +66,16 @@ def run_job(n_hosts, model, hook, port, args):
             for other in procs:
                 other.kill()
             outs.append(proc.communicate()[0] + f"\n(killed after {args.timeout} s)")
+    # Rank 0 prints its RESULT after every rank's last collective; a rank that aborts after it
+    # (torch's Gloo teardown now and then ends in "terminate called without an active
+    # exception") changes no figure.
     line = next((line for line in outs[0].splitlines() if "RESULT " in line), None)
-    if line is None or any(proc.returncode for proc in procs):
+    if line is None:
         tail = "".join(outs)[-2000:]
         print(f"{n_hosts} hosts {model}/{hook} failed:\n{tail}", flush=True)
-        reason = next((line.strip() for line in reversed("".join(outs).splitlines())
-                       if "Error" in line or "killed" in line), "failed")
+        reason = next((line.split("]: ", 1)[-1].strip() for line in
+                       reversed("".join(outs).splitlines()) if "Error" in line or "killed" in line),
+                      "failed")
         return {"error": reason[:200]}
     return json.loads(line.split("RESULT ", 1)[1])
 
@@ -84,15 +91,23 @@ def time_to(result, reached):
     return next((clock for _, clock, metric in result["curve"] if reached(metric)), None)
 
 
+def reference_loss(results, n, rate, model, args):
+    """The LSTM's target: the allreduce run's validation loss at the reference step, + the
+    margin; from the run at ``rate``, else from another rate's (the same arithmetic), else
+    None."""
+    runs = [results.get((n, r, model, "allreduce"), {}) for r in [rate] + args.rates]
+    base = next((run for run in runs if "curve" in run), None)
+    return None if base is None else at_step(base, SCHEDULE[model][2]) * (1 + args.lstm_margin)
+
+
 def targets(results, n, rate, model, args):
     """(description, predicate) of the target for ``model`` on (n, rate)."""
     if model == "cnn":
         return f"test accuracy ≥ {100 * args.cnn_target:.0f}%", \
             lambda metric: metric >= args.cnn_target
-    base = results.get((n, rate, model, "allreduce"), {})
-    if "curve" not in base:
+    goal = reference_loss(results, n, rate, model, args)
+    if goal is None:
         return None, None
-    goal = at_step(base, SCHEDULE[model][2]) * (1 + args.lstm_margin)
     return f"validation loss ≤ {goal:.3f}", lambda metric: metric <= goal
 
 
@@ -105,7 +120,8 @@ def table(results, args):
              f"package's hook: QSGD s = {args.levels}, buckets of 512, no error feedback, "
              "exchange `auto`, DDP's default buckets. PowerSGD: error feedback and warm start, "
              "allreduce for its first 10 steps, and one DDP bucket (with more, DDP's PowerSGD "
-             "hook aborts over Gloo: its ranks' collectives mismatch). Step time: mean after "
+             "hook aborts over Gloo: its ranks' collectives mismatch). DDP's bf16 hook refuses "
+             "Gloo (it needs NCCL). Step time: mean after "
              f"{args.warmup} steps of warm-up, the codec's time included; wire: bytes one host "
              "sent per step (at the first link speed); time to target: training seconds, "
              "evaluation left out; \"-\": not reached within the steps trained.", ""]
@@ -163,16 +179,14 @@ def plot(results, args, path):
                     _, clock, metric = zip(*result["curve"])
                     ax.plot(clock, [100 * m for m in metric] if model == "cnn" else metric,
                             "--" if hook in BUILT_IN else "-", label=hook)
-            goal, _ = targets(results, n, rate, model, args)
             if model == "cnn":
                 ax.axhline(100 * args.cnn_target, color="grey", lw=0.8)
                 ax.set_ylim(80, 100)
                 ax.set_ylabel("test accuracy (%)")
             else:
-                base = results.get((n, rate, model, "allreduce"), {})
-                if "curve" in base:
-                    ax.axhline(at_step(base, SCHEDULE[model][2]) * (1 + args.lstm_margin),
-                               color="grey", lw=0.8)
+                goal = reference_loss(results, n, rate, model, args)
+                if goal is not None:
+                    ax.axhline(goal, color="grey", lw=0.8)
                 ax.set_ylabel("validation loss")
             ax.set_xscale("log")
             ax.set_xlabel("training time (s)")
@@ -188,9 +202,13 @@ def main(argv=None):
     p.add_argument("--hosts", nargs="+", type=int, default=[2], help="host counts to run")
     p.add_argument("--rates", nargs="+", default=DEFAULT_RATES, choices=list(RATES))
     p.add_argument("--models", nargs="+", default=["cnn", "lstm"], choices=list(SCHEDULE))
-    p.add_argument("--hooks", nargs="+", default=HOOKS, choices=HOOKS)
+    p.add_argument("--hooks", nargs="+", default=DEFAULT_HOOKS, choices=HOOKS,
+                   help="default: all but bf16 (DDP's bf16 hook needs NCCL)")
     p.add_argument("--warmup", type=int, default=20, help="steps left out of step time")
-    p.add_argument("--levels", type=int, default=16, help="QSGD levels s")
+    p.add_argument("--levels", type=int, default=64,
+                   help="QSGD levels s of this package's hook: at s = 16 the char-LSTM's "
+                        "validation loss at step 240 is 3.0%% above allreduce's, at s = 64 "
+                        "1.3%% (ans, 2 ranks on loopback, 2-core AMD EPYC VM)")
     p.add_argument("--cnn-target", type=float, default=0.97, help="test accuracy")
     p.add_argument("--lstm-margin", type=float, default=0.02,
                    help="over the allreduce run's validation loss at the reference step")

@@ -65,7 +65,8 @@ def register(model, args, rank):
         return None
     state = ddp.State(encoder=args.hook,
                       quantizer=hh.QSGD(levels=args.levels, bucket_size=args.bucket_size),
-                      seed=args.seed * 65536 + rank, exchange=args.exchange, route=args.route)
+                      error_feedback=args.error_feedback or None, seed=args.seed * 65536 + rank,
+                      exchange=args.exchange, route=args.route)
     model.register_comm_hook(state, ddp.hook)
     return state
 
@@ -100,6 +101,8 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--levels", type=int, default=16, help="QSGD levels s")
     p.add_argument("--bucket-size", type=int, default=512, help="QSGD bucket (coordinates)")
+    p.add_argument("--error-feedback", action="store_true",
+                   help="this package's hook: error feedback on (default off: QSGD is unbiased)")
     p.add_argument("--exchange", choices=["auto", "allgather", "two_phase"], default="auto")
     p.add_argument("--route", choices=["encoded", "adaptive"], default="encoded")
     p.add_argument("--powersgd-start", type=int, default=10,
@@ -143,7 +146,8 @@ def main():
     everyone = [torch.empty_like(flat) for _ in range(size)]
     dist.all_gather(everyone, flat)
     if rank == 0:
-        result = {"model": args.model, "hook": args.hook, "exchange": args.exchange,
+        result = {"model": args.model, "hook": args.hook, "levels": args.levels,
+                  "exchange": args.exchange,
                   "route": args.route, "ranks": size, "params": int(flat.numel()),
                   "steps": args.steps, "step_s": float(totals[1]) / size,
                   "wire_bytes_per_step": float(totals[0]) / counted, "curve": curve,

@@ -15,10 +15,9 @@ pytestmark = pytest.mark.horovod
 
 
 @pytest.mark.parametrize("n_ranks,modes", [
-    (2, "tape eager optimizer sum"),
-    (2, "tape exchange=two_phase"),
-    (3, "tape eager optimizer sum exchange=two_phase"),
-    (4, "tape exchange=two_phase")])
+    (2, "tape eager optimizer sum tape:two_phase"),
+    (3, "tape:two_phase eager:two_phase optimizer:two_phase sum:two_phase"),
+    (4, "tape:two_phase")])
 def test_every_rank_gets_the_exact_reduction_of_all_round_trips(n_ranks, modes):
     rc, out = horovodrun(n_ranks, "tests/workers/tf_exact.py", *modes.split())
     assert rc == 0 and "OK" in out, excerpt(out)

@@ -17,22 +17,22 @@ pytest.importorskip("horovod.torch", exc_type=ImportError)
 pytestmark = pytest.mark.horovod
 
 
-@pytest.mark.parametrize("n_ranks,dtype,exchange,variants", [
-    (2, "float32", "allgather",
-     "plain groups bpps2 predivide sum sparse_as_dense client_feedback terngrad"),
-    (2, "float16", "allgather", "plain"),
-    (2, "bfloat16", "allgather", "plain groups"),
-    (3, "float32", "allgather", "plain groups sum"),
-    (2, "float32", "two_phase", "plain feedback client_feedback terngrad"),
-    (3, "float32", "two_phase", "plain feedback tiny groups bpps2 predivide sum sparse_as_dense"),
-    (3, "bfloat16", "two_phase", "plain"),
-    (4, "float32", "two_phase", "plain feedback tiny"),
+@pytest.mark.parametrize("n_ranks,cases", [
+    (2, ("float32:allgather:plain,groups,bpps2,predivide,sum,sparse_as_dense,client_feedback,"
+         "terngrad", "float16:allgather:plain", "bfloat16:allgather:plain,groups",
+         "float32:two_phase:plain,feedback,client_feedback,terngrad")),
+    (3, ("float32:allgather:plain,groups,sum",
+         "float32:two_phase:plain,feedback,tiny,groups,bpps2,predivide,sum,sparse_as_dense",
+         "bfloat16:two_phase:plain")),
+    (4, ("float32:two_phase:plain,feedback,tiny",)),
 ])
-def test_every_rank_gets_the_exact_reduction_of_all_round_trips(n_ranks, dtype, exchange,
-                                                                variants):
-    rc, out = horovodrun(n_ranks, "tests/workers/torch_exact.py", dtype, exchange,
-                         *variants.split())
-    assert rc == 0 and "OK" in out, excerpt(out)
+def test_every_rank_gets_the_exact_reduction_of_all_round_trips(n_ranks, cases):
+    """Cases DTYPE:EXCHANGE:VARIANTS (tests/workers/torch_exact.py), one launch per rank
+    count."""
+    rc, out = horovodrun(n_ranks, "tests/workers/torch_exact.py", *cases)
+    assert rc == 0, excerpt(out)
+    for case in cases:
+        assert f"OK {case} " in out, (case, excerpt(out))
 
 
 def cuda_missing():
@@ -49,7 +49,7 @@ def test_cuda_gradients_get_the_exact_reduction_on_every_rank(dtype, exchange):
     CUDA gradients quantized and coded there (the host's bits), only the encoded bytes on the
     host; every rank's gradient is exactly the reduction torch_exact.py computes on the host,
     and the parameters stay identical."""
-    rc, out = horovodrun(2, "tests/workers/torch_exact.py", dtype, exchange, "cuda")
+    rc, out = horovodrun(2, "tests/workers/torch_exact.py", f"{dtype}:{exchange}:cuda")
     assert rc == 0 and "OK" in out, excerpt(out)
 
 

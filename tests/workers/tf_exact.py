@@ -2,9 +2,9 @@
 reduced gradient is exactly what the compressed exchange defines (expected.py; each gradient is
 a bucket of its own), and that variables end identical.
 
-Usage: tf_exact.py MODE [MODE ...] [exchange=allgather|two_phase|auto], MODE in tape
-(tf.function), eager, optimizer (tf.compat.v1 optimizer), sum (op=hvd.Sum). Prints
-"OK <n> checks" on rank 0.
+Usage: tf_exact.py MODE[:EXCHANGE] ..., MODE in tape (tf.function), eager, optimizer
+(tf.compat.v1 optimizer), sum (op=hvd.Sum), EXCHANGE in allgather, two_phase, auto (the
+default). Prints "OK <n> checks" on rank 0.
 """
 import os
 import sys
@@ -100,12 +100,10 @@ def run_case(encoder, mode, exchange):
 def main():
     hvd.init()
     checks = 0
-    modes = [a for a in sys.argv[1:] if not a.startswith("exchange=")]
-    exchange = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("exchange=")),
-                    "auto")
-    for mode in modes:
+    for case in sys.argv[1:]:
+        mode, _, exchange = case.partition(":")
         for encoder in hh.ENCODERS:
-            checks += run_case(encoder, mode, exchange)
+            checks += run_case(encoder, mode, exchange or "auto")
     if hvd.rank() == 0:
         print(f"OK {checks} checks", flush=True)
 

@@ -14,7 +14,8 @@ local gradients and the compressor's bucket plan:
 - "cuda": the model, its batches and its gradients on the GPU (ranks may share one): the
   adapter's device path, whose quantization and coding give the host's bits.
 
-Usage: torch_exact.py DTYPE EXCHANGE VARIANT [VARIANT ...]; prints "OK <n> checks" on success.
+Usage: torch_exact.py CASE [CASE ...], CASE = DTYPE:EXCHANGE:VARIANT[,VARIANT...]; the cases run
+one after another in one launch, and rank 0 prints "OK <case> <n> checks" after each.
 """
 import copy
 import sys
@@ -133,14 +134,14 @@ def run_case(encoder, dtype, exchange, variant):
 def main():
     hvd.init()
     torch.set_num_threads(1)
-    dtype = getattr(torch, sys.argv[1])
-    exchange = sys.argv[2]
-    checks = 0
-    for variant in sys.argv[3:]:
-        for encoder in hh.ENCODERS:
-            checks += run_case(encoder, dtype, exchange, variant)
-    if hvd.rank() == 0:
-        print(f"OK {checks} checks", flush=True)
+    for case in sys.argv[1:]:
+        dtype, exchange, variants = case.split(":")
+        checks = 0
+        for variant in variants.split(","):
+            for encoder in hh.ENCODERS:
+                checks += run_case(encoder, getattr(torch, dtype), exchange, variant)
+        if hvd.rank() == 0:
+            print(f"OK {case} {checks} checks", flush=True)
 
 
 if __name__ == "__main__":
