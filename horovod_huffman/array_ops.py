@@ -11,7 +11,7 @@ from numba import cuda
 from horovod_huffman.kernels import cuda_feedback as cf, cuda_quantize as cq, quantize as qk
 from horovod_huffman.kernels.cuda_bits import BLOCK
 
-from .device import as_device_array, grid_for, is_device_array
+from .device import grid_for, is_device_array
 from .message import build
 from .quantizers import QuantizedTensor, dequantize, device_scales
 
@@ -35,10 +35,6 @@ def contract(x, qt):
 class HostOps:
     """NumPy implementations."""
     stream = None
-
-    @staticmethod
-    def work(grad):
-        return np.asarray(grad, dtype=work_dtype(grad.dtype))
 
     @staticmethod
     def add(a, b):
@@ -114,16 +110,6 @@ class DeviceOps:
 
     def _like(self, x, dtype=None):
         return cuda.device_array(x.shape, dtype=dtype or x.dtype, stream=self.stream)
-
-    def work(self, grad):
-        grad = as_device_array(grad)
-        flat = grad.reshape(grad.size)
-        dtype = work_dtype(grad.dtype)
-        if grad.dtype == dtype:
-            return flat
-        out = self._like(flat, dtype)
-        self._launch(cq.convert, flat.size)(flat, out)
-        return out
 
     def add(self, a, b):
         out = self._like(a)

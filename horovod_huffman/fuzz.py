@@ -31,8 +31,7 @@ import horovod_huffman as hh
 from horovod_huffman import wire
 from horovod_huffman.watchdog import watchdog
 
-ENCODER_IDS = {name: hh.get_encoder(name).encoder_id for name in hh.ENCODERS
-               if hh.get_encoder(name).encoder_id is not None}
+ENCODER_IDS = {name: wire.ENCODER_IDS[name] for name in hh.ENCODERS if name in wire.ENCODER_IDS}
 """Every encoder that writes streams of its own, by name: its id in the header."""
 
 # Elements a fuzzed decode may allocate: above every source's levels (5,000 at most), so a

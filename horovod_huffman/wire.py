@@ -39,6 +39,12 @@ OVERHEAD_BYTES = HEADER.size + CHECKSUM.size
 # max_elements: 2**31 levels (2 GiB of int8) covers any single gradient tensor in practice.
 DEFAULT_MAX_ELEMENTS = 1 << 31
 
+# Every encoder's id in the header, by name: the stream names its encoder, so any rank decodes it
+# whatever encoder it was told to use. Ids are never reused.
+ENCODER_IDS = {"raw": 0, "huffman": 1, "rlh": 2, "sh": 3, "shs": 4, "elias_gamma": 5,
+               "elias_delta": 6, "elias_omega": 7, "elias_rle": 8, "qsgd_elias": 9, "ans": 10,
+               "rla": 11}
+
 LEVEL_DTYPES = {1: np.dtype(np.int8), 2: np.dtype(np.int16), 3: np.dtype(np.int32),
                 4: np.dtype(np.int64)}
 DTYPE_CODES = {dt: code for code, dt in LEVEL_DTYPES.items()}

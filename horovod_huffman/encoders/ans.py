@@ -37,6 +37,7 @@ from horovod_huffman.kernels.stats import level_range
 from horovod_huffman.kernels.symbols import level_histogram
 from horovod_huffman.kernels.varints import OUT_OF_RANGE, READ_OK, TOO_LONG, TRUNCATED
 
+from .. import wire
 from .. import scratch
 from ..device import copy_to_host
 from ..errors import DecodeError
@@ -151,7 +152,7 @@ class Ans(GrowingChunks):
     True
     """
     name = "ans"
-    encoder_id = 10
+    encoder_id = wire.ENCODER_IDS[name]
     on_device = True
 
     def __init__(self, chunk_levels=CHUNK_LEVELS, contexts=True, block_bits=6,

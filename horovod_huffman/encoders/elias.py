@@ -8,6 +8,7 @@ a sign bit (1 = negative), omega(|level|). None has parameters.
 
 from horovod_huffman.kernels import elias as k
 
+from .. import wire
 from ..params import dtype_range
 from .base import Encoder, out_words, check_status
 
@@ -32,22 +33,26 @@ class _EliasSymbols(Encoder):
 
 class EliasGamma(_EliasSymbols):
     """Elias gamma code of zigzag(level) + 1 per element."""
-    name, encoder_id, kind = "elias_gamma", 5, k.GAMMA
+    name, kind = "elias_gamma", k.GAMMA
+    encoder_id = wire.ENCODER_IDS[name]
 
 
 class EliasDelta(_EliasSymbols):
     """Elias delta code of zigzag(level) + 1 per element."""
-    name, encoder_id, kind = "elias_delta", 6, k.DELTA
+    name, kind = "elias_delta", k.DELTA
+    encoder_id = wire.ENCODER_IDS[name]
 
 
 class EliasOmega(_EliasSymbols):
     """Elias omega code of zigzag(level) + 1 per element."""
-    name, encoder_id, kind = "elias_omega", 7, k.OMEGA
+    name, kind = "elias_omega", k.OMEGA
+    encoder_id = wire.ENCODER_IDS[name]
 
 
 class EliasRLE(Encoder):
     """The paper's Elias baseline: each run as omega(level) then omega(run length)."""
-    name, encoder_id = "elias_rle", 8
+    name = "elias_rle"
+    encoder_id = wire.ENCODER_IDS[name]
 
     def _encode(self, levels):
         out32 = out_words(k.rle_bits(levels))
@@ -64,7 +69,8 @@ class EliasRLE(Encoder):
 
 class QSGDElias(Encoder):
     """QSGD's encoding: Elias-omega gaps between non-zeros, sign bit, Elias-omega magnitude."""
-    name, encoder_id = "qsgd_elias", 9
+    name = "qsgd_elias"
+    encoder_id = wire.ENCODER_IDS[name]
 
     def _encode(self, levels):
         out32 = out_words(k.qsgd_bits(levels))

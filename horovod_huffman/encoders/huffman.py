@@ -17,6 +17,7 @@ from horovod_huffman.kernels.stats import level_range
 from horovod_huffman.kernels.lanes import decode_levels
 from horovod_huffman.kernels.symbols import level_histogram, encode_levels, multi_symbol_tables
 
+from .. import wire
 from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
 from . import gpu
@@ -70,7 +71,7 @@ class Huffman(Chunked):
     True
     """
     name = "huffman"
-    encoder_id = 1
+    encoder_id = wire.ENCODER_IDS[name]
     on_device = True
 
     def plan(self, levels):
@@ -175,7 +176,7 @@ class SampleHuffman(Sampled, Huffman):
     ``seed`` fixes the sampling sequence (None: fresh entropy).
     """
     name = "sh"
-    encoder_id = 3
+    encoder_id = wire.ENCODER_IDS[name]
 
     def __init__(self, sample_size=1000, seed=None, chunk_levels=CHUNK_LEVELS):
         if not isinstance(sample_size, (int, np.integer)) or sample_size < 1:

@@ -8,6 +8,7 @@ from horovod_huffman.kernels.stats import level_range
 from horovod_huffman.kernels.errors import PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN
 from horovod_huffman.kernels.maxima import RAW_MAX_WIDTH
 
+from .. import wire
 from ..params import ParamWriter, dtype_range
 from . import gpu
 from .base import Encoder, out_words, check_status
@@ -20,7 +21,8 @@ def fixed_width(lo, hi):
 
 class Raw(Encoder):
     """Fixed-width bit packing of ``level - min``."""
-    name, encoder_id = "raw", 0
+    name = "raw"
+    encoder_id = wire.ENCODER_IDS[name]
     on_device = True
 
     def _encode(self, levels):

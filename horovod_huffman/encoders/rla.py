@@ -31,6 +31,7 @@ from horovod_huffman.kernels.maxima import (ANS_LEVEL_SHIFT, ANS_MAX_TOKENS, ANS
                                             RLH_MAX_WINDOW, RUN_BUCKETS)
 from horovod_huffman.kernels.runs import BUCKET_EXTRA
 
+from .. import wire
 from ..device import copy_to_host
 from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
@@ -83,7 +84,7 @@ class RLA(GrowingChunks):
     True
     """
     name = "rla"
-    encoder_id = 11
+    encoder_id = wire.ENCODER_IDS[name]
     on_device = True
 
     def sized_plan(self, levels, tokens=None):

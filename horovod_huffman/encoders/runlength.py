@@ -28,6 +28,7 @@ from horovod_huffman.kernels.tokens import rlh_token_table, token_table, lookup_
 from horovod_huffman.kernels.stats import level_range
 from horovod_huffman.kernels.symbols import level_histogram
 
+from .. import wire
 from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
 from . import gpu
@@ -46,7 +47,7 @@ class RLH(Chunked):
     True
     """
     name = "rlh"
-    encoder_id = 2
+    encoder_id = wire.ENCODER_IDS[name]
     on_device = True
 
     def _encode(self, levels):
@@ -217,7 +218,7 @@ def window_with_zero(lo, hi, max_window):
 class SHS(Sampled, Chunked):
     """Sample Huffman with sparsity (paper: SHS), sparsity factor ``k`` (paper: 200)."""
     name = "shs"
-    encoder_id = 4
+    encoder_id = wire.ENCODER_IDS[name]
     on_device = True
 
     def __init__(self, sample_size=1000, k=200, seed=None, chunk_levels=CHUNK_LEVELS):
