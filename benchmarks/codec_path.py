@@ -3,7 +3,7 @@ decode + dequantize + sum (messages of N ranks to the fp32 sum), in GB/s of fp32
 the char-LSTM's gradients (1.37M coordinates per step, CPython's stdlib text), N = 2 ranks held
 in this process (horovod_huffman.local), the allgather exchange, QSGD s = 8 and ``rlh``.
 Timings are the exchange's own spans (Codec.trace); best of the repeats. With ``--encoder auto``
-the steps after the first two reuse ``auto``'s choice (``Codec.build``), so its figures are
+the steps after the first two reuse ``auto``'s choice (``Codec.encode``), so its figures are
 those of the encoder it chose, as in training. ``--layout`` gives the exchange the gradient's
 layout (every parameter's rows), as the adapters do, for ``ans``'s row model.
 

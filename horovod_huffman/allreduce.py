@@ -107,7 +107,7 @@ def allgather_sum(codec, ops, coll, job, work):
     with codec.span(key, "encode"):
         state = (key, "all") if codec.error_feedback else None
         qt = codec.quantize(ops, work, (work.size,), f"{key}/all", job.step, state)
-        data = frame(tag, job.step, codec.build(ops, qt, job, "all"))
+        data = frame(tag, job.step, codec.encode(ops, qt, job, "all"))
     with codec.span(key, "network"):
         pending = coll.allgather(data, f"{key}.all")
         yield pending
@@ -244,7 +244,7 @@ def _scatter_frames(codec, ops, job, work, bounds, me):
         if j == me:
             mine, message = qt, _NoBody
         else:
-            message = codec.build(ops, qt, job, f"shard{j}", a)
+            message = codec.encode(ops, qt, job, f"shard{j}", a)
         items.append((phase_tag(job.tag, "scatter", j), job.step, message))
     data, sizes = frames(items)
     return data, sizes, mine
@@ -278,4 +278,4 @@ def _summed_shard(codec, ops, coll, job, received, mine, bounds, work_dtype):
         summed = codec.quantize(ops, total, (bounds[me + 1] - bounds[me],), f"{key}/sum{me}",
                                 job.step, state=server)
         return frame(phase_tag(job.tag, "gather"), job.step,
-                     codec.build(ops, summed, job, "sum", bounds[me])), summed
+                     codec.encode(ops, summed, job, "sum", bounds[me])), summed

@@ -12,7 +12,7 @@ from horovod_huffman.kernels import cuda_feedback as cf, cuda_quantize as cq, qu
 from horovod_huffman.kernels.cuda_bits import BLOCK
 
 from .device import grid_for, is_device_array
-from .message import build
+from .message import encode as encode_message
 from .quantizers import QuantizedTensor, dequantize, device_scales
 
 
@@ -57,8 +57,8 @@ class HostOps:
         return new if finite else old
 
     @staticmethod
-    def build(qt, encoder, layout=None):
-        return build(qt, encoder, layout=layout)
+    def encode(qt, encoder, layout=None):
+        return encode_message(qt, encoder, layout=layout)
 
     @staticmethod
     def decode_into(contents, total, add):
@@ -146,8 +146,8 @@ class DeviceOps:
         self._launch(cf.keep_if, new.size)(finite, new, old)
         return new
 
-    def build(self, qt, encoder, layout=None):
-        return build(qt, encoder, stream=self.stream, layout=layout)
+    def encode(self, qt, encoder, layout=None):
+        return encode_message(qt, encoder, stream=self.stream, layout=layout)
 
     def decode_into(self, contents, total, add):
         """As HostOps.decode_into, decoding, dequantizing and adding in one pass on the device

@@ -43,7 +43,7 @@ log = logging.getLogger("horovod_huffman")
 FRAME = struct.Struct("<4sIQQ")
 # Phase spans a Codec keeps (Codec.trace): a few steps of a model with a few dozen buckets.
 TRACE_SPANS = 4096
-# ``Codec.build``: a choice ``auto`` made for a bucket's part at one step of its bucket encodes
+# ``Codec.encode``: a choice ``auto`` made for a bucket's part at one step of its bucket encodes
 # that part for the next AUTO_RECHOOSE_STEPS - 1 steps, so that choosing, which costs more than
 # encoding, is paid on one step in this many (docs/design.md has the measurements).
 AUTO_RECHOOSE_STEPS = 8
@@ -260,7 +260,7 @@ class Codec:
             else:
                 self.residuals[state] = kept
 
-    def build(self, ops, qt, job, part, start=0):
+    def encode(self, ops, qt, job, part, start=0):
         """The message of ``qt``, ``part`` ("all", "shard<j>", "sum") of the exchange ``job``
         (allreduce.Job), which holds the bucket's coordinates from ``start``, encoded with
         ``job.encoder_of(self)`` and the part's share of ``job.layout``. Where that is an
@@ -272,17 +272,17 @@ class Codec:
         layout = None if job.layout is None else \
             slice_layout(job.layout, start, start + qt.numel)
         if not isinstance(encoder, Auto):
-            return ops.build(qt, encoder, layout)
+            return ops.encode(qt, encoder, layout)
         if layout is None and len(qt.shape) < 2:
-            # the member it keeps codes these levels without a row model (message.build gives
+            # the member it keeps codes these levels without a row model (message.encode gives
             # one only to a matrix's shape), so ``auto`` chooses without one rather than
             # searching for matrices (encoders/row_search.py)
             layout = ()
         slot = (job.key, part)
         chooser, member, step = self.choices.get(slot, (None, None, 0))
         if chooser is encoder and 0 < job.step - step < AUTO_RECHOOSE_STEPS:
-            return ops.build(qt, member, layout)
-        message = ops.build(qt, encoder, layout)
+            return ops.encode(qt, member, layout)
+        message = ops.encode(qt, encoder, layout)
         if job.step > 0:
             self.choices[slot] = (encoder, encoder.member(message.stream.encoder_id), job.step)
         return message

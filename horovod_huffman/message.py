@@ -74,7 +74,7 @@ class Message:
         return pos + wire.CHECKSUM.size
 
 
-def build(qt, encoder="rlh", stream=None, layout=None):
+def encode(qt, encoder="rlh", stream=None, layout=None):
     """The ``Message`` of a QuantizedTensor; ``encoder`` is a name or an Encoder. Device levels
     and scales are encoded on the GPU (on ``stream``); only bytes come back. ``layout``: the
     matrices the levels hold (``Encoder.encode``), for the encoders that use it; None: a tensor
@@ -102,8 +102,8 @@ def build(qt, encoder="rlh", stream=None, layout=None):
 
 
 def pack(qt, encoder="rlh", stream=None):
-    """Bytes (uint8 array) of a QuantizedTensor's message (``build``)."""
-    message = build(qt, encoder, stream)
+    """Bytes (uint8 array) of a QuantizedTensor's message (``encode``)."""
+    message = encode(qt, encoder, stream)
     out = np.empty(message.nbytes, dtype=np.uint8)
     message.write(out, 0)
     return out

@@ -15,7 +15,7 @@ from horovod_huffman.buckets import BucketPlan, bucket_layout
 from horovod_huffman.exchange import (AUTO_RECHOOSE_STEPS, Codec, MismatchError, contract,
                                       error_frame, frame, frames, split_frames)
 from horovod_huffman.local import LocalGroup, run_ranks
-from horovod_huffman.message import build
+from horovod_huffman.message import encode
 from horovod_huffman.routing import ROUTES, Router, check_route_mode, is_encoded
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "workers"))
@@ -27,7 +27,7 @@ SEED = 11
 
 def _message(k):
     """The Message of a k-coordinate gradient."""
-    return build(hh.QSGD(levels=4, seed=k).quantize(np.linspace(-1, 1, k, dtype=np.float32)))
+    return encode(hh.QSGD(levels=4, seed=k).quantize(np.linspace(-1, 1, k, dtype=np.float32)))
 
 
 def test_frames_split_back_in_rank_order_into_the_messages_pack_writes():
@@ -470,7 +470,7 @@ def test_an_exchange_encodes_with_the_jobs_encoder_where_it_names_one(kind):
 
 
 def test_auto_chooses_a_parts_encoder_again_only_every_few_steps():
-    """Codec.build keeps auto's choice for a (bucket, part) for AUTO_RECHOOSE_STEPS steps of
+    """Codec.encode keeps auto's choice for a (bucket, part) for AUTO_RECHOOSE_STEPS steps of
     that bucket (from step 1: a choice at step 0 is not kept), lossless either way; another
     part chooses for itself."""
     codec = Codec(encoder="auto", quantizer=hh.QSGD(levels=16, bucket_size=64), seed=SEED)
@@ -481,7 +481,7 @@ def test_auto_chooses_a_parts_encoder_again_only_every_few_steps():
 
     def built(work, step, part="all"):
         qt = codec.quantize(HostOps, work, (work.size,), "w", step)
-        message = codec.build(HostOps, qt, Job("w", 1, step), part)
+        message = codec.encode(HostOps, qt, Job("w", 1, step), part)
         out = np.empty(message.nbytes, np.uint8)
         message.write(out, 0)
         np.testing.assert_array_equal(hh.unpack(out, max_elements=work.size).levels, qt.levels)
@@ -495,7 +495,7 @@ def test_auto_chooses_a_parts_encoder_again_only_every_few_steps():
         [first] * (AUTO_RECHOOSE_STEPS - 1)
     assert built(dense, AUTO_RECHOOSE_STEPS + 1) == dense_choice
     eager = Codec(encoder="auto", quantizer=hh.QSGD(levels=16, bucket_size=64))
-    eager.build(HostOps, eager.quantize(HostOps, dense, (dense.size,), "w", 0), Job("w", 1, 0),
+    eager.encode(HostOps, eager.quantize(HostOps, dense, (dense.size,), "w", 0), Job("w", 1, 0),
                 "all")
     assert not eager.choices
 
@@ -511,7 +511,7 @@ def test_auto_without_a_layout_chooses_as_its_kept_member_codes():
     sizes = []
     for step in (1, 2):
         qt = codec.quantize(HostOps, work, (work.size,), "w", 0)
-        message = codec.build(HostOps, qt, Job("w", 1, step), "all")
+        message = codec.encode(HostOps, qt, Job("w", 1, step), "all")
         sizes.append(message.nbytes)
     assert sizes[0] == sizes[1]
     searched = hh.get_encoder("auto").encode(qt.levels)

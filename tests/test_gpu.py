@@ -411,7 +411,7 @@ def test_exchanges_run_on_the_device(quantizer, kind, name):
     """The exchanges on device buckets (DeviceOps) for 2 in-process ranks: unbiased QSGD (no
     error feedback) sends exactly the host's bytes and sums to the host's result; biased
     TernGrad exercises error feedback on the device, whose residual contracts. With ``auto``
-    the third step encodes with the encoder chosen at the second (Codec.build)."""
+    the third step encodes with the encoder chosen at the second (Codec.encode)."""
     from horovod_huffman.allreduce import Job, allgather_sum, two_phase_sum
     from horovod_huffman.array_ops import DeviceOps, HostOps
     from horovod_huffman.exchange import Codec

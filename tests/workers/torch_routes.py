@@ -34,7 +34,7 @@ def main():
     # Streams written this step by the compressor's encoder ("own") and by the rlh route's.
     written = {"own": 0, "rlh": 0}
     # auto writes a stream itself where it chooses, and through the encoder it chose for a
-    # bucket on the steps that reuse that choice (Codec.build).
+    # bucket on the steps that reuse that choice (Codec.encode).
     for own in [encoder] + (encoder.members() if encoder.name == "auto" else []):
         counted(own, written, "own")
     if encoder.name != FAST_ROUTE:
