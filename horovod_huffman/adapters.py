@@ -6,7 +6,7 @@ The bfloat16 policy, the same in both adapters: Horovod 0.28's own collectives r
 bfloat16, so a bfloat16 gradient that rides Horovod's allreduce (``sent_uncompressed``, or a
 dense route) is sent as float32 and cast back; one that is encoded is staged as float32.
 """
-from .encoders import get_encoder
+from .encoders import as_encoder
 from .exchange import Codec
 from .quantizers import QSGD
 
@@ -14,9 +14,8 @@ from .quantizers import QSGD
 def make_codec(encoder="rlh", quantizer=None, error_feedback=None, seed=None, **encoder_kwargs):
     """A Codec: ``encoder`` is a name from ENCODERS (``encoder_kwargs`` go to it) or an Encoder;
     ``quantizer`` defaults to QSGD(levels=8)."""
-    enc = get_encoder(encoder, **encoder_kwargs) if isinstance(encoder, str) else encoder
-    return Codec(encoder=enc, quantizer=quantizer or QSGD(levels=8),
-                 error_feedback=error_feedback, seed=seed)
+    return Codec(encoder=as_encoder(encoder, **encoder_kwargs),
+                 quantizer=quantizer or QSGD(levels=8), error_feedback=error_feedback, seed=seed)
 
 
 def sent_uncompressed(numel, floating, min_numel):

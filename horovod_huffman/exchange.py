@@ -31,7 +31,7 @@ import numpy as np
 
 from .array_ops import contract, work_dtype  # noqa: F401 (contract: public here too)
 from .device import is_device_array
-from .encoders import get_encoder
+from .encoders import as_encoder
 from .encoders.auto import Auto
 from .encoders.rows import slice_layout
 from .errors import DecodeError
@@ -203,8 +203,7 @@ class Codec:
     _staged: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        if isinstance(self.encoder, str):
-            self.encoder = get_encoder(self.encoder)
+        self.encoder = as_encoder(self.encoder)
         if self.error_feedback is None:
             self.error_feedback = bool(getattr(self.quantizer, "biased", False))
         if self.server_error_feedback is None:

@@ -26,7 +26,7 @@ from horovod_huffman.kernels.maxima import MAX_NDIM
 
 from . import wire
 from .device import is_device_array, as_device_array, stream_or_default, copy_to_host
-from .encoders import Encoder, check, decode, decode_dequantized, get_encoder
+from .encoders import Encoder, as_encoder, check, decode, decode_dequantized
 from .errors import DecodeError
 from .quantizers import QuantizedTensor
 
@@ -79,7 +79,7 @@ def encode(qt, encoder="rlh", stream=None, layout=None):
     and scales are encoded on the GPU (on ``stream``); only bytes come back. ``layout``: the
     matrices the levels hold (``Encoder.encode``), for the encoders that use it; None: a tensor
     of two or more dimensions is one matrix of shape[0] rows."""
-    enc = get_encoder(encoder) if isinstance(encoder, str) else encoder
+    enc = as_encoder(encoder)
     if qt.dtype.name not in FLOAT_CODES:
         raise TypeError(f"unsupported tensor dtype {qt.dtype}")
     if len(qt.shape) > MAX_NDIM:

@@ -60,6 +60,17 @@ def get_encoder(name, **kwargs):
     return cls(**kwargs)
 
 
+def as_encoder(encoder, **kwargs):
+    """``encoder`` itself, or where it is a name the encoder ``get_encoder`` makes of it (with
+    ``kwargs``). Every API that takes an encoder by name or as an object resolves it here."""
+    if isinstance(encoder, str):
+        return get_encoder(encoder, **kwargs)
+    if kwargs:
+        raise TypeError(f"encoder options {sorted(kwargs)} go with an encoder name, not with "
+                        f"{encoder!r}")
+    return encoder
+
+
 def encoder_name(buf):
     """Name of the encoder that wrote a stream (header only; no checksum verification)."""
     data = wire.as_bytes(buf)
@@ -140,6 +151,6 @@ def _decode_on_device(cls, frame, out, stream):
     out.put(host)
 
 
-__all__ = ["ENCODERS", "Encoder", "get_encoder", "decode", "encoder_name", "Auto", "Huffman",
+__all__ = ["ENCODERS", "Encoder", "as_encoder", "get_encoder", "decode", "encoder_name", "Auto", "Huffman",
            "RLH", "SampleHuffman", "SHS", "EliasGamma", "EliasDelta", "EliasOmega", "EliasRLE",
            "QSGDElias", "Raw", "Ans", "RLA"]
