@@ -151,6 +151,6 @@ def _decode_on_device(cls, frame, out, stream):
     out.put(host)
 
 
-__all__ = ["ENCODERS", "Encoder", "as_encoder", "get_encoder", "decode", "encoder_name", "Auto", "Huffman",
-           "RLH", "SampleHuffman", "SHS", "EliasGamma", "EliasDelta", "EliasOmega", "EliasRLE",
-           "QSGDElias", "Raw", "Ans", "RLA"]
+__all__ = ["ENCODERS", "Encoder", "as_encoder", "get_encoder", "decode", "encoder_name", "Auto",
+           "Huffman", "RLH", "SampleHuffman", "SHS", "EliasGamma", "EliasDelta", "EliasOmega",
+           "EliasRLE", "QSGDElias", "Raw", "Ans", "RLA"]
