@@ -2,9 +2,9 @@
 decode + dequantize + sum (messages of N ranks to the fp32 sum), in GB/s of fp32 gradient, on
 the char-LSTM's gradients (1.37M coordinates per step, CPython's stdlib text), N = 2 ranks held
 in this process (horovod_huffman.local), the allgather exchange, QSGD s = 8 and ``rlh``.
-Timings are the exchange's own spans (Codec.trace); best of the repeats. With ``--encoder auto``
-the steps after the first two reuse ``auto``'s choice (``Codec.encode``), so its figures are
-those of the encoder it chose, as in training. ``--layout`` gives the exchange the gradient's
+Timings are the exchange's own spans (Statistics.trace); best of the repeats. With
+``--encoder auto`` the steps after the first two reuse ``auto``'s choice (``Codec.encode``), so
+its figures are those of the encoder it chose, as in training. ``--layout`` gives the exchange the gradient's
 layout (every parameter's rows), as the adapters do, for ``ans``'s row model.
 
     .venv/bin/python benchmarks/codec_path.py
@@ -56,11 +56,11 @@ def main():
                                      layout=layout), works[r])
                    for r, c in enumerate(codecs)])
         if step:                                # the first round compiles / warms up
-            for _, phase, start, end in list(codecs[0].trace)[-3:]:
+            for _, phase, start, end in list(codecs[0].statistics.trace)[-3:]:
                 if phase in best:
                     best[phase] = min(best[phase], end - start)
     fp32_gb = 4 * LSTM_COORDS / 1e9
-    bits = 8 * codecs[0].stats()["total"]["sent_bytes"] / codecs[0].stats()["total"]["coords"]
+    bits = 8 * codecs[0].statistics.total.sent_bytes / codecs[0].statistics.total.coords
     print(f"{platform.processor() or platform.machine()}, one core; LSTM gradient "
           f"({LSTM_COORDS} coords), QSGD s = {args.levels}, {args.encoder}"
           f"{' with the layout' if args.layout else ''}, {bits:.3f} bits/coord, N = {args.ranks}")

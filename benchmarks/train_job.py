@@ -6,7 +6,7 @@ loss (training loss over the last steps, averaged over ranks). With ``--step-tim
 also prints the last K steps' timelines: each rank's end of backward and the codec's phases
 (encode, network, decode) of every bucket, in ms from the step's earliest start on any rank. The
 ranks must share one clock (namespaces or containers on one machine), and the codec keeps its
-last TRACE_SPANS spans (exchange.py), which a large K with many buckets can outrun.
+last TRACE_SPANS spans (statistics.py), which a large K with many buckets can outrun.
 
     horovodrun -np 2 -H hh1:1,hh2:1 python benchmarks/train_job.py --model lstm --compression rlh
 """
@@ -128,7 +128,7 @@ def main():
                 for key, periods in state.router.periods.items()}
         print("RESULT " + json.dumps(result), flush=True)
     if args.step_timeline:
-        spans = list(compression.codec.trace) if hasattr(compression, "codec") else []
+        spans = list(compression.codec.statistics.trace) if hasattr(compression, "codec") else []
         print_timeline(hvd.allgather_object((marks[-args.step_timeline:], spans)))
 
 

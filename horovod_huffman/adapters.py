@@ -62,8 +62,8 @@ class CodecStats:
     def stats(self):
         """Bytes, bits per coordinate and times of this rank's last step, current step and all
         steps (``Codec.stats``)."""
-        return self.codec.stats()
+        return self.codec.statistics.summary()
 
     def end_step(self):
         """Close the statistics of the current step (also done when the next step starts)."""
-        return self.codec.end_step().as_dict()
+        return self.codec.statistics.end_step().as_dict()

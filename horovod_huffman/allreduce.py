@@ -104,14 +104,14 @@ def allgather_sum(codec, ops, coll, job, work):
     """One-phase exchange of a bucket (generator): every rank's message to every rank, each
     rank decodes the others' and sums all N in rank order (``Codec.own`` for its own)."""
     key, tag = job.key, phase_tag(job.tag, "all")
-    with codec.span(key, "encode"):
+    with codec.statistics.span(key, "encode"):
         state = (key, "all") if codec.error_feedback else None
         qt = codec.quantize(ops, work, (work.size,), f"{key}/all", job.step, state)
         data = frame(tag, job.step, codec.encode(ops, qt, job, "all"))
-    with codec.span(key, "network"):
+    with codec.statistics.span(key, "network"):
         pending = coll.allgather(data, f"{key}.all")
         yield pending
-    with codec.span(key, "decode"):
+    with codec.statistics.span(key, "decode"):
         total = None
         for rank, message in enumerate(split_frames(pending.wait(), coll.size, tag, job.step,
                                                     key)):
@@ -121,7 +121,7 @@ def allgather_sum(codec, ops, coll, job, work):
                 total = codec.decode_into(ops, message, total, total is not None, work.size,
                                           work.dtype, key, rank)
         codec.settle(ops, [state], total)
-    codec.count(job.coords, job.raw_bytes, data.size, job.tensors)
+    codec.statistics.count(job.coords, job.raw_bytes, data.size, job.tensors)
     return total
 
 
@@ -132,9 +132,9 @@ def two_phase_sum(codec, ops, coll, job, work, align):
     frame in the allgather, so every rank raises."""
     key, me, summed = job.key, coll.rank, None
     bounds = shard_bounds(work.size, coll.size, align)
-    with codec.span(key, "encode"):
+    with codec.statistics.span(key, "encode"):
         data, sizes, mine = _scatter_frames(codec, ops, job, work, bounds, me)
-    with codec.span(key, "network"):
+    with codec.statistics.span(key, "network"):
         pending = coll.alltoall(data, sizes, f"{key}.scatter")
         yield pending
     try:
@@ -143,12 +143,12 @@ def two_phase_sum(codec, ops, coll, job, work, align):
         failure = None
     except (DecodeError, MismatchError) as e:
         reply, failure = error_frame(phase_tag(job.tag, "gather"), job.step, e), e
-    with codec.span(key, "network"):
+    with codec.statistics.span(key, "network"):
         pending = coll.allgather(reply, f"{key}.gather")
         yield pending
     if failure is not None:
         raise failure          # nothing settles: every residual stays as it was
-    with codec.span(key, "decode"):
+    with codec.statistics.span(key, "decode"):
         result = ops.empty(work.size, work.dtype)     # every shard is assigned below
         gathered = split_frames(pending.wait(), coll.size, phase_tag(job.tag, "gather"),
                                 job.step, key)
@@ -162,7 +162,7 @@ def two_phase_sum(codec, ops, coll, job, work, align):
                                   work.dtype, what, j)
         codec.settle(ops, [_client_state(key, j) for j in range(coll.size)] +
                      [_server_state(key, me)], result)
-    codec.count(job.coords, job.raw_bytes, data.size - sizes[me] + reply.size, job.tensors)
+    codec.statistics.count(job.coords, job.raw_bytes, data.size - sizes[me] + reply.size, job.tensors)
     return result
 
 
@@ -177,9 +177,9 @@ def reduce_scatter_sum(codec, ops, coll, job, work, bounds):
     raised on every rank, and how many summed shards are not finite, which keeps every rank's
     error-feedback residuals as they were."""
     key, me = job.key, coll.rank
-    with codec.span(key, "encode"):
+    with codec.statistics.span(key, "encode"):
         data, sizes, mine = _scatter_frames(codec, ops, job, work, bounds, me)
-    with codec.span(key, "network"):
+    with codec.statistics.span(key, "network"):
         pending = coll.alltoall(data, sizes, f"{key}.scatter")
         yield pending
     failure, flags = None, np.zeros(3, dtype=np.float32)
@@ -189,7 +189,7 @@ def reduce_scatter_sum(codec, ops, coll, job, work, bounds):
     except (DecodeError, MismatchError) as e:
         failure = e
         flags[0 if isinstance(e, DecodeError) else 1] = 1
-    with codec.span(key, "network"):
+    with codec.statistics.span(key, "network"):
         pending = coll.allreduce(flags, f"{key}.status")
         yield pending
     decode_failures, mismatches, nonfinite = pending.wait()
@@ -204,7 +204,7 @@ def reduce_scatter_sum(codec, ops, coll, job, work, bounds):
                           f"{key!r} at step {job.step}")
     codec.settle(ops, [_client_state(key, j) for j in range(coll.size)], total,
                  finite=not nonfinite)
-    codec.count(job.coords, job.raw_bytes, data.size - sizes[me], job.tensors)
+    codec.statistics.count(job.coords, job.raw_bytes, data.size - sizes[me], job.tensors)
     return total
 
 
@@ -255,7 +255,7 @@ def _shard_total(codec, ops, coll, job, received, mine, bounds, work_dtype):
     quantized levels (no other rank sees that piece), the others decoded from ``received``."""
     key, me = job.key, coll.rank
     size = bounds[me + 1] - bounds[me]
-    with codec.span(key, "decode"):
+    with codec.statistics.span(key, "decode"):
         total = None
         pieces = split_frames(received, coll.size, phase_tag(job.tag, "scatter", me), job.step,
                               key)
@@ -273,7 +273,7 @@ def _summed_shard(codec, ops, coll, job, received, mine, bounds, work_dtype):
     sum)."""
     key, me = job.key, coll.rank
     total = _shard_total(codec, ops, coll, job, received, mine, bounds, work_dtype)
-    with codec.span(key, "encode"):
+    with codec.statistics.span(key, "encode"):
         server = _server_state(key, me) if codec.server_error_feedback else None
         summed = codec.quantize(ops, total, (bounds[me + 1] - bounds[me],), f"{key}/sum{me}",
                                 job.step, state=server)

@@ -1,5 +1,5 @@
 """Framework-free core of the exchanges (allreduce.py): the frames ranks send, and the ``Codec``
-that quantizes (with error feedback), encodes, decodes, times and counts for them.
+that quantizes (with error feedback), encodes and decodes for them.
 
 A rank's contribution to a collective is a frame around a tensor message (message.py), both
 written once into the buffer the collective sends:
@@ -19,12 +19,8 @@ step raises ``MismatchError``: tensors are never mixed silently. An error frame 
 sender's ``DecodeError`` or ``MismatchError`` on the receiver, so a rank that fails in the middle
 of an exchange still takes part in its next collective and every rank raises.
 """
-import logging
 import struct
-import time
 import zlib
-from collections import deque
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,12 +33,9 @@ from .encoders.rows import slice_layout
 from .errors import DecodeError
 from .message import contents, verify
 from .quantizers import QSGD
-
-log = logging.getLogger("horovod_huffman")
+from .statistics import Statistics
 
 FRAME = struct.Struct("<4sIQQ")
-# Phase spans a Codec keeps (Codec.trace): a few steps of a model with a few dozen buckets.
-TRACE_SPANS = 4096
 # ``Codec.encode``: a choice ``auto`` made for a bucket's part at one step of its bucket encodes
 # that part for the next AUTO_RECHOOSE_STEPS - 1 steps, so that choosing, which costs more than
 # encoding, is paid on one step in this many (docs/design.md has the measurements).
@@ -149,27 +142,6 @@ def reduction_scale(reduced, n, name):
 
 
 @dataclass
-class StepStats:
-    """Counters for one step (or the whole run): bytes in units of bytes, times in seconds."""
-    tensors: int = 0
-    coords: int = 0
-    raw_bytes: int = 0          # what the uncompressed gradients would have sent
-    sent_bytes: int = 0         # what this rank sent (framed messages)
-    encode_s: float = 0.0       # error feedback + quantize + encode
-    decode_s: float = 0.0       # decode + dequantize + sum over all ranks' messages
-
-    def add(self, other):
-        for f in self.__dataclass_fields__:
-            setattr(self, f, getattr(self, f) + getattr(other, f))
-
-    def as_dict(self):
-        d = {f: getattr(self, f) for f in self.__dataclass_fields__}
-        d["bits_per_coord"] = 8 * self.sent_bytes / self.coords if self.coords else 0.0
-        d["ratio"] = self.raw_bytes / self.sent_bytes if self.sent_bytes else 0.0
-        return d
-
-
-@dataclass
 class Codec:
     """Quantizer + encoder + error feedback, keyed by parameter name.
 
@@ -194,12 +166,8 @@ class Codec:
     seed: object = None
     residuals: dict = field(default_factory=dict)
     steps: dict = field(default_factory=dict)
-    current: StepStats = field(default_factory=StepStats)
-    total: StepStats = field(default_factory=StepStats)
-    last: StepStats = None
-    trace: deque = field(default_factory=lambda: deque(maxlen=TRACE_SPANS))
+    statistics: Statistics = field(default_factory=Statistics)
     choices: dict = field(default_factory=dict)
-    _seen: set = field(default_factory=set)
     _staged: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -212,9 +180,7 @@ class Codec:
     def begin(self, key):
         """The step of ``key`` that starts now (0, 1, ...). A key's second step closes the
         statistics of the current step first."""
-        if key in self._seen:
-            self.end_step()
-        self._seen.add(key)
+        self.statistics.begin(key)
         step = self.steps.get(key, 0)
         self.steps[key] = step + 1
         return step
@@ -315,53 +281,3 @@ class Codec:
             raise DecodeError(f"{what!r} from rank {rank} (this rank): {e}") from e
         return qt
 
-    def count(self, coords, raw_bytes, sent_bytes, tensors=1):
-        """Add one exchange to the current step's statistics (units as in StepStats)."""
-        s = self.current
-        s.tensors += tensors
-        s.coords += coords
-        s.raw_bytes += raw_bytes
-        s.sent_bytes += sent_bytes
-
-    @contextmanager
-    def span(self, key, phase):
-        """Time one phase of ``key``'s exchange: "encode" (quantize, error feedback, encode,
-        frame), "decode" (decode, dequantize, sum) or "network" (a collective in flight, from
-        its start to the exchange's resumption). Encode and decode seconds add to the step's
-        statistics; every span goes to ``trace`` as (key, phase, start, end) in
-        ``time.perf_counter`` seconds, the last TRACE_SPANS of them."""
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            end = time.perf_counter()
-            self.trace.append((key, phase, start, end))
-            if phase == "encode":
-                self.current.encode_s += end - start
-            elif phase == "decode":
-                self.current.decode_s += end - start
-
-    def end_step(self):
-        """Close the current step's counters (done automatically when a parameter's next
-        gradient arrives): add them to the total, log, and return them."""
-        step = self.current
-        self.total.add(step)
-        self.current = StepStats()
-        self.last = step
-        self._seen = set()
-        if step.tensors:
-            d = step.as_dict()
-            log.info("horovod-huffman step: %d tensors, %d coords, %.3f bits/coord, %.1fx smaller, "
-                     "encode %.1f ms, decode %.1f ms", d["tensors"], d["coords"],
-                     d["bits_per_coord"], d["ratio"], 1e3 * d["encode_s"], 1e3 * d["decode_s"])
-        return step
-
-    def stats(self):
-        """{"step": the last completed step, "current": the step in progress, "total": all steps};
-        each a dict of tensors, coords, raw_bytes, sent_bytes, bits_per_coord, ratio, encode_s,
-        decode_s (bytes in bytes, times in seconds, as seen by this rank)."""
-        total = StepStats()
-        total.add(self.total)
-        total.add(self.current)
-        return {"step": self.last.as_dict() if self.last else None,
-                "current": self.current.as_dict(), "total": total.as_dict()}

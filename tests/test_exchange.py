@@ -139,7 +139,7 @@ def test_a_jobs_layout_shrinks_rank_one_buckets_and_keeps_the_sum(kind):
         group = LocalGroup(n)
         sums = run_ranks([exchange(kind, c, group, r, bucket, works[r], align, job=job)
                           for r, c in enumerate(cs)])
-        runs[with_layout] = (sums, sum(c.total.sent_bytes + c.current.sent_bytes for c in cs))
+        runs[with_layout] = (sums, sum(c.statistics.total.sent_bytes + c.statistics.current.sent_bytes for c in cs))
     for a, b in zip(runs[False][0], runs[True][0]):
         np.testing.assert_array_equal(a, b)
     assert runs[True][1] < 0.75 * runs[False][1]
@@ -375,14 +375,14 @@ def test_allgather_counts_statistics_and_spans():
     works = [np.random.default_rng(r).standard_normal(bucket.size).astype(np.float32)
              for r in range(2)]
     run_ranks([exchange("allgather", c, group, r, bucket, works[r], 64) for r, c in enumerate(cs)])
-    sent = cs[0].end_step().as_dict()
+    sent = cs[0].statistics.end_step().as_dict()
     assert sent["coords"] == 600 and sent["raw_bytes"] == 2400 and 0 < sent["bits_per_coord"] < 32
-    spans = {phase: end - start for _, phase, start, end in cs[0].trace}
+    spans = {phase: end - start for _, phase, start, end in cs[0].statistics.trace}
     assert list(spans) == ["encode", "network", "decode"]
     # the step's seconds are its spans' (the network's wait is in neither)
     assert sent["encode_s"] == pytest.approx(spans["encode"], rel=1e-9)
     assert sent["decode_s"] == pytest.approx(spans["decode"], rel=1e-9)
-    assert cs[0].total.coords == 600 and cs[0].current.coords == 0
+    assert cs[0].statistics.total.coords == 600 and cs[0].statistics.current.coords == 0
 
 
 def test_routing_probes_every_route_then_every_rank_takes_the_same():
@@ -461,7 +461,7 @@ def test_an_exchange_encodes_with_the_jobs_encoder_where_it_names_one(kind):
         group = LocalGroup(n)
         sums = run_ranks([exchange(kind, c, group, r, bucket, works[r], 64, job=job)
                           for r, c in enumerate(cs)])
-        results[name, job_encoder is None] = (sums, [c.current.sent_bytes for c in cs])
+        results[name, job_encoder is None] = (sums, [c.statistics.current.sent_bytes for c in cs])
     (rlh_sums, rlh_sent), (sums, sent), (ans_sums, ans_sent) = results.values()
     assert sent == rlh_sent and sent != ans_sent
     for a, b, c in zip(rlh_sums, sums, ans_sums):

@@ -107,8 +107,8 @@ class State:
         self._signatures = {}                        # bucket key -> its parameters' shapes
 
     def stats(self):
-        """Bytes, bits per coordinate and times of this rank (``Codec.stats``)."""
-        return self.codec.stats()
+        """Bytes, bits per coordinate and times of this rank (``Statistics.summary``)."""
+        return self.codec.statistics.summary()
 
     def state_dict(self):
         """What a resumed job needs to take the same next step: every bucket's step count

@@ -58,8 +58,8 @@ class State:
         self._count = 0                  # ReduceScatters made: the next one's index
 
     def stats(self):
-        """Bytes, bits per coordinate and times of this rank (``Codec.stats``)."""
-        return self.codec.stats()
+        """Bytes, bits per coordinate and times of this rank (``Statistics.summary``)."""
+        return self.codec.statistics.summary()
 
 
 class ReduceScatter(_FSDPReduceScatter):

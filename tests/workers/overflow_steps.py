@@ -28,7 +28,7 @@ def result(name, comp, skipped, losses, accuracy, identical, **extra):
     residuals, grad_bytes = {}, None
     if codec is not None:
         residuals = {repr(k): float(np.linalg.norm(v)) for k, v in codec.residuals.items()}
-        total = codec.stats()["total"]
+        total = codec.statistics.summary()["total"]
         grad_bytes = total["raw_bytes"] / total["coords"]
     return {"compression": name, "skipped": skipped, "final_loss": losses[-1],
             "accuracy": accuracy, "finite_after": all(math.isfinite(l)
