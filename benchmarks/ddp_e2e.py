@@ -188,7 +188,7 @@ def plot(results, args, path):
                 if goal is not None:
                     ax.axhline(goal, color="grey", lw=0.8)
                 ax.set_ylabel("validation loss")
-            ax.set_xscale("log")
+            ax.set_xlim(left=0)
             ax.set_xlabel("training time (s)")
             ax.set_title(f"{model}, {n} hosts, {rate}")
             ax.grid(True, which="both", alpha=0.3)
@@ -216,7 +216,14 @@ def main(argv=None):
     p.add_argument("--markdown", metavar="MD")
     p.add_argument("--plot", metavar="PNG")
     p.add_argument("--json", metavar="PATH", help="also dump the raw results")
+    p.add_argument("--results", metavar="PATH",
+                   help="write the table and plot of results a run dumped (--json), running "
+                        "nothing")
     args = p.parse_args(argv)
+    if args.results:
+        with open(args.results) as f:
+            results = {(r["hosts"], r["rate"], r["model"], _hook(r)): r for r in json.load(f)}
+        return report(results, args)
     if os.geteuid() != 0:
         print("the DDP benchmark needs root (network namespaces, tc)")
         return 2
@@ -240,12 +247,23 @@ def main(argv=None):
                             bar.update()
             finally:
                 cluster("down")
-    lines = table(results, args)
-    print("\n".join(lines))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump([{"hosts": n, "rate": r, "model": m, "hook": h, **v}
+            json.dump([{**v, "hosts": n, "rate": r, "model": m, "hook": h}
                        for (n, r, m, h), v in results.items()], f, indent=1)
+    return report(results, args)
+
+
+def _hook(result):
+    """The hook a dumped result ran: ENCODER/adaptive where the job routed adaptively."""
+    hook = result["hook"]
+    return f"{hook}/adaptive" if result.get("route") == "adaptive" and "/" not in hook else hook
+
+
+def report(results, args):
+    """Print the table; write the plot and the markdown where asked."""
+    lines = table(results, args)
+    print("\n".join(lines))
     if args.plot:
         plot(results, args, args.plot)
         lines.append(f"![time to accuracy]({os.path.basename(args.plot)})")
