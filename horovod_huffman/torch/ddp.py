@@ -135,10 +135,12 @@ class State:
         codec, coll = self.codec, self._coll
         route = self._route(index, step, start)
         if not is_encoded(route):
-            pending = coll.allreduce(work.astype(np.float16 if route == "fp16" else work.dtype),
-                                     "dense")
+            # One copy of the bucket in the route's dtype, summed in place.
+            source = torch.from_numpy(work)
+            dense = source.to(torch.float16) if route == "fp16" else source.clone()
+            pending = coll.allreduce_tensor(dense)
             yield pending
-            return pending.wait().astype(work.dtype)
+            return pending.wait().to(source.dtype).numpy()
         key = f"horovod_huffman.ddp.{index}"
         if self._signatures.get(key, shapes) != shapes:
             self._forget(key)

@@ -4,7 +4,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-__all__ = ["Collectives", "Done"]
+__all__ = ["Collectives", "Done", "Started"]
 
 
 class Done:
@@ -17,6 +17,21 @@ class Done:
         return True
 
     def wait(self):
+        return self.result
+
+
+class Started:
+    """allreduce.py's Pending for a torch.distributed Work: ``wait`` gives ``result`` once the
+    Work has completed."""
+
+    def __init__(self, work, result):
+        self.work, self.result = work, result
+
+    def done(self):
+        return self.work.is_completed()
+
+    def wait(self):
+        self.work.wait()
         return self.result
 
 
@@ -55,3 +70,8 @@ class Collectives:
         out = torch.from_numpy(np.array(data))
         dist.all_reduce(out, group=self.group)
         return Done(out.numpy())
+
+    def allreduce_tensor(self, tensor):
+        """Sum ``tensor`` over the group in place, started now: a Pending whose ``wait`` gives
+        it."""
+        return Started(dist.all_reduce(tensor, group=self.group, async_op=True), tensor)
