@@ -14,7 +14,7 @@ import horovod.torch as hvd_torch    # noqa: E402
 
 import horovod_huffman as hh                                       # noqa: E402
 from horovod_huffman.tensorflow import Compression as TFCompression   # noqa: E402
-from horovod_huffman import torch as hh_torch                      # noqa: E402
+from horovod_huffman.torch import horovod_ops                      # noqa: E402
 from horovod_huffman.torch import Compression as TorchCompression     # noqa: E402
 
 KEY = "layer/kernel"
@@ -41,13 +41,13 @@ def main():
     # PyTorch: the parameter is named KEY through named_parameters, so it is a bucket of its own
     # with the same key; the bytes its exchange hands Horovod's allgather are recorded.
     sent = []
-    allgather = hh_torch._Collectives.allgather
+    allgather = horovod_ops.Collectives.allgather
 
     def recording(self, data, name):
         sent.append(data.copy())
         return allgather(self, data, name)
 
-    hh_torch._Collectives.allgather = recording
+    horovod_ops.Collectives.allgather = recording
     param = torch.nn.Parameter(torch.zeros(40, 30))
     param.grad = torch.from_numpy(grad.copy())
     torch_comp = TorchCompression.build(named_parameters=[(KEY, param)], **kwargs)
