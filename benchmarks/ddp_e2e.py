@@ -27,8 +27,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from horovod_huffman.bench.run import write_markdown  # noqa: E402
-from e2e import CLUSTER, RATES, DEFAULT_RATES, STATE, cluster, machine  # noqa: E402
+from e2e import (CLUSTER, DEFAULT_RATES, RATES, STATE, machine, publish,  # noqa: E402
+                 sweep)
 
 # A hook is one of ddp_job.py's, or ENCODER/adaptive (route="adaptive"). DDP's bf16 hook is not
 # run by default: it refuses Gloo ("BF16 all reduce communication hook required CUDA 11+ and
@@ -229,24 +229,10 @@ def main(argv=None):
         return 2
     if "allreduce" not in args.hooks and "lstm" in args.models:
         p.error("the LSTM's target comes from the allreduce run: keep it in --hooks")
-    from tqdm import tqdm
-    results = {}
-    jobs = len(args.hosts) * len(args.rates) * len(args.models) * len(args.hooks)
-    port = 29500
-    with tqdm(total=jobs, desc="DDP benchmark", unit="job") as bar:
-        for n in args.hosts:
-            print(cluster("up", str(n), args.rates[0]).strip())
-            try:
-                for rate in args.rates:
-                    cluster("shape", rate)
-                    for model in args.models:
-                        for hook in args.hooks:
-                            bar.set_postfix_str(f"{n} hosts {rate} {model} {hook}")
-                            port = 29500 + (port - 29499) % 500     # a fresh port per job
-                            results[(n, rate, model, hook)] = run_job(n, model, hook, port, args)
-                            bar.update()
-            finally:
-                cluster("down")
+    ports = iter(range(29500, 1 << 16))                  # a fresh port per job
+    results = sweep(args, args.hooks,
+                    lambda n, model, hook: run_job(n, model, hook, next(ports), args),
+                    "DDP benchmark")
     if args.json:
         with open(args.json, "w") as f:
             json.dump([{**v, "hosts": n, "rate": r, "model": m, "hook": h}
@@ -262,15 +248,9 @@ def _hook(result):
 
 def report(results, args):
     """Print the table; write the plot and the markdown where asked."""
-    lines = table(results, args)
-    print("\n".join(lines))
-    if args.plot:
-        plot(results, args, args.plot)
-        lines.append(f"![time to accuracy]({os.path.basename(args.plot)})")
-    if args.markdown:
-        write_markdown(args.markdown, lines, BEGIN, END)
+    publish(table(results, args), args, lambda path: plot(results, args, path),
+            "time to accuracy", BEGIN, END)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -180,35 +180,49 @@ def main(argv=None):
     if os.geteuid() != 0:
         print("the end-to-end benchmark needs root (network namespaces, tc)")
         return 2
+    results = sweep(args, args.compressions, lambda n, model, c: run_job(n, model, c, args),
+                    "e2e benchmark")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump([{"hosts": n, "rate": r, **v} for (n, r, _, _), v in results.items()], f,
+                      indent=1)
+    publish(table(results, args), args, lambda path: plot(results, args, path),
+            "step time against bandwidth", BEGIN, END)
+    return 0
+
+
+def sweep(args, variants, run_one, desc):
+    """{(hosts, rate, model, variant): run_one(hosts, model, variant)} over ``args.hosts``,
+    ``args.rates`` and ``args.models``: each host count's cluster up around its jobs, its links
+    reshaped for each rate."""
     from tqdm import tqdm
     results = {}
-    jobs = len(args.hosts) * len(args.rates) * len(args.models) * len(args.compressions)
-    with tqdm(total=jobs, desc="e2e benchmark", unit="job") as bar:
+    jobs = len(args.hosts) * len(args.rates) * len(args.models) * len(variants)
+    with tqdm(total=jobs, desc=desc, unit="job") as bar:
         for n in args.hosts:
             print(cluster("up", str(n), args.rates[0]).strip())
             try:
                 for rate in args.rates:
                     cluster("shape", rate)
                     for model in args.models:
-                        for c in args.compressions:
-                            bar.set_postfix_str(f"{n} hosts {rate} {model} {c}")
-                            results[(n, rate, model, c)] = run_job(n, model, c, args)
+                        for variant in variants:
+                            bar.set_postfix_str(f"{n} hosts {rate} {model} {variant}")
+                            results[(n, rate, model, variant)] = run_one(n, model, variant)
                             bar.update()
             finally:
                 cluster("down")
-    lines = table(results, args)
-    print("\n".join(lines))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump([{"hosts": n, "rate": r, **v} for (n, r, _, _), v in results.items()], f,
-                      indent=1)
-    if args.plot:
-        plot(results, args, args.plot)
-        lines.append(f"![step time against bandwidth]({os.path.basename(args.plot)})")
-    if args.markdown:
-        write_markdown(args.markdown, lines, BEGIN, END)
-    return 0
+    return results
 
+
+def publish(lines, args, draw, caption, begin, end):
+    """Print the table ``lines``; ``draw(path)`` the plot into ``args.plot`` and write both into
+    ``args.markdown`` between ``begin`` and ``end``, where asked."""
+    print("\n".join(lines))
+    if args.plot:
+        draw(args.plot)
+        lines.append(f"![{caption}]({os.path.basename(args.plot)})")
+    if args.markdown:
+        write_markdown(args.markdown, lines, begin, end)
 
 if __name__ == "__main__":
     sys.exit(main())
