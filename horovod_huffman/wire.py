@@ -2,7 +2,7 @@
 
     offset  size  field
     0       4     magic b"HHUF"
-    4       1     format version (2)
+    4       1     format version (3)
     5       1     encoder id (ENCODER_IDS)
     6       1     level dtype code (LEVEL_DTYPES)
     7       1     flags: 0, or COVERED (the stream sits inside a tensor message, whose
@@ -29,8 +29,8 @@ from horovod_huffman.kernels.maxima import MAX_ELEMENTS, MAX_PARAM_BYTES  # noqa
 from .errors import DecodeError
 
 MAGIC = b"HHUF"
-# 2: the checksum is XXH3-64 (version 1 carried a CRC-32; docs/wire-format.md).
-VERSION = 2
+# 3: ``ans`` chunks interleave 32 rANS states (version 2: four; docs/wire-format.md).
+VERSION = 3
 HEADER = struct.Struct("<4sBBBBQIQ")
 CHECKSUM = struct.Struct("<Q")
 OVERHEAD_BYTES = HEADER.size + CHECKSUM.size

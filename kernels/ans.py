@@ -15,11 +15,15 @@ READ ME FIRST
    reciprocal (``encode_tables``, Alverson's method as in Giesen's ryg_rans), exact for every
    x below 2**31.
 3. The encoder runs backwards: the last symbol is coded first and the decoder reads units
-   forwards. Four states interleave (element i of a chunk on state i % 4), so the decoder's four
-   dependency chains overlap in the core; the encoder starts every state at STATE_LOW and a
-   chunk's stream opens with the four final states (32 bits each), then the units. A decoder
-   must end every chunk with all four states back at STATE_LOW and every unit read: any other
-   end means a corrupted or forged chunk.
+   forwards. LANES = 32 states interleave, element i of a chunk on lane i % 32: a step is
+   one symbol on every lane, and within a step the decoder takes the units of the lanes that
+   renormalize in increasing lane order. So a GPU warp decodes a step at once, a lane per
+   thread, each lane's unit found by counting the lanes below it that renormalize
+   (kernels/cuda_ans.py), and a CPU core overlaps 32 dependency chains. The encoder starts
+   every state at STATE_LOW and a chunk's stream opens with the final states (lane 0 first,
+   32 bits each, high unit first), then the units. A decoder must end every chunk with every
+   state back at STATE_LOW and every unit read: any other end means a corrupted or forged
+   chunk.
 4. Chunks (kernels/chunks.py) are independent streams, each starting on a 32-bit word; a unit
    at 16-bit position u of the payload is the high or low half of its big-endian word.
 5. Levels outside the window [base, base + window) take the escape symbol (``window``); their
@@ -28,7 +32,8 @@ READ ME FIRST
 6. Contexts: the elements are cut into blocks of 2**block_bits levels, each block has a class,
    and each class its own frequencies and tables (rows of the 2-D tables); element i is coded
    with the table of classes[i >> block_bits]. Blocks hold a multiple of four levels and
-   chunks a whole number of blocks, so the four states' group never spans two blocks. Without
+   chunks a whole number of blocks, so four lanes' symbols of one step (lanes 4g .. 4g + 3)
+   never span two blocks: the CPU coders look the class up once per four. Without
    contexts there is one class and one block per 2**63 levels.
 Units: frequencies in slots of 1/M; positions in 16-bit units unless named ``bits``.
 """
@@ -36,6 +41,7 @@ import sys
 
 import numpy as np
 from numba import njit, int64, uint64
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from .bits import flush_bits, peek64, put_bits
 from .errors import (OK, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, BAD_STATE, ESCAPE_MISMATCH,
@@ -57,9 +63,10 @@ UNIT_BITS_LOG2 = 4
 # Unit u of a payload is element u ^ UNIT_SWAP of its native words' uint16 view: a big-endian
 # word's first unit is its high one, the last element of the four on a little-endian host.
 UNIT_SWAP = (1 << UNITS_PER_WORD_LOG2) - 1 if sys.byteorder == "little" else 0
-# Interleaved states per chunk (note 3), and the units that open a chunk: their final values.
-STATES = 4
-HEADER_UNITS = STATES * 2
+# Interleaved states per chunk, one per lane (note 3): a GPU warp's threads, so that a warp codes
+# a chunk with a state in every thread; and the units that open a chunk, their final values.
+LANES = 32
+HEADER_UNITS = LANES * 2
 # A state at or above frequency << RENORM_SHIFT would leave the range once coded (note 2).
 RENORM_SHIFT = STATE_BITS - ANS_PROB_BITS
 
@@ -290,17 +297,6 @@ def put_symbol(x, k, records, units, u):
 
 
 @njit(cache=True, inline="always")
-def close_states(x0, x1, x2, x3, units, u):
-    """Write the four final states below unit ``u`` (state 0 first in reading order, each high
-    unit first); returns the chunk stream's first unit."""
-    for x in (x3, x2, x1, x0):
-        units[u - uint64(1)] = x & uint64(UNIT_MASK)
-        units[u - uint64(2)] = x >> uint64(UNIT_BITS)
-        u -= uint64(2)
-    return int64(u)
-
-
-@njit(cache=True, inline="always")
 def _record(level, row_at, level_at, base, window, escapes):
     """The record index of a level in the row at ``row_at``: its index in the window, else the
     escape (``window``), after the row. ``level_at``: row_at - base (wrapping), the index of
@@ -312,50 +308,114 @@ def _record(level, row_at, level_at, base, window, escapes):
     return level_at + uint64(int64(level))
 
 
+@njit(cache=True, inline="always")
+def _code_group(levels, i, row_at, level_at, base, window, records, escapes, lanes, lane,
+                x0, x1, x2, x3, u0, u1, u2, u3):
+    """Code levels i .. i + 3 of one step on lanes ``lane`` .. ``lane`` + 3 (states x0 .. x3),
+    each lane's units into its row of ``lanes`` below u0 .. u3; returns the states, the
+    rows' units after them, and the step's mask bits of the lanes that renormalized."""
+    v0, v1, v2, v3 = u0, u1, u2, u3
+    x3, u3 = put_symbol(x3, _record(levels[i + uint64(3)], row_at, level_at, base, window,
+                                    escapes), records, lanes[lane + uint64(3)], u3)
+    x2, u2 = put_symbol(x2, _record(levels[i + uint64(2)], row_at, level_at, base, window,
+                                    escapes), records, lanes[lane + uint64(2)], u2)
+    x1, u1 = put_symbol(x1, _record(levels[i + uint64(1)], row_at, level_at, base, window,
+                                    escapes), records, lanes[lane + uint64(1)], u1)
+    x0, u0 = put_symbol(x0, _record(levels[i], row_at, level_at, base, window, escapes),
+                        records, lanes[lane], u0)
+    bits = (v0 - u0) | ((v1 - u1) << uint64(1)) | ((v2 - u2) << uint64(2)) | \
+        ((v3 - u3) << uint64(3))
+    return x0, x1, x2, x3, u0, u1, u2, u3, np.uint32(bits << lane)
+
+
 @njit(cache=True, nogil=True)
 def encode_chunk(levels, start, stop, base, window, records, row, classes, block_bits,
-                 escapes, units):
-    """Code levels[start:stop] backwards into ``units`` (uint16, at least stop - start +
+                 escapes, lanes, masks, heads, units):
+    """Code levels[start:stop] into the end of ``units`` (uint16, at least stop - start +
     HEADER_UNITS + 1 long), element i with the table of class classes[i >> block_bits] (rows of
     ``row`` records of the flattened ``records``: ``put_symbol``; ``_record``'s index,
     ``escapes`` a literal); returns the first unit of the chunk's stream, which runs to the
-    end of ``units``: the four final states (high unit first), then the renormalization units
-    in the order the decoder reads them. A group of four never spans two blocks (note 6)."""
+    end of ``units``: the LANES final states (high unit first), then the renormalization units
+    in the order the decoder reads them. Scratch: ``lanes`` (uint16, LANES rows of at least
+    ceil((stop - start) / LANES) + 1), ``masks`` (uint32, one per step), ``heads`` (uint64,
+    2 * LANES).
+    Two passes (note 3). Each group of four lanes is coded backwards through every step with
+    its states in registers, each lane's units into its row of ``lanes`` from the row's end,
+    and a bit per renormalization into the step's mask (a group of four never spans two
+    blocks: note 6). Then ``_interleave`` puts the rows' units in reading order."""
     base, window, row = int64(base), uint64(window), uint64(row)
     shift = uint64(block_bits)
-    u = uint64(units.shape[0])
-    x0 = x1 = x2 = x3 = uint64(STATE_LOW)
-    first, i = uint64(start), uint64(stop)      # (unsigned: no negative-index wrap)
-    # The tail, a last group not whole. (A helper shared with ans_tokens.py for these lines
-    # measured 8% slower coding here: its states pass through a returned tuple.)
-    while (i - first) % uint64(STATES) != uint64(0):
-        i -= uint64(1)
-        row_at = uint64(classes[i >> shift]) * row
-        k = _record(levels[i], row_at, row_at - uint64(base), base, window, escapes)
-        lane = (i - first) % uint64(STATES)
-        if lane == uint64(0):
-            x0, u = put_symbol(x0, k, records, units, u)
-        elif lane == uint64(1):
-            x1, u = put_symbol(x1, k, records, units, u)
-        else:
-            x2, u = put_symbol(x2, k, records, units, u)
-    # Block by block (one class each: its row found once per block), one level per step, the
-    # states rotating as in ans_tokens.py: ``a`` codes the level, and the level before it is
-    # on the state after it, ``b``; the tail leaves whole groups, so ``a`` starts as lane 3.
-    # (Groups of four coded in turn took 1.1x as long: their temporaries outnumber the
-    # registers.)
-    a, b, c, d = x3, x2, x1, x0
-    while i > first:
-        block = (i - uint64(1)) >> shift
-        block_start = max(first, block << shift)
-        row_at = uint64(classes[block]) * row
-        level_at = row_at - uint64(base)
-        while i > block_start:
-            i -= uint64(1)
-            k = _record(levels[i], row_at, level_at, base, window, escapes)
-            x, u = put_symbol(a, k, records, units, u)
-            a, b, c, d = b, c, d, x
-    return close_states(d, c, b, a, units, u)
+    first = uint64(start)
+    n = uint64(stop) - first
+    steps = (n + uint64(LANES - 1)) // uint64(LANES)
+    full = n // uint64(LANES)                    # the steps every lane takes part in
+    top = uint64(lanes.shape[1])
+    masks[:steps] = 0
+    for g in range(LANES // 4):
+        lane = uint64(4 * g)
+        x0 = x1 = x2 = x3 = uint64(STATE_LOW)
+        u0 = u1 = u2 = u3 = top
+        if full < steps:                         # the last step, not whole: lane by lane
+            for k in range(3, -1, -1):
+                i = first + full * uint64(LANES) + lane + uint64(k)
+                if i >= first + n:
+                    continue
+                row_at = uint64(classes[i >> shift]) * row
+                r = _record(levels[i], row_at, row_at - uint64(base), base, window, escapes)
+                if k == 3:
+                    x3, u3 = put_symbol(x3, r, records, lanes[lane + uint64(3)], u3)
+                elif k == 2:
+                    x2, u2 = put_symbol(x2, r, records, lanes[lane + uint64(2)], u2)
+                elif k == 1:
+                    x1, u1 = put_symbol(x1, r, records, lanes[lane + uint64(1)], u1)
+                else:
+                    x0, u0 = put_symbol(x0, r, records, lanes[lane], u0)
+            masks[full] |= np.uint32(((top - u0) | ((top - u1) << uint64(1)) |
+                                      ((top - u2) << uint64(2)) |
+                                      ((top - u3) << uint64(3))) << lane)
+        t = full
+        while t > uint64(0):
+            t -= uint64(1)
+            i = first + t * uint64(LANES) + lane
+            row_at = uint64(classes[i >> shift]) * row
+            x0, x1, x2, x3, u0, u1, u2, u3, bits = _code_group(
+                levels, i, row_at, row_at - uint64(base), base, window, records, escapes,
+                lanes, lane, x0, x1, x2, x3, u0, u1, u2, u3)
+            masks[t] |= bits
+        heads[lane], heads[lane + uint64(1)] = x0, x1
+        heads[lane + uint64(2)], heads[lane + uint64(3)] = x2, x3
+        heads[uint64(LANES) + lane], heads[uint64(LANES + 1) + lane] = u0, u1
+        heads[uint64(LANES + 2) + lane], heads[uint64(LANES + 3) + lane] = u2, u3
+    return _interleave(lanes, masks, steps, heads, units)
+
+
+@njit(cache=True, inline="always")
+def _interleave(lanes, masks, steps, heads, units):
+    """Write a chunk's stream at the end of ``units`` from ``encode_chunk``'s lanes: the final
+    states heads[:LANES] (lane 0 first, high unit first), then step by step the units of the
+    lanes set in the step's mask, in increasing lane order, each lane's next unit taken from
+    its row at heads[LANES + lane] onwards. Returns the stream's first unit."""
+    top = uint64(lanes.shape[1])
+    total = uint64(0)
+    for lane in range(LANES):
+        total += top - heads[LANES + lane]
+    p = uint64(units.shape[0]) - total - uint64(HEADER_UNITS)
+    head = p
+    for lane in range(LANES):
+        x = heads[lane]
+        units[p] = x >> uint64(UNIT_BITS)
+        units[p + uint64(1)] = x & uint64(UNIT_MASK)
+        p += uint64(2)
+    for t in range(steps):
+        m = uint64(masks[t])
+        while m:
+            lane = uint64(trailing_zeros(m))
+            m &= m - uint64(1)
+            at = heads[uint64(LANES) + lane]
+            units[p] = lanes[lane, at]
+            heads[uint64(LANES) + lane] = at + uint64(1)
+            p += uint64(1)
+    return int64(head)
 
 
 @njit(cache=True, nogil=True)
@@ -367,7 +427,12 @@ def encode_chunks(levels, base, window, entries, classes, block_bits, chunk, esc
     level's symbol is its index, no compare). Fills ``chunk_bits`` (bits of each chunk's
     stream, odd units padded) and returns the words written."""
     n = levels.shape[0]
-    units = np.empty(min(n, chunk) + HEADER_UNITS + 1, dtype=np.uint16)
+    most = min(n, chunk)
+    units = np.empty(most + HEADER_UNITS + 1, dtype=np.uint16)
+    steps = (most + LANES - 1) // LANES
+    lanes = np.empty((LANES, steps + 1), dtype=np.uint16)
+    masks = np.empty(max(steps, 1), dtype=np.uint32)
+    heads = np.empty(2 * LANES, dtype=np.uint64)
     records = encode_records(entries)
     w = 0
     for c in range(chunk_bits.shape[0]):
@@ -375,10 +440,10 @@ def encode_chunks(levels, base, window, entries, classes, block_bits, chunk, esc
         stop = min(n, start + chunk)
         if escapes:                              # (literal arguments: two compiled chunk coders)
             first = encode_chunk(levels, start, stop, base, window, records, entries.shape[1],
-                                 classes, block_bits, True, units)
+                                 classes, block_bits, True, lanes, masks, heads, units)
         else:
             first = encode_chunk(levels, start, stop, base, window, records, entries.shape[1],
-                                 classes, block_bits, False, units)
+                                 classes, block_bits, False, lanes, masks, heads, units)
         chunk_bits[c], w = store_units(units, first, out32, w)
     return w
 
@@ -462,49 +527,46 @@ def decode_chunk(units, first_bit, n_bits, coder, out, start, stop, escapes, k, 
     of ``units`` (the payload's ``payload_units``); its escapes take escapes[k:k_stop] in order,
     all of them. ``coder``: (tables, classes, block_bits), element i decoded with the table of
     class classes[i >> block_bits]. Returns a status (errors.py).
-    Without escapes, whole groups of four go through the unchecked batches first (``selects``:
+    Without escapes, whole steps go through the unchecked batches first (``selects``:
     ``_renorm``'s); the rest is decoded symbol by symbol with every check."""
-    states = np.empty(STATES, dtype=np.uint64)
-    status, u, end = _open_chunk(units, first_bit, n_bits, states)
+    states = np.empty(LANES, dtype=np.uint64)
+    status, u, end = open_chunk(units, first_bit, n_bits, states)
     if status != OK:
         return status
-    return _finish_chunk(units, coder, out, states, uint64(start), uint64(start), uint64(stop),
-                         u, end, escapes, k, k_stop, selects)
-
-
-@njit(cache=True, inline="always")
-def _open_chunk(units, first_bit, n_bits, states):
-    """Read the opening states of the chunk stream of ``n_bits`` bits at ``first_bit`` into
-    ``states``: returns (status, its first unit after them, its end unit)."""
-    if first_bit % UNIT_BITS or n_bits % UNIT_BITS or n_bits < HEADER_UNITS * UNIT_BITS:
-        return PAYLOAD_UNDERRUN, uint64(0), uint64(0)
-    u = uint64(first_bit // UNIT_BITS)
-    end = u + uint64(n_bits // UNIT_BITS)
-    if not open_states(units, u, states):
-        return BAD_STATE, uint64(0), uint64(0)
-    return OK, u + uint64(HEADER_UNITS), end
-
-
-@njit(cache=True, inline="always")
-def _finish_chunk(units, coder, out, states, i, start, stop, u, end, escapes, k, k_stop,
-                  selects):
-    """``decode_chunk`` from element i and unit u on, ``states`` the chunk's there."""
+    i = uint64(start)
     if k == k_stop:
-        status, i, u = _unchecked_groups(units, coder, out, states, i, stop, u, end, selects)
+        status, i, u = _unchecked_steps(units, coder, out, states, i, uint64(stop), u, end,
+                                        selects)
         if status != OK:
             return status
-    status, u, k = _checked_symbols(units, coder, out, states, i, start, stop, u, end,
-                                    escapes, uint64(k), uint64(k_stop))
+    status, u, k = _checked_symbols(units, coder, out, states, i, uint64(start), uint64(stop),
+                                    u, end, escapes, uint64(k), uint64(k_stop))
     if status != OK:
         return status
     return end_status(states, u, end)
 
 
 @njit(cache=True, inline="always")
+def open_chunk(units, first_bit, n_bits, states):
+    """Read the opening states of the chunk stream of ``n_bits`` bits at ``first_bit`` into
+    ``states`` (one per lane: ``states.shape[0]`` of them): returns (status, its first unit
+    after them, its end unit)."""
+    header = uint64(2 * states.shape[0])
+    if first_bit % UNIT_BITS or n_bits % UNIT_BITS or n_bits < header * UNIT_BITS:
+        return PAYLOAD_UNDERRUN, uint64(0), uint64(0)
+    u = uint64(first_bit // UNIT_BITS)
+    end = u + uint64(n_bits // UNIT_BITS)
+    if not open_states(units, u, states):
+        return BAD_STATE, uint64(0), uint64(0)
+    return OK, u + header, end
+
+
+@njit(cache=True, inline="always")
 def open_states(units, u, states):
-    """Read a chunk's four opening states (32 bits each, high unit first) from unit u into
-    ``states``; False where one lies outside [STATE_LOW, 2**STATE_BITS)."""
-    for lane in range(STATES):
+    """Read a chunk's opening states (32 bits each, high unit first; as many as ``states``
+    holds) from unit u into ``states``; False where one lies outside [STATE_LOW,
+    2**STATE_BITS)."""
+    for lane in range(states.shape[0]):
         x = (unit_at(units, u) << uint64(UNIT_BITS)) | unit_at(units, u + uint64(1))
         if x < uint64(STATE_LOW) or x >= uint64(1 << STATE_BITS):
             return False
@@ -513,104 +575,61 @@ def open_states(units, u, states):
     return True
 
 
+@njit(cache=True, inline="always")
+def _level_of(e):
+    """The level of a decode entry that is no escape."""
+    return np.int32(np.uint32(e >> uint64(ANS_LEVEL_SHIFT)))
+
+
 @njit(cache=True, nogil=True)
-def _unchecked_groups(units, coder, out, states, i, stop, u, end, selects):
-    """Decode groups of four symbols from element i (a multiple of four from the chunk's
-    start) in batches that cannot read past ``end`` even if every state renormalizes at every
-    symbol, each batch as long as the units left allow (a state reads a unit only every
-    16 / (its symbols' bits) symbols, so batches stay long until the chunk's last units).
-    Updates ``states``; returns (status, i, u) after them: ESCAPE_MISMATCH at an escape,
-    which a chunk without declared escapes must not hold."""
+def _unchecked_steps(units, coder, out, states, i, stop, u, end, selects):
+    """Decode whole steps (a symbol on every lane) from element i (a multiple of LANES from the
+    chunk's start) in batches that cannot read past ``end`` even if every state renormalizes
+    at every symbol, each batch as long as the units left allow (a state reads a unit only
+    every 16 / (its symbols' bits) symbols, so batches stay long until the chunk's last
+    units). A step goes four lanes at a time, their states in registers and one class lookup
+    for the four (a group never spans two blocks). Updates ``states``; returns (status, i, u)
+    after them: ESCAPE_MISMATCH at an escape, which a chunk without declared escapes must not
+    hold."""
     tables, classes, shift = coder
     shift = uint64(shift)
-    x0, x1, x2, x3 = states[0], states[1], states[2], states[3]
     while True:
-        safe = min((stop - i) // uint64(STATES), (end - u) // uint64(STATES))
+        safe = min((stop - i) // uint64(LANES), (end - u) // uint64(LANES))
         if safe == uint64(0):
             break
         for _ in range(safe):
-            t = classes[i >> shift]
-            x0, e0 = get_symbol(x0, tables, t)
-            x1, e1 = get_symbol(x1, tables, t)
-            x2, e2 = get_symbol(x2, tables, t)
-            x3, e3 = get_symbol(x3, tables, t)
-            if (e0 | e1 | e2 | e3) & uint64(ANS_ESCAPE):
-                return ESCAPE_MISMATCH, i, u
-            out[i] = np.int32(np.uint32(e0 >> uint64(ANS_LEVEL_SHIFT)))
-            out[i + uint64(1)] = np.int32(np.uint32(e1 >> uint64(ANS_LEVEL_SHIFT)))
-            out[i + uint64(2)] = np.int32(np.uint32(e2 >> uint64(ANS_LEVEL_SHIFT)))
-            out[i + uint64(3)] = np.int32(np.uint32(e3 >> uint64(ANS_LEVEL_SHIFT)))
-            x0, u = _renorm(x0, units, u, selects)
-            x1, u = _renorm(x1, units, u, selects)
-            x2, u = _renorm(x2, units, u, selects)
-            x3, u = _renorm(x3, units, u, selects)
-            i += uint64(STATES)
-    states[0], states[1], states[2], states[3] = x0, x1, x2, x3
+            for g in range(LANES // 4):
+                j = i + uint64(4 * g)
+                t = classes[j >> shift]
+                x0, e0 = get_symbol(states[4 * g], tables, t)
+                x1, e1 = get_symbol(states[4 * g + 1], tables, t)
+                x2, e2 = get_symbol(states[4 * g + 2], tables, t)
+                x3, e3 = get_symbol(states[4 * g + 3], tables, t)
+                if (e0 | e1 | e2 | e3) & uint64(ANS_ESCAPE):
+                    return ESCAPE_MISMATCH, i, u
+                out[j] = _level_of(e0)
+                out[j + uint64(1)] = _level_of(e1)
+                out[j + uint64(2)] = _level_of(e2)
+                out[j + uint64(3)] = _level_of(e3)
+                x0, u = _renorm(x0, units, u, selects)
+                x1, u = _renorm(x1, units, u, selects)
+                x2, u = _renorm(x2, units, u, selects)
+                x3, u = _renorm(x3, units, u, selects)
+                states[4 * g], states[4 * g + 1] = x0, x1
+                states[4 * g + 2], states[4 * g + 3] = x2, x3
+            i += uint64(LANES)
     return OK, i, u
 
 
 @njit(cache=True, nogil=True)
-def _unchecked_pairs(units, coder, out, states, other, i, j, stop, u, v, end, other_end,
-                     selects):
-    """``_unchecked_groups`` for two chunks at once, as long as both have whole batches
-    left: elements from i (``states``, units from u before ``end``) and from j (``other``,
-    units from v before ``other_end``), j - i levels apart and both ``stop`` - i long. Eight
-    independent states hide the latency of table entries that are not in L1 (docs/design.md).
-    Returns (status, i, u, v); j is i's offset."""
-    tables, classes, shift = coder
-    shift = uint64(shift)
-    gap = j - i
-    x0, x1, x2, x3 = states[0], states[1], states[2], states[3]
-    y0, y1, y2, y3 = other[0], other[1], other[2], other[3]
-    while True:
-        safe = min((stop - i) // uint64(STATES), (end - u) // uint64(STATES),
-                   (other_end - v) // uint64(STATES))
-        if safe == uint64(0):
-            break
-        for _ in range(safe):
-            j = i + gap
-            t, r = classes[i >> shift], classes[j >> shift]
-            x0, e0 = get_symbol(x0, tables, t)
-            y0, f0 = get_symbol(y0, tables, r)
-            x1, e1 = get_symbol(x1, tables, t)
-            y1, f1 = get_symbol(y1, tables, r)
-            x2, e2 = get_symbol(x2, tables, t)
-            y2, f2 = get_symbol(y2, tables, r)
-            x3, e3 = get_symbol(x3, tables, t)
-            y3, f3 = get_symbol(y3, tables, r)
-            if (e0 | e1 | e2 | e3 | f0 | f1 | f2 | f3) & uint64(ANS_ESCAPE):
-                return ESCAPE_MISMATCH, i, u, v
-            out[i] = np.int32(np.uint32(e0 >> uint64(ANS_LEVEL_SHIFT)))
-            out[i + uint64(1)] = np.int32(np.uint32(e1 >> uint64(ANS_LEVEL_SHIFT)))
-            out[i + uint64(2)] = np.int32(np.uint32(e2 >> uint64(ANS_LEVEL_SHIFT)))
-            out[i + uint64(3)] = np.int32(np.uint32(e3 >> uint64(ANS_LEVEL_SHIFT)))
-            out[j] = np.int32(np.uint32(f0 >> uint64(ANS_LEVEL_SHIFT)))
-            out[j + uint64(1)] = np.int32(np.uint32(f1 >> uint64(ANS_LEVEL_SHIFT)))
-            out[j + uint64(2)] = np.int32(np.uint32(f2 >> uint64(ANS_LEVEL_SHIFT)))
-            out[j + uint64(3)] = np.int32(np.uint32(f3 >> uint64(ANS_LEVEL_SHIFT)))
-            x0, u = _renorm(x0, units, u, selects)
-            y0, v = _renorm(y0, units, v, selects)
-            x1, u = _renorm(x1, units, u, selects)
-            y1, v = _renorm(y1, units, v, selects)
-            x2, u = _renorm(x2, units, u, selects)
-            y2, v = _renorm(y2, units, v, selects)
-            x3, u = _renorm(x3, units, u, selects)
-            y3, v = _renorm(y3, units, v, selects)
-            i += uint64(STATES)
-    states[0], states[1], states[2], states[3] = x0, x1, x2, x3
-    other[0], other[1], other[2], other[3] = y0, y1, y2, y3
-    return OK, i, u, v
-
-
-@njit(cache=True, nogil=True)
 def _checked_symbols(units, coder, out, states, i, start, stop, u, end, escapes, k, k_stop):
-    """Decode elements [i, stop) one at a time (element j on state (j - start) % 4), each
+    """Decode elements [i, stop) one at a time (element j on lane (j - start) % LANES), each
     unit read tested against ``end`` and each escape against the declared ones
     (escapes[k:k_stop]). Updates ``states``; returns (status, u, k) after them."""
     tables, classes, shift = coder
     shift = uint64(shift)
     while i < stop:
-        lane = (i - start) & uint64(STATES - 1)
+        lane = (i - start) & uint64(LANES - 1)
         x, e = get_symbol(states[lane], tables, classes[i >> shift])
         if e & uint64(ANS_ESCAPE) and k >= k_stop:
             return ESCAPE_MISMATCH, u, k
@@ -643,11 +662,9 @@ def end_status(states, u, end):
 def decode_chunks(words, starts, chunk_bits, chunk, coder, out, escapes, escape_starts,
                   selects):
     """Decode every chunk into ``out`` (``coder`` as for ``decode_chunk``); chunk c's escapes
-    are escapes[escape_starts[c]:escape_starts[c + 1]]. Two whole chunks without escapes are
-    decoded together (``_decode_pair``). ``selects``: renormalize by selects (``_renorm``;
-    the chunk decoders are compiled for each). Returns OK, or the status of the first failure
-    met (in a pair, the second chunk's opening states are read before the first is
-    decoded)."""
+    are escapes[escape_starts[c]:escape_starts[c + 1]]. ``selects``: renormalize by selects
+    (``_renorm``; the chunk decoder is compiled for each). Returns OK, or the status of the
+    first failure met."""
     if selects:                                 # (literal arguments: two compiled decoders)
         return _decode_chunks(words, starts, chunk_bits, chunk, coder, out, escapes,
                               escape_starts, True)
@@ -661,49 +678,14 @@ def _decode_chunks(words, starts, chunk_bits, chunk, coder, out, escapes, escape
     """``decode_chunks`` with ``selects`` a literal."""
     n = out.shape[0]
     units = payload_units(words)
-    c = 0
-    while c < starts.shape[0]:
+    for c in range(starts.shape[0]):
         start = c * chunk
-        stop = min(n, start + chunk)
-        k, k_stop = escape_starts[c], escape_starts[c + 1]
-        if stop + chunk <= n and k == k_stop and escape_starts[c + 2] == k:
-            status = _decode_pair(units, starts[c:c + 2], chunk_bits[c:c + 2], coder, out,
-                                  start, chunk, escapes, k, selects)
-            c += 2
-        else:
-            status = decode_chunk(units, starts[c], chunk_bits[c], coder, out, start, stop,
-                                  escapes, k, k_stop, selects)
-            c += 1
+        status = decode_chunk(units, starts[c], chunk_bits[c], coder, out, start,
+                              min(n, start + chunk), escapes, escape_starts[c],
+                              escape_starts[c + 1], selects)
         if status != OK:
             return status
     return OK
-
-
-@njit(cache=True, nogil=True)
-def _decode_pair(units, starts, chunk_bits, coder, out, start, chunk, escapes, k, selects):
-    """Decode two whole chunks of ``chunk`` levels without escapes (each takes the empty
-    escapes[k:k]), from element ``start``: their batches together (``_unchecked_pairs``),
-    then each one's rest as ``decode_chunk`` would. Returns OK or the first failure's
-    status."""
-    states = np.empty((2, STATES), dtype=np.uint64)
-    status, u, end = _open_chunk(units, starts[0], chunk_bits[0], states[0])
-    if status != OK:
-        return status
-    status, v, other_end = _open_chunk(units, starts[1], chunk_bits[1], states[1])
-    if status != OK:
-        return status
-    first, second = uint64(start), uint64(start + chunk)
-    status, i, u, v = _unchecked_pairs(units, coder, out, states[0], states[1], first, second,
-                                       second, u, v, end, other_end, selects)
-    if status != OK:
-        return status
-    j = i + uint64(chunk)
-    status = _finish_chunk(units, coder, out, states[0], i, first, second, u, end, escapes, k,
-                           k, selects)
-    if status != OK:
-        return status
-    return _finish_chunk(units, coder, out, states[1], j, second, second + uint64(chunk), v,
-                         other_end, escapes, k, k, selects)
 
 
 # ---- Frequency tables in the parameters -----------------------------------------------------

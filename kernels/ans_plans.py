@@ -9,7 +9,7 @@ Units: bits unless named bytes; frequencies in slots of 1/ANS_PROB_SCALE.
 import numpy as np
 from numba import njit, int64, uint64
 
-from .ans import HEADER_UNITS, STATES, UNIT_BITS, normalize
+from .ans import HEADER_UNITS, LANES, UNIT_BITS, normalize
 from .bits import WORD_BITS
 from .maxima import ANS_PROB_BITS, ANS_PROB_SCALE
 
@@ -20,9 +20,17 @@ TABLE_BYTES_PER_SYMBOL = 2
 # (its bit count).
 STREAM_PARAM_BYTES = 12
 CHUNK_PARAM_BYTES = 3
-# Bits a chunk adds to its symbols' information: the four final states' units (each state
-# holds at least 15 of its 31 bits) and half a word of padding.
-CHUNK_BITS = HEADER_UNITS * UNIT_BITS - 4 * 15 + WORD_BITS // 2
+
+
+def chunk_overhead_bits(lanes):
+    """Bits a chunk of ``lanes`` interleaved states adds to its symbols' information: the final
+    states' units (each state holds at least 15 of its 31 bits) and half a word of padding."""
+    return lanes * (2 * UNIT_BITS - 15) + WORD_BITS // 2
+
+
+# ``chunk_overhead_bits`` of an ``ans`` chunk.
+CHUNK_BITS = chunk_overhead_bits(LANES)
+assert CHUNK_BITS == HEADER_UNITS * UNIT_BITS - LANES * 15 + WORD_BITS // 2
 # Fibonacci hashing's multiplier (2**64 / golden ratio): ``sampled_block``'s offsets.
 SAMPLE_HASH = 0x9E3779B97F4A7C15
 
@@ -107,6 +115,8 @@ def sampled_block(w, stride):
                                      uint64(stride))
 
 
+# Lanes of counts ``class_counts`` keeps (each a copy of the counts).
+COUNT_LANES = 4
 # Levels ``class_counts`` counts into its 32-bit lanes before it adds them to the counts (so
 # that no lane wraps).
 LANE_LEVELS = 1 << 31
@@ -126,7 +136,7 @@ def class_counts(levels, base, block_bits, stride, maxima, counts):
     size = 1 << block_bits
     cols = counts.shape[1]
     plane = counts.shape[0] * cols
-    lanes = np.zeros(STATES * plane, dtype=np.uint32)
+    lanes = np.zeros(COUNT_LANES * plane, dtype=np.uint32)
     pending = 0
     for w in range(-(-maxima.shape[0] // stride)):
         b = sampled_block(w, stride)
@@ -139,10 +149,10 @@ def class_counts(levels, base, block_bits, stride, maxima, counts):
         block = levels[b * size:min(n, (b + 1) * size)]
         pending += block.shape[0]
         i = 0
-        while i + STATES <= block.shape[0]:
-            for k in range(STATES):
+        while i + COUNT_LANES <= block.shape[0]:
+            for k in range(COUNT_LANES):
                 lanes[uint64(row + k * plane + int64(block[i + k]))] += np.uint32(1)
-            i += STATES
+            i += COUNT_LANES
         while i < block.shape[0]:
             lanes[uint64(row + int64(block[i]))] += np.uint32(1)
             i += 1
@@ -154,7 +164,7 @@ def _add_lanes(lanes, counts):
     """Add ``class_counts``'s lanes to ``counts`` and zero them."""
     plane = counts.size
     flat = counts.reshape(plane)
-    for k in range(STATES):
+    for k in range(COUNT_LANES):
         for j in range(plane):
             flat[j] += lanes[k * plane + j]
             lanes[k * plane + j] = 0
@@ -178,16 +188,17 @@ SYMBOL_BITS.setflags(write=False)
 
 
 @njit(cache=True, nogil=True)
-def coded_bits(counts, freqs, chunks):
+def coded_bits(counts, freqs, chunks, per_chunk=CHUNK_BITS):
     """Estimated rANS payload bits of symbols with ``counts`` (rows: tables) coded with the
     normalized ``freqs`` (same shape) in ``chunks`` chunks: the information the frequencies
-    give the symbols (SYMBOL_BITS each), rounded up, plus CHUNK_BITS per chunk."""
+    give the symbols (SYMBOL_BITS each), rounded up, plus ``per_chunk`` bits per chunk
+    (``chunk_overhead_bits``)."""
     info = 0.0
     for t in range(counts.shape[0]):
         for s in range(counts.shape[1]):
             if counts[t, s] > 0:
                 info += counts[t, s] * SYMBOL_BITS[freqs[t, s]]
-    return int(np.ceil(info)) + chunks * CHUNK_BITS
+    return int(np.ceil(info)) + chunks * per_chunk
 
 
 @njit(cache=True, nogil=True)

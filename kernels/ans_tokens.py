@@ -5,8 +5,11 @@ READ ME FIRST
 1. The tokens and their symbols are ``rlh``'s (kernels/runs.py, note 1): symbol = run bucket *
    window + level index, the escape RUN_BUCKETS * window. Runs are cut at chunk boundaries, so
    every chunk of levels is a whole number of tokens.
-2. A chunk's token symbols are one rANS stream (kernels/ans.py, notes 1-4), token j of the
-   chunk on state j % 4, coded with the table of its context (note 5).
+2. A chunk's token symbols are one rANS stream (kernels/ans.py, notes 1-4) with four
+   interleaved states, token j of the chunk on state j % 4, coded with the table of its
+   context (note 5). Four, not ans's 32 lanes: where a token's levels go depends on every
+   run before it, so a chunk's tokens are decoded one after another on any processor, and
+   four chains are what a core overlaps.
 3. What the symbols do not say travels in a second bit stream, the extras, MSB-first after all
    chunks' rANS streams (from the next 32-bit word): per token, in order, its bucket's extra
    bits (the run's low BUCKET_EXTRA[b] bits; the bucket gives the rest), or for an escape the
@@ -28,8 +31,8 @@ Units: positions of the rANS streams in 16-bit units, of the extras in bits.
 import numpy as np
 from numba import njit, int64, uint64
 
-from .ans import (HEADER_UNITS, STATE_LOW, STATES, UNIT_BITS, close_states, encode_records,
-                  end_status, open_states, payload_units, put_symbol, store_units, unit_at)
+from .ans import (STATE_LOW, UNIT_BITS, UNIT_MASK, encode_records, end_status, open_states,
+                  payload_units, put_symbol, store_units, unit_at)
 from .bits import WORD_BITS, flush_bits, peek64, put_bits, unzigzag, zigzag
 from .elias import put_gamma, read_gamma
 from .errors import (OK, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, BAD_STATE, RUN_OVERFLOW,
@@ -41,6 +44,10 @@ from .maxima import (ANS_ESCAPE, ANS_FREQ_MASK, ANS_LEVEL_SHIFT, ANS_OFFSET_MASK
 from .runs import (BUCKET_BASE, BUCKET_EXTRA, LONG_RUN_SYMBOL, bucket_and_extra,
                    long_runs_dense, run_symbol)
 from .stores import last_level, level_word, levels_per_word, store8
+
+# Interleaved states per chunk (note 2), and the units that open a chunk: their final values.
+STATES = 4
+HEADER_UNITS = STATES * 2
 
 # Symbols below this many windows (run buckets 0..2: runs of 1..3) have no extra bits.
 PLAIN_BUCKETS = 3
@@ -143,6 +150,17 @@ def _dense_contexts(levels, ends, symbols, chunk_runs, base, window, after_ancho
             flat[t + symbol] += 1
             t = row_after[symbol]
             k += one
+
+
+@njit(cache=True, inline="always")
+def close_states(x0, x1, x2, x3, units, u):
+    """Write the four final states below unit ``u`` (state 0 first in reading order, each high
+    unit first); returns the chunk stream's first unit."""
+    for x in (x3, x2, x1, x0):
+        units[u - uint64(1)] = x & uint64(UNIT_MASK)
+        units[u - uint64(2)] = x >> uint64(UNIT_BITS)
+        u -= uint64(2)
+    return int64(u)
 
 
 @njit(cache=True, nogil=True)

@@ -1,21 +1,34 @@
-"""CUDA rANS kernels (encoder ``ans``): the chunk coder of kernels/ans.py on the device, one
-thread per chunk, writing and reading the very same bytes.
+"""CUDA rANS kernels (encoder ``ans``): the chunk coder of kernels/ans.py on the device, a warp
+per chunk and a thread per lane, writing and reading the very same bytes; and the per-state
+helpers that kernels/cuda_rla.py's serial token coder shares.
 
 READ ME FIRST
-1. Encoding runs in two passes: ``encode_chunks`` codes every chunk backwards into its own slot
-   of a scratch array (``stride`` units per chunk, the stream ending at the slot's end) and
-   records its unit count; the host turns the counts into word offsets (kernels/chunks.py);
-   ``pack_chunks`` copies every chunk's units to its offset as big-endian pairs, as
-   ``ans.encode_chunks`` lays them out.
-2. Escaped levels are left to the host (the encoder copies such tensors over first); the
+1. A chunk's LANES = 32 states are a warp's threads (kernels/ans.py note 3): a block of LANES
+   threads codes one chunk, thread l holding lane l's state in a register, and steps through
+   the chunk a symbol per lane at a time. Where a step's units go is the one thing the lanes
+   share: ``lane_counts`` gives each lane how many lanes below it renormalize (its unit's rank
+   in the step) and how many do in all (how far the stream moves), through a vote in shared
+   memory between two barriers.
+2. Encoding runs in two kernels: ``encode_chunks`` codes every chunk backwards into its own
+   slot of a scratch array (``stride`` units per chunk, the stream ending at the slot's end)
+   and records its unit count; the host turns the counts into word offsets
+   (kernels/chunks.py); ``pack_chunks`` copies every chunk's units to its offset as big-endian
+   pairs, as ``ans.encode_chunks`` lays them out, a block per chunk.
+3. Escaped levels are left to the host (the encoder copies such tensors over first); the
    device coder maps every level to its window index, which the caller guarantees exists.
-3. Decoding checks what the CPU decoder checks: the states' range, every unit read against the
-   chunk's end, escapes against those declared for the chunk, and the states back at
-   STATE_LOW with every unit read; each thread writes its chunk's status.
+4. Decoding checks what the CPU decoder checks: the states' range, every unit read against the
+   chunk's end, escapes against those declared for the chunk, and every state back at
+   STATE_LOW with every unit read; the block writes its chunk's status. A step's checks are
+   made for the whole step, so where a corrupted chunk fails two ways at once the device may
+   name the other failure than the host (both raise DecodeError).
+5. Under the Numba simulator a block's threads are Python threads, and a call from one module's
+   kernel into another module's device function swaps that module's ``cuda`` for a fake one,
+   which threads of one block race on: the warp kernels here call only this module's device
+   functions. The serial kernels of cuda_rla.py run a thread per block there (RLA_BLOCK).
 """
-from numba import config, cuda, int64, uint32, uint64
+from numba import config, cuda, int32, int64, uint32, uint64
 
-from .ans import (HEADER_UNITS, STATE_BITS, STATE_LOW, STATES, UNIT_BITS, UNIT_BITS_LOG2,
+from .ans import (HEADER_UNITS, LANES, STATE_BITS, STATE_LOW, UNIT_BITS, UNIT_BITS_LOG2,
                   UNIT_MASK, UNITS_PER_WORD_LOG2)
 from .ans_plans import SAMPLE_HASH
 from .errors import OK, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, BAD_STATE, ESCAPE_MISMATCH
@@ -23,11 +36,26 @@ from .maxima import (ANS_BIAS_SHIFT, ANS_BOUND_MASK, ANS_COMPLEMENT_SHIFT, ANS_E
                      ANS_FREQ_MASK, ANS_LEVEL_SHIFT, ANS_OFFSET_MASK, ANS_OFFSET_SHIFT,
                      ANS_PROB_BITS, ANS_PROB_SCALE, ANS_RECIPROCAL_BITS, ANS_RECIPROCAL_MASK)
 
-# Chunks (threads) per block: each thread runs one long serial chain. The simulator gets one:
-# it swaps a module's ``cuda`` for its fake one around every call of a device function from
-# another module, and threads of one block running such calls at once race on that swap
-# (the output is the same for any block size).
-ANS_BLOCK = 1 if config.ENABLE_CUDASIM else 32
+# Threads per block of the serial kernels (cuda_rla.py: a thread per chunk); one under the
+# simulator (note 5).
+RLA_BLOCK = 1 if config.ENABLE_CUDASIM else 32
+# Threads per block of ``pack_chunks`` (a block per chunk).
+PACK_BLOCK = 128
+# ``lane_counts`` packs two counts of at most LANES in one vote.
+COUNT_SHIFT = 8
+assert LANES < 1 << COUNT_SHIFT
+
+
+# ---- Per-state steps ------------------------------------------------------------------------
+
+@cuda.jit(device=True, inline=True)
+def coded_state(x, e, r):
+    """State x (already renormalized) after coding the symbol of encode entry e and reciprocal
+    r (kernels/ans.py ``encode_tables``)."""
+    q = ((x * (r & uint64(ANS_RECIPROCAL_MASK))) >> uint64(ANS_RECIPROCAL_BITS)) >> \
+        (r >> uint64(ANS_RECIPROCAL_BITS))
+    return x + (e >> uint64(ANS_BIAS_SHIFT)) + q * \
+        ((e >> uint64(ANS_COMPLEMENT_SHIFT)) & uint64(ANS_FREQ_MASK))
 
 
 @cuda.jit(device=True, inline=True)
@@ -39,179 +67,7 @@ def put_symbol(x, s, entries, rcps, t, scratch, u):
         u -= 1
         scratch[u] = uint32(x & uint64(UNIT_MASK))
         x >>= uint64(UNIT_BITS)
-    r = rcps[t, s]
-    q = ((x * (r & uint64(ANS_RECIPROCAL_MASK))) >> uint64(ANS_RECIPROCAL_BITS)) >> \
-        (r >> uint64(ANS_RECIPROCAL_BITS))
-    return x + (e >> uint64(ANS_BIAS_SHIFT)) + q * \
-        ((e >> uint64(ANS_COMPLEMENT_SHIFT)) & uint64(ANS_FREQ_MASK)), u
-
-
-@cuda.jit
-def encode_chunks(levels, base, entries, rcps, classes, block_bits, chunk, stride, scratch,
-                  counts):
-    """Thread c codes chunk c backwards into scratch[c * stride:(c + 1) * stride] (its stream
-    ends at the slot's end: the four final states, high unit first, then the units in reading
-    order), element i with the table of class classes[i >> block_bits], and stores its unit
-    count in counts[c]."""
-    c = cuda.grid(1)
-    if c >= counts.shape[0]:
-        return
-    start = int64(c) * chunk
-    stop = min(int64(levels.shape[0]), start + chunk)
-    slot_end = int64(c + 1) * stride
-    u = slot_end
-    states = cuda.local.array(STATES, uint64)
-    for k in range(STATES):
-        states[k] = uint64(STATE_LOW)
-    for i in range(stop - 1, start - 1, -1):
-        lane = (i - start) % STATES
-        states[lane], u = put_symbol(states[lane], uint64(int64(levels[i]) - base), entries, rcps,
-                               classes[i >> block_bits], scratch, u)
-    counts[c] = slot_end - flush_states(states, scratch, u)
-
-
-@cuda.jit(device=True, inline=True)
-def flush_states(states, scratch, u):
-    """Write the final states below unit ``u`` (state 0 first in reading order, each high unit
-    first); returns the stream's first unit."""
-    for k in range(STATES - 1, -1, -1):
-        scratch[u - 1] = uint32(states[k] & uint64(UNIT_MASK))
-        scratch[u - 2] = uint32(states[k] >> uint64(UNIT_BITS))
-        u -= 2
-    return u
-
-
-@cuda.jit
-def pack_chunks(scratch, stride, counts, word_starts, out32):
-    """Thread c writes chunk c's units (the last ``counts[c]`` of its slot) as big-endian
-    pairs into out32 from word ``word_starts[c]``, an odd last unit in a high half."""
-    c = cuda.grid(1)
-    if c >= counts.shape[0]:
-        return
-    first = int64(c + 1) * stride - counts[c]
-    w = word_starts[c]
-    for k in range(0, counts[c], 2):
-        low = scratch[first + k + 1] if k + 1 < counts[c] else uint32(0)
-        out32[w + k // 2] = (scratch[first + k] << uint32(UNIT_BITS)) | low
-
-
-@cuda.jit(device=True, inline=True)
-def unit_at(words, u):
-    """The 16-bit unit at position u of a payload of big-endian 64-bit words."""
-    last = (1 << UNITS_PER_WORD_LOG2) - 1
-    return (words[u >> UNITS_PER_WORD_LOG2] >> uint64((last - (u & last)) << UNIT_BITS_LOG2)) & \
-        uint64(UNIT_MASK)
-
-
-def _chunk_decoder(selects):
-    """The ``decode_chunks`` kernel renormalizing with ``refill`` or, with ``selects``,
-    ``refill_select`` (compiled apart, as the CPU decoder is for its literal argument)."""
-    take = refill_select if selects else refill
-
-    @cuda.jit(device=True)
-    def decode_chunk(words, first_bit, n_bits, tables, classes, block_bits, out, start, stop,
-                     escapes, k, k_stop):
-        """Decode out[start:stop] from one chunk's stream; returns its status. Four levels a
-        step, one per state, the states in registers: their four chains overlap (a state array
-        indexed by the lane lives in local memory, a load and a store on every level's chain).
-        A group of four never spans two blocks (kernels/ans.py note 6): one class lookup a
-        step."""
-        states = cuda.local.array(STATES, uint64)
-        status, u, end = open_chunk(words, first_bit, n_bits, states)
-        if status != OK:
-            return status
-        x0, x1, x2, x3 = states[0], states[1], states[2], states[3]
-        i = start
-        while i + STATES <= stop:
-            t = classes[i >> block_bits]
-            x0, e0 = get_symbol(x0, tables, t)
-            x1, e1 = get_symbol(x1, tables, t)
-            x2, e2 = get_symbol(x2, tables, t)
-            x3, e3 = get_symbol(x3, tables, t)
-            k, ok0 = put_level(out, i, e0, escapes, k, k_stop)
-            k, ok1 = put_level(out, i + 1, e1, escapes, k, k_stop)
-            k, ok2 = put_level(out, i + 2, e2, escapes, k, k_stop)
-            k, ok3 = put_level(out, i + 3, e3, escapes, k, k_stop)
-            if not (ok0 and ok1 and ok2 and ok3):
-                return ESCAPE_MISMATCH
-            x0, u, r0 = take(x0, words, u, end)
-            x1, u, r1 = take(x1, words, u, end)
-            x2, u, r2 = take(x2, words, u, end)
-            x3, u, r3 = take(x3, words, u, end)
-            if not (r0 and r1 and r2 and r3):
-                return PAYLOAD_OVERRUN
-            i += STATES
-        states[0], states[1], states[2], states[3] = x0, x1, x2, x3
-        lane = 0
-        while i < stop:                       # the chunk's last levels, fewer than four
-            x, e = get_symbol(states[lane], tables, classes[i >> block_bits])
-            k, ok = put_level(out, i, e, escapes, k, k_stop)
-            if not ok:
-                return ESCAPE_MISMATCH
-            x, u, r = take(x, words, u, end)
-            if not r:
-                return PAYLOAD_OVERRUN
-            states[lane] = x
-            lane += 1
-            i += 1
-        if k != k_stop:
-            return ESCAPE_MISMATCH
-        return end_status(states, u, end)
-
-    @cuda.jit
-    def decode_chunks(words, starts, chunk_bits, chunk, tables, classes, block_bits, escapes,
-                      escape_starts, out, status):
-        """Thread c decodes chunk c into out (element i on state (i - chunk start) % 4, with
-        the table of class classes[i >> block_bits]), its escapes taking
-        escapes[escape_starts[c]:escape_starts[c + 1]]; status[c] gets its status."""
-        c = cuda.grid(1)
-        if c >= starts.shape[0]:
-            return
-        status[c] = decode_chunk(words, starts[c], chunk_bits[c], tables, classes, block_bits,
-                                 out, int64(c) * chunk,
-                                 min(int64(out.shape[0]), int64(c + 1) * chunk),
-                                 escapes, escape_starts[c], escape_starts[c + 1])
-    return decode_chunks
-
-
-@cuda.jit(device=True, inline=True)
-def put_level(out, i, e, escapes, k, k_stop):
-    """out[i] = the level of decode entry e, or for an escape escapes[k]: (k after, False
-    where the chunk's escapes, up to k_stop, are used up)."""
-    if e & uint64(ANS_ESCAPE):
-        if k >= k_stop:
-            return k, False
-        out[i] = escapes[k]
-        return k + 1, True
-    out[i] = int64(int32_of(e >> uint64(ANS_LEVEL_SHIFT)))
-    return k, True
-
-
-@cuda.jit(device=True, inline=True)
-def open_chunk(words, first_bit, n_bits, states):
-    """(status, the unit after the states, the end unit) of a chunk's stream of ``n_bits``
-    from bit ``first_bit``, its four states read into ``states``: PAYLOAD_UNDERRUN where the
-    stream is not whole units holding at least the states, BAD_STATE where one is out of
-    range."""
-    if first_bit % UNIT_BITS or n_bits % UNIT_BITS or n_bits < HEADER_UNITS * UNIT_BITS:
-        return PAYLOAD_UNDERRUN, int64(0), int64(0)
-    u = int64(first_bit // UNIT_BITS)
-    end = u + int64(n_bits // UNIT_BITS)
-    if not open_states(words, u, states):
-        return BAD_STATE, u, end
-    return OK, u + HEADER_UNITS, end
-
-
-@cuda.jit(device=True, inline=True)
-def open_states(words, u, states):
-    """Read the four initial states from unit ``u``; False where one lies outside
-    [STATE_LOW, 2**STATE_BITS)."""
-    for lane in range(STATES):
-        x = (unit_at(words, u + 2 * lane) << uint64(UNIT_BITS)) | unit_at(words, u + 2 * lane + 1)
-        if x < uint64(STATE_LOW) or x >= uint64(1 << STATE_BITS):
-            return False
-        states[lane] = x
-    return True
+    return coded_state(x, e, rcps[t, s]), u
 
 
 @cuda.jit(device=True, inline=True)
@@ -235,26 +91,19 @@ def refill(x, words, u, end):
 
 
 @cuda.jit(device=True, inline=True)
-def refill_select(x, words, u, end):
-    """``refill`` by selects: the unit is loaded whether or not the state takes it (the
-    chunk's last one past its end), so that whether a state renormalizes is no branch; faster
-    where states renormalize every few levels (kernels/ans.py ``_renorm``)."""
-    low = x < uint64(STATE_LOW)
-    unit = unit_at(words, min(u, end - 1))
-    ok = u < end or not low
-    return (((x << uint64(UNIT_BITS)) | unit) if low else x), (u + 1 if low else u), ok
+def unit_at(words, u):
+    """The 16-bit unit at position u of a payload of big-endian 64-bit words."""
+    last = (1 << UNITS_PER_WORD_LOG2) - 1
+    return (words[u >> UNITS_PER_WORD_LOG2] >> uint64((last - (u & last)) << UNIT_BITS_LOG2)) & \
+        uint64(UNIT_MASK)
 
 
 @cuda.jit(device=True, inline=True)
-def end_status(states, u, end):
-    """A chunk decoded without error must have read every unit up to ``end`` and left every
-    state at STATE_LOW."""
-    if u < end:
-        return PAYLOAD_UNDERRUN
-    for lane in range(STATES):
-        if states[lane] != uint64(STATE_LOW):
-            return BAD_STATE
-    return OK
+def opening_state(words, u):
+    """(the 32-bit state of the two units at u, high unit first; whether it lies in
+    [STATE_LOW, 2**STATE_BITS))."""
+    x = (unit_at(words, u) << uint64(UNIT_BITS)) | unit_at(words, u + 1)
+    return x, x >= uint64(STATE_LOW) and x < uint64(1 << STATE_BITS)
 
 
 @cuda.jit(device=True, inline=True)
@@ -263,6 +112,149 @@ def int32_of(v):
     v = int64(v & uint64(0xFFFFFFFF))
     return v - (int64(1) << 32) if v >= (int64(1) << 31) else v
 
+
+# ---- A warp per chunk -----------------------------------------------------------------------
+
+@cuda.jit(device=True, inline=True)
+def lane_counts(a, b, lane, votes):
+    """For flags a and b of every lane of the block (``votes``: a shared int32 array of LANES):
+    (lanes below ``lane`` with a, lanes with a, lanes below with b, lanes with b). Every thread
+    of the block must call it at the same point (note 1)."""
+    votes[lane] = int32(a) | (int32(b) << COUNT_SHIFT)
+    cuda.syncthreads()
+    below = int32(0)
+    total = int32(0)
+    for j in range(LANES):
+        v = votes[j]
+        total += v
+        if j < lane:
+            below += v
+    cuda.syncthreads()
+    low = (1 << COUNT_SHIFT) - 1
+    return below & low, total & low, below >> COUNT_SHIFT, total >> COUNT_SHIFT
+
+
+@cuda.jit
+def encode_chunks(levels, base, entries, rcps, classes, block_bits, chunk, stride, scratch,
+                  counts):
+    """Block c codes chunk c backwards into scratch[c * stride:(c + 1) * stride], thread l the
+    elements of lane l (element i with the table of class classes[i >> block_bits]); the
+    stream ends at the slot's end: the final states, lane 0 first, high unit first, then the
+    units in reading order. counts[c] gets its unit count."""
+    votes = cuda.shared.array(LANES, int32)
+    c = int64(cuda.blockIdx.x)
+    lane = int64(cuda.threadIdx.x)
+    start = c * chunk
+    stop = min(int64(levels.shape[0]), start + chunk)
+    slot_end = (c + 1) * stride
+    u = slot_end
+    x = uint64(STATE_LOW)
+    t = (stop - start + LANES - 1) // LANES
+    while t > 0:
+        t -= 1
+        i = start + t * LANES + lane
+        renorm = False
+        e = uint64(0)
+        r = uint64(0)
+        if i < stop:
+            k = classes[i >> block_bits]
+            s = int64(levels[i]) - base
+            e = entries[k, s]
+            r = rcps[k, s]
+            renorm = x >= e & uint64(ANS_BOUND_MASK)
+        below, total, _, _ = lane_counts(renorm, False, lane, votes)
+        if renorm:
+            scratch[u - total + below] = uint32(x & uint64(UNIT_MASK))
+            x >>= uint64(UNIT_BITS)
+        if i < stop:
+            x = coded_state(x, e, r)
+        u -= total
+    first = u - HEADER_UNITS
+    scratch[first + 2 * lane] = uint32(x >> uint64(UNIT_BITS))
+    scratch[first + 2 * lane + 1] = uint32(x & uint64(UNIT_MASK))
+    if lane == 0:
+        counts[c] = slot_end - first
+
+
+@cuda.jit
+def pack_chunks(scratch, stride, counts, word_starts, out32):
+    """Block c writes chunk c's units (the last ``counts[c]`` of its slot) as big-endian pairs
+    into out32 from word ``word_starts[c]``, an odd last unit in a high half; its threads
+    take the pairs in turn."""
+    c = cuda.blockIdx.x
+    n = counts[c]
+    first = int64(c + 1) * stride - n
+    w = word_starts[c]
+    for k in range(2 * int64(cuda.threadIdx.x), n, 2 * int64(cuda.blockDim.x)):
+        low = scratch[first + k + 1] if k + 1 < n else uint32(0)
+        out32[w + k // 2] = (scratch[first + k] << uint32(UNIT_BITS)) | low
+
+
+@cuda.jit
+def decode_chunks(words, starts, chunk_bits, chunk, tables, classes, block_bits, escapes,
+                  escape_starts, out, status):
+    """Block c decodes chunk c into ``out``, thread l the elements of lane l (element i with the
+    table of class classes[i >> block_bits]), its escapes taking
+    escapes[escape_starts[c]:escape_starts[c + 1]] in order; status[c] gets its status."""
+    votes = cuda.shared.array(LANES, int32)
+    c = int64(cuda.blockIdx.x)
+    lane = int64(cuda.threadIdx.x)
+    start = c * chunk
+    stop = min(int64(out.shape[0]), start + chunk)
+    first_bit, n_bits = starts[c], chunk_bits[c]
+    st = OK
+    u = int64(0)
+    end = int64(0)
+    x = uint64(STATE_LOW)
+    if first_bit % UNIT_BITS or n_bits % UNIT_BITS or n_bits < HEADER_UNITS * UNIT_BITS:
+        st = PAYLOAD_UNDERRUN
+    else:
+        u = first_bit // UNIT_BITS
+        end = u + n_bits // UNIT_BITS
+        x, ok = opening_state(words, u + 2 * lane)
+        _, bad, _, _ = lane_counts(not ok, False, lane, votes)
+        if bad:
+            st = BAD_STATE
+        u += HEADER_UNITS
+    k, k_stop = escape_starts[c], escape_starts[c + 1]
+    steps = (stop - start + LANES - 1) // LANES
+    t = int64(0)
+    while st == OK and t < steps:           # st is the same in every thread
+        i = start + t * LANES + lane
+        low = False
+        escape = False
+        e = uint64(0)
+        if i < stop:
+            x, e = get_symbol(x, tables, classes[i >> block_bits])
+            low = x < uint64(STATE_LOW)
+            escape = (e & uint64(ANS_ESCAPE)) != uint64(0)
+        low_below, lows, escape_below, escaped = lane_counts(low, escape, lane, votes)
+        if k + escaped > k_stop:
+            st = ESCAPE_MISMATCH
+        elif u + lows > end:
+            st = PAYLOAD_OVERRUN
+        else:
+            if i < stop:
+                out[i] = escapes[k + escape_below] if escape else \
+                    int32_of(e >> uint64(ANS_LEVEL_SHIFT))
+            if low:
+                x = (x << uint64(UNIT_BITS)) | unit_at(words, u + low_below)
+            u += lows
+            k += escaped
+        t += 1
+    _, astray, _, _ = lane_counts(x != uint64(STATE_LOW), False, lane, votes)
+    if st == OK:
+        if k != k_stop:
+            st = ESCAPE_MISMATCH
+        elif u < end:
+            st = PAYLOAD_UNDERRUN
+        elif astray:
+            st = BAD_STATE
+    if lane == 0:
+        status[c] = st
+
+
+# ---- Statistics -----------------------------------------------------------------------------
 
 @cuda.jit
 def block_maxima(levels, block_bits, out):
@@ -288,8 +280,3 @@ def class_histograms(levels, base, rows, block_bits, stride, counts):
         if b - w * stride == int64(((uint64(w) * uint64(SAMPLE_HASH)) >> uint64(40)) %
                                    uint64(stride)):
             cuda.atomic.add(counts, (rows[b], int64(levels[i]) - base), 1)
-
-
-# The chunk decoders, renormalizing by branches and by selects (``_chunk_decoder``).
-decode_chunks = _chunk_decoder(False)
-decode_chunks_selects = _chunk_decoder(True)

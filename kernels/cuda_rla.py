@@ -7,7 +7,7 @@ READ ME FIRST
    ``after_anchor``) and every chunk's tokens and extra bits; the host plans the tables from
    the counts as it plans them for host levels. ``encode_chunks`` codes every chunk's tokens
    backwards into its scratch slot, as cuda_ans.encode_chunks codes levels (and
-   cuda_ans.pack_chunks lays the slots out). ``write_extras`` writes every chunk's extras from
+   cuda_ans.pack_chunks lays the slots out) but a thread per chunk. ``write_extras`` writes every chunk's extras from
    its bit offset into a zeroed buffer, the two words it may share with its neighbours ORed
    atomically (cuda_bits.put and flush).
 2. The device codes only tensors without escapes: every level in the window and at most
@@ -17,15 +17,17 @@ READ ME FIRST
    host-written stream may hold them); every thread writes its chunk's status.
 Units: rANS positions are 16-bit units, extras positions bits; ``chunk`` is levels per chunk.
 """
-from numba import cuda, int64, uint64
+from numba import cuda, int64, uint32, uint64
 
-from .ans import STATE_LOW, STATES
-from .cuda_ans import end_status, flush_states, get_symbol, open_chunk, put_symbol, refill
+from .ans import STATE_LOW, UNIT_BITS, UNIT_MASK
+from .ans_tokens import HEADER_UNITS, STATES
+from .cuda_ans import get_symbol, opening_state, put_symbol, refill
 from .bits import WORD_MASK, WORD_SHIFT
 from .cuda_bits import flush, peek64, put, unzigzag
 from .cuda_decode import read_gamma
 from .cuda_tokens import RUNS, run_bucket, token_symbol
-from .errors import OK, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, RUN_OVERFLOW, VALUE_OVERFLOW
+from .errors import (OK, BAD_STATE, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, RUN_OVERFLOW,
+                     VALUE_OVERFLOW)
 from .maxima import (ANS_ESCAPE, ANS_LEVEL_SHIFT, ANS_TOKEN_ANCHOR, ANS_TOKEN_BUCKET_SHIFT,
                      ANS_TOKEN_INDEX_MASK)
 
@@ -213,3 +215,44 @@ def _decode_chunk(words, first_bit, n_bits, at, extras_end, tables, base, lo, hi
     if at != extras_end:
         return PAYLOAD_UNDERRUN
     return end_status(states, u, end)
+
+
+@cuda.jit(device=True, inline=True)
+def flush_states(states, scratch, u):
+    """Write the final states below unit ``u`` (state 0 first in reading order, each high unit
+    first); returns the stream's first unit."""
+    for k in range(STATES - 1, -1, -1):
+        scratch[u - 1] = uint32(states[k] & uint64(UNIT_MASK))
+        scratch[u - 2] = uint32(states[k] >> uint64(UNIT_BITS))
+        u -= 2
+    return u
+
+
+@cuda.jit(device=True, inline=True)
+def open_chunk(words, first_bit, n_bits, states):
+    """(status, the unit after the states, the end unit) of a chunk's stream of ``n_bits``
+    from bit ``first_bit``, its four states read into ``states``: PAYLOAD_UNDERRUN where the
+    stream is not whole units holding at least the states, BAD_STATE where one is out of
+    range."""
+    if first_bit % UNIT_BITS or n_bits % UNIT_BITS or n_bits < HEADER_UNITS * UNIT_BITS:
+        return PAYLOAD_UNDERRUN, int64(0), int64(0)
+    u = int64(first_bit // UNIT_BITS)
+    end = u + int64(n_bits // UNIT_BITS)
+    for lane in range(STATES):
+        x, ok = opening_state(words, u + 2 * lane)
+        if not ok:
+            return BAD_STATE, u, end
+        states[lane] = x
+    return OK, u + HEADER_UNITS, end
+
+
+@cuda.jit(device=True, inline=True)
+def end_status(states, u, end):
+    """A chunk decoded without error must have read every unit up to ``end`` and left every
+    state at STATE_LOW."""
+    if u < end:
+        return PAYLOAD_UNDERRUN
+    for lane in range(STATES):
+        if states[lane] != uint64(STATE_LOW):
+            return BAD_STATE
+    return OK

@@ -20,7 +20,7 @@ import xxhash
 
 # ---- Constants of docs/wire-format.md ----------------------------------------------------------
 
-STREAM_MAGIC, STREAM_VERSION = b"HHUF", 2
+STREAM_MAGIC, STREAM_VERSION = b"HHUF", 3
 MESSAGE_MAGIC, MESSAGE_VERSION = b"HHQT", 3
 STREAM_HEADER = struct.Struct("<4sBBBBQIQ")        # 28 bytes
 MESSAGE_HEADER = struct.Struct("<4sBBBBQ")         # 16 bytes, then 8 bytes per dimension
@@ -51,7 +51,8 @@ PROB_SCALE = 1 << PROB_BITS
 ANS_MAX_WINDOW = PROB_SCALE - 1
 STATE_LOW, STATE_HIGH = 1 << 15, 1 << 31            # a state lies in [STATE_LOW, STATE_HIGH)
 UNIT_BITS = 16
-STATE_COUNT = 4
+# Interleaved rANS states of a chunk: ans, rla.
+ANS_STATES, RLA_STATES = 32, 4
 ANS_MAX_CLASSES, ANS_MIN_BLOCK_BITS, ANS_MAX_BLOCK_BITS = 8, 2, 40
 CLIP_MAX, PROFILE_MAX, GAIN_MAX, GAIN_SHIFT = 32511, 127, 32767, 7
 
@@ -394,26 +395,27 @@ class FrequencyTable:
 
 
 class RansChunk:
-    """One chunk's rANS stream: four states, then 16-bit units read as the states need
+    """One chunk's rANS stream: ``count`` states, then 16-bit units read as the states need
     them."""
 
-    def __init__(self, payload, start, n_bits, c):
-        _check(n_bits % UNIT_BITS == 0 and n_bits >= 2 * STATE_COUNT * UNIT_BITS,
+    def __init__(self, payload, start, n_bits, c, count):
+        _check(n_bits % UNIT_BITS == 0 and n_bits >= 2 * count * UNIT_BITS,
                f"chunk {c}: {n_bits} bits is no whole number of units past the states")
         self.units = Bits(payload, start, start + n_bits, f"chunk {c}")
-        self.states = [self.units.read(32) for _ in range(STATE_COUNT)]
+        self.states = [self.units.read(32) for _ in range(count)]
         _check(all(STATE_LOW <= x < STATE_HIGH for x in self.states),
                f"chunk {c}: an opening state outside [2^15, 2^31)")
 
     def decode(self, j, table):
-        """The symbol j of the chunk, on state j mod 4."""
-        x = self.states[j % STATE_COUNT]
+        """The symbol j of the chunk, on state j mod the state count."""
+        k = j % len(self.states)
+        x = self.states[k]
         slot = x % PROB_SCALE
         s = table.symbol_of[slot]
         x = table.freq[s] * (x // PROB_SCALE) + slot - table.cum[s]
         if x < STATE_LOW:
             x = (x << UNIT_BITS) | self.units.read(UNIT_BITS)
-        self.states[j % STATE_COUNT] = x
+        self.states[k] = x
         return s
 
     def finish(self):
@@ -492,7 +494,7 @@ def ans_levels(params, mode, payload, payload_bits, n, dtype_code):
     escape_bits = Bits(payload, first_escape, payload_bits, "escaped levels")
     out = []
     for c, start in enumerate(chunks.starts):
-        chunk = RansChunk(payload, start, chunks.bits[c], c)
+        chunk = RansChunk(payload, start, chunks.bits[c], c, ANS_STATES)
         escapes = iter([escape_bits.zigzag_level(vbits, lo, hi)
                         for _ in range(escape_counts[c])])
         for j, i in enumerate(chunk_levels(chunks, c, n)):
@@ -537,7 +539,7 @@ def decode_rla(params, payload, payload_bits, n, dtype_code):
            "chunks and extras do not end at the payload's end")
     out = []
     for c, start in enumerate(chunks.starts):
-        chunk = RansChunk(payload, start, chunks.bits[c], c)
+        chunk = RansChunk(payload, start, chunks.bits[c], c, RLA_STATES)
         extras = Bits(payload, first_extra, first_extra + extra_bits[c], f"chunk {c} extras")
         first_extra += extra_bits[c]
         stop = chunk_levels(chunks, c, n).stop

@@ -28,7 +28,7 @@ from horovod_huffman.kernels.ans_plans import (best_classes, block_maxima, chunk
                                                class_bits, class_counts, sampled_maxima,
                                                stream_bytes)
 from horovod_huffman.kernels.bits import WORD_BITS
-from horovod_huffman.kernels.chunks import CHUNK_LEVELS, payload_bits
+from horovod_huffman.kernels.chunks import ANS_CHUNK_PAYLOAD_BITS, CHUNK_LEVELS, payload_bits
 from horovod_huffman.kernels.errors import OK, VALUE_OVERFLOW
 from horovod_huffman.kernels.maxima import (ANS_MAX_BLOCK_BITS, ANS_MAX_CLASSES, ANS_MAX_WINDOW,
                                             ANS_PROB_SCALE)
@@ -154,6 +154,7 @@ class Ans(GrowingChunks):
     name = "ans"
     encoder_id = wire.ENCODER_IDS[name]
     on_device = True
+    chunk_payload_bits = ANS_CHUNK_PAYLOAD_BITS
 
     def __init__(self, chunk_levels=CHUNK_LEVELS, contexts=True, block_bits=6,
                  max_chunk_levels=None):
@@ -401,7 +402,7 @@ class Ans(GrowingChunks):
             escapes = escaped_levels(levels, base, window, plan.chunk, escape_counts)
         vbits = value_bits(levels.dtype)
         chunk_bits = np.zeros(n_chunks, dtype=np.int64)
-        # A chunk: four 32-bit states and at most one unit per level, on a word boundary.
+        # A chunk: LANES 32-bit states and at most one unit per level, on a word boundary.
         out32 = out_words(WORD_BITS * n_chunks * (HEADER_UNITS // 2 + 1) +
                           UNIT_BITS * levels.size + vbits * escapes.size + WORD_BITS)
         entries, _ = coder_tables(freqs)
@@ -488,7 +489,7 @@ class Ans(GrowingChunks):
         selects = declared >= SELECT_BITS_PER_LEVEL * out.size
         if stream is not None:
             gpu.decode_ans(words, starts, chunk_bits, chunk, tables, classes, block_bits,
-                           escapes, escape_starts, selects, out, cls.name, stream)
+                           escapes, escape_starts, out, cls.name, stream)
             return
         check_status(decode_chunks(words, starts, chunk_bits, chunk,
                                    (tables, classes, block_bits), out, escapes, escape_starts,

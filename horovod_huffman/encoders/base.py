@@ -167,10 +167,13 @@ class Chunked(Encoder):
 
 class GrowingChunks(Chunked):
     """A chunked encoder whose every chunk costs a fixed number of bits beside its symbols'
-    (rANS: the final states and the padding to a word, ~100 bits): a sparse stream's chunks
-    take 2, 4, ... times ``chunk_levels`` levels, up to ``max_chunk_levels``, until each is
-    estimated at CHUNK_PAYLOAD_BITS or more. Every producer (CPU or GPU) chooses the same size
-    from the same estimate; the stream declares it."""
+    (rANS: the final states and the padding to a word): a sparse stream's chunks take 2, 4,
+    ... times ``chunk_levels`` levels, up to ``max_chunk_levels``, until each is estimated at
+    ``chunk_payload_bits`` or more. Every producer (CPU or GPU) chooses the same size from the
+    same estimate; the stream declares it."""
+
+    # A chunk's least estimated bits before it stops growing (kernels/chunks.py note 4).
+    chunk_payload_bits = CHUNK_PAYLOAD_BITS
 
     def __init__(self, chunk_levels=CHUNK_LEVELS, max_chunk_levels=None):
         """``max_chunk_levels``: the most levels a chunk may grow to (default: CHUNK_GROWTH
@@ -197,11 +200,11 @@ class GrowingChunks(Chunked):
     def chunk_for(self, n, estimated_bytes):
         """Levels per chunk for ``n`` levels whose stream is estimated at ``estimated_bytes``
         with chunks of ``chunk_levels``: that size doubled while a chunk holds fewer than n
-        levels, carries less than CHUNK_PAYLOAD_BITS of the estimate, and stays within
+        levels, carries less than ``chunk_payload_bits`` of the estimate, and stays within
         max_chunk_levels."""
         chunk = self.chunk_levels
         while chunk < n and 2 * chunk <= self.max_chunk_levels and \
-                8 * estimated_bytes * chunk < CHUNK_PAYLOAD_BITS * n:
+                8 * estimated_bytes * chunk < self.chunk_payload_bits * n:
             chunk *= 2
         return chunk
 

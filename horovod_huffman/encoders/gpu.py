@@ -17,9 +17,10 @@ import numpy as np
 from numba import cuda
 
 from horovod_huffman.kernels import cuda_ans, cuda_decode, cuda_quantize, cuda_rla, cuda_tokens
-from horovod_huffman.kernels.ans import HEADER_UNITS
+from horovod_huffman.kernels.ans import HEADER_UNITS, LANES
 from horovod_huffman.kernels.bits import WORD_BITS, bytes_to_words
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, chunk_starts
+from horovod_huffman.kernels.cuda_ans import RLA_BLOCK
 from horovod_huffman.kernels.cuda_bits import BLOCK
 from horovod_huffman.kernels.cuda_tokens import LEVELS, RUNS, ZERO_RUNS  # noqa: F401 (modes)
 from horovod_huffman.kernels.runs import BUCKET_BASE, BUCKET_EXTRA
@@ -240,8 +241,8 @@ def decode_fixed(words, base, width, hi, out, name, stream):
 def ans_payload(levels, base, entries, rcps, classes, block_bits, chunk, stream):
     """``ans`` payload of device levels that all lie in the window: (host uint32 words, words
     used, host chunk bits), laid out exactly as the CPU encoder lays them out."""
-    def code(blocks, stride, scratch, counts):
-        cuda_ans.encode_chunks[blocks, cuda_ans.ANS_BLOCK, stream](
+    def code(n_chunks, stride, scratch, counts):
+        cuda_ans.encode_chunks[n_chunks, LANES, stream](
             levels, base, cuda.to_device(entries, stream=stream),
             cuda.to_device(rcps, stream=stream), cuda.to_device(classes, stream=stream),
             block_bits, chunk, stride, scratch, counts)
@@ -250,26 +251,28 @@ def ans_payload(levels, base, entries, rcps, classes, block_bits, chunk, stream)
 
 
 def _ans_chunks(code, n, chunk, extra_words, stream):
-    """Run ``code(blocks, stride, scratch, counts)``, a kernel that codes every chunk of ``n``
-    levels into a slot of ``stride`` 16-bit units of ``scratch`` and counts its units, then lay
-    the chunks out on 32-bit words as kernels/ans.py does: (device uint32 words, with
+    """Run ``code(n_chunks, stride, scratch, counts)``, kernels that code every chunk of ``n``
+    levels into a slot of ``stride`` 16-bit units of ``scratch`` and count its units, then
+    lay the chunks out on 32-bit words as kernels/ans.py does: (device uint32 words, with
     ``extra_words`` zeroed words after the chunks' and one spare; words the chunks use; host
     chunk bits)."""
     n_chunks = chunk_count(n, chunk)
-    stride = min(n, chunk) + HEADER_UNITS + 1       # at most one unit per level, and the states
+    # At most one unit per level, and the states (``ans``'s, more than ``rla``'s).
+    stride = min(n, chunk) + HEADER_UNITS + 1
     scratch = cuda.device_array(n_chunks * stride, dtype=np.uint32, stream=stream)
     counts = cuda.device_array(n_chunks, dtype=np.int64, stream=stream)
-    blocks = -(-n_chunks // cuda_ans.ANS_BLOCK)
-    code(blocks, stride, scratch, counts)
+    if n_chunks:
+        code(n_chunks, stride, scratch, counts)
     chunk_bits = copy_to_host(counts, stream) * 16
     starts = chunk_starts(chunk_bits)
-    n_words = -(-int(starts[-1] + chunk_bits[-1]) // WORD_BITS)
+    n_words = -(-int(starts[-1] + chunk_bits[-1]) // WORD_BITS) if n_chunks else 0
     if extra_words:
         out = _zeroed_words(n_words + extra_words + 1, stream)
     else:
         out = cuda.device_array(n_words + 1, dtype=np.uint32, stream=stream)
-    cuda_ans.pack_chunks[blocks, cuda_ans.ANS_BLOCK, stream](
-        scratch, stride, counts, cuda.to_device(starts // WORD_BITS, stream=stream), out)
+    if n_chunks:
+        cuda_ans.pack_chunks[n_chunks, cuda_ans.PACK_BLOCK, stream](
+            scratch, stride, counts, cuda.to_device(starts // WORD_BITS, stream=stream), out)
     return out, n_words, chunk_bits
 
 
@@ -281,7 +284,7 @@ def rla_statistics(levels, chunk, base, window, after_anchor, stream):
     counts = cuda.to_device(np.zeros((2, after_anchor.size), dtype=np.int64), stream=stream)
     n_tokens = cuda.device_array(n_chunks, dtype=np.int64, stream=stream)
     extra_bits = cuda.device_array(n_chunks, dtype=np.int64, stream=stream)
-    cuda_rla.token_statistics[-(-n_chunks // cuda_ans.ANS_BLOCK), cuda_ans.ANS_BLOCK, stream](
+    cuda_rla.token_statistics[-(-n_chunks // RLA_BLOCK), RLA_BLOCK, stream](
         levels, chunk, base, window, cuda.to_device(after_anchor, stream=stream),
         _bucket_tables().extra, counts, n_tokens, extra_bits)
     return (copy_to_host(counts, stream), copy_to_host(n_tokens, stream),
@@ -295,8 +298,8 @@ def rla_payload(levels, chunk, base, window, entries, rcps, after_anchor, n_toke
     host chunk bits); the extras follow from that word, as the CPU encoder writes them."""
     total = int(extra_bits.sum())
 
-    def code(blocks, stride, scratch, counts):
-        cuda_rla.encode_chunks[blocks, cuda_ans.ANS_BLOCK, stream](
+    def code(n_chunks, stride, scratch, counts):
+        cuda_rla.encode_chunks[-(-n_chunks // RLA_BLOCK), RLA_BLOCK, stream](
             levels, chunk, base, window, cuda.to_device(entries, stream=stream),
             cuda.to_device(rcps, stream=stream), cuda.to_device(after_anchor, stream=stream),
             cuda.to_device(n_tokens, stream=stream), stride, scratch, counts)
@@ -304,25 +307,25 @@ def rla_payload(levels, chunk, base, window, entries, rcps, after_anchor, n_toke
                                            stream)
     if total:
         bit_starts = n_words * WORD_BITS + np.concatenate(([0], np.cumsum(extra_bits)[:-1]))
-        cuda_rla.write_extras[-(-bit_starts.size // cuda_ans.ANS_BLOCK), cuda_ans.ANS_BLOCK,
+        cuda_rla.write_extras[-(-bit_starts.size // RLA_BLOCK), RLA_BLOCK,
                               stream](levels, chunk, _bucket_tables().extra,
                                       cuda.to_device(bit_starts, stream=stream), out)
     return copy_to_host(out, stream), n_words, chunk_bits
 
 
 def decode_ans(words, starts, chunk_bits, chunk, tables, classes, block_bits, escapes,
-               escape_starts, selects, output, name, stream):
-    """``ans`` payload -> the ``Output`` ``output``; raises DecodeError like the CPU decoder.
-    ``selects``: renormalize by selects (kernels/cuda_ans.py ``refill_select``)."""
+               escape_starts, output, name, stream):
+    """``ans`` payload -> the ``Output`` ``output``, a warp per chunk
+    (kernels/cuda_ans.py ``decode_chunks``); raises DecodeError like the CPU decoder."""
     out = output.staging()
     status = cuda.device_array(len(starts), dtype=np.int64, stream=stream)
-    blocks = -(-len(starts) // cuda_ans.ANS_BLOCK)
-    kernel = cuda_ans.decode_chunks_selects if selects else cuda_ans.decode_chunks
-    kernel[blocks, cuda_ans.ANS_BLOCK, stream](
-        words, cuda.to_device(starts, stream=stream), cuda.to_device(chunk_bits, stream=stream),
-        chunk, cuda.to_device(tables, stream=stream), cuda.to_device(classes, stream=stream),
-        block_bits, cuda.to_device(escapes, stream=stream),
-        cuda.to_device(escape_starts, stream=stream), out, status)
+    if len(starts):
+        cuda_ans.decode_chunks[len(starts), LANES, stream](
+            words, cuda.to_device(starts, stream=stream),
+            cuda.to_device(chunk_bits, stream=stream), chunk,
+            cuda.to_device(tables, stream=stream), cuda.to_device(classes, stream=stream),
+            block_bits, cuda.to_device(escapes, stream=stream),
+            cuda.to_device(escape_starts, stream=stream), out, status)
     _check(status, name, stream)
     output.put(out)
 
@@ -335,7 +338,7 @@ def decode_rla(words, starts, chunk_bits, extra_starts, chunk, tables, base, lo,
     status = cuda.device_array(len(starts), dtype=np.int64, stream=stream)
     fill(out, 0, stream)
     bucket_base, bucket_extra = _bucket_tables()
-    cuda_rla.decode_chunks[-(-len(starts) // cuda_ans.ANS_BLOCK), cuda_ans.ANS_BLOCK, stream](
+    cuda_rla.decode_chunks[-(-len(starts) // RLA_BLOCK), RLA_BLOCK, stream](
         words, cuda.to_device(starts, stream=stream), cuda.to_device(chunk_bits, stream=stream),
         cuda.to_device(extra_starts, stream=stream), chunk, cuda.to_device(tables, stream=stream),
         base, lo, hi, vbits, bucket_base, bucket_extra, out, status)

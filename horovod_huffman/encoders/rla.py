@@ -18,12 +18,12 @@ from collections import namedtuple
 
 import numpy as np
 
-from horovod_huffman.kernels.ans import (HEADER_UNITS, UNIT_BITS, coder_tables, decode_table,
-                                         normalize)
-from horovod_huffman.kernels.ans_plans import (TABLE_BYTES_PER_SYMBOL, coded_bits,
+from horovod_huffman.kernels.ans import UNIT_BITS, coder_tables, decode_table, normalize
+from horovod_huffman.kernels.ans_plans import (TABLE_BYTES_PER_SYMBOL, chunk_overhead_bits, coded_bits,
                                                empirical_information)
-from horovod_huffman.kernels.ans_tokens import (anchor_contexts, decode_token_chunks,
-                                                encode_token_chunks, write_extras)
+from horovod_huffman.kernels.ans_tokens import (HEADER_UNITS, STATES, anchor_contexts,
+                                                decode_token_chunks, encode_token_chunks,
+                                                write_extras)
 from horovod_huffman.kernels.bits import WORD_BITS
 from horovod_huffman.kernels.chunks import payload_bits
 from horovod_huffman.kernels.maxima import (ANS_LEVEL_SHIFT, ANS_MAX_TOKENS, ANS_TOKEN_ANCHOR,
@@ -250,7 +250,8 @@ def _stream_bytes(plan, vbits, n_chunks):
     per_bucket = counts[:escape].reshape(RUN_BUCKETS, window).sum(axis=1)
     extras = int(per_bucket @ BUCKET_EXTRA) + int(counts[escape]) * (vbits + ESCAPE_RUN_BITS)
     tables = 8 * TABLE_BYTES_PER_SYMBOL * int(np.count_nonzero(plan.counts))
-    bits = coded_bits(plan.counts, plan.freqs, n_chunks) + tables + extras
+    bits = coded_bits(plan.counts, plan.freqs, n_chunks, chunk_overhead_bits(STATES)) + \
+        tables + extras
     return (bits + 7) // 8 + 12 + 6 * n_chunks
 
 
