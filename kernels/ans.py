@@ -41,7 +41,6 @@ import sys
 
 import numpy as np
 from numba import njit, int64, uint64
-from numba.cpython.unsafe.numbers import trailing_zeros
 
 from .bits import flush_bits, peek64, put_bits
 from .errors import (OK, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, BAD_STATE, ESCAPE_MISMATCH,
@@ -63,10 +62,15 @@ UNIT_BITS_LOG2 = 4
 # Unit u of a payload is element u ^ UNIT_SWAP of its native words' uint16 view: a big-endian
 # word's first unit is its high one, the last element of the four on a little-endian host.
 UNIT_SWAP = (1 << UNITS_PER_WORD_LOG2) - 1 if sys.byteorder == "little" else 0
+# The same for the uint16 view of 32-bit words (the encoder's output).
+WORD_UNIT_SWAP = 1 if sys.byteorder == "little" else 0
 # Interleaved states per chunk, one per lane (note 3): a GPU warp's threads, so that a warp codes
 # a chunk with a state in every thread; and the units that open a chunk, their final values.
 LANES = 32
 HEADER_UNITS = LANES * 2
+# Lanes the CPU coders keep in registers at once (note 6): eight groups of them a step.
+GROUP_LANES = 4
+assert LANES == 8 * GROUP_LANES
 # A state at or above frequency << RENORM_SHIFT would leave the range once coded (note 2).
 RENORM_SHIFT = STATE_BITS - ANS_PROB_BITS
 
@@ -309,52 +313,51 @@ def _record(level, row_at, level_at, base, window, escapes):
 
 
 @njit(cache=True, inline="always")
-def _code_group(levels, i, row_at, level_at, base, window, records, escapes, lanes, lane,
-                x0, x1, x2, x3, u0, u1, u2, u3):
-    """Code levels i .. i + 3 of one step on lanes ``lane`` .. ``lane`` + 3 (states x0 .. x3),
-    each lane's units into its row of ``lanes`` below u0 .. u3; returns the states, the
-    rows' units after them, and the step's mask bits of the lanes that renormalized."""
-    v0, v1, v2, v3 = u0, u1, u2, u3
-    x3, u3 = put_symbol(x3, _record(levels[i + uint64(3)], row_at, level_at, base, window,
-                                    escapes), records, lanes[lane + uint64(3)], u3)
-    x2, u2 = put_symbol(x2, _record(levels[i + uint64(2)], row_at, level_at, base, window,
-                                    escapes), records, lanes[lane + uint64(2)], u2)
-    x1, u1 = put_symbol(x1, _record(levels[i + uint64(1)], row_at, level_at, base, window,
-                                    escapes), records, lanes[lane + uint64(1)], u1)
-    x0, u0 = put_symbol(x0, _record(levels[i], row_at, level_at, base, window, escapes),
-                        records, lanes[lane], u0)
-    bits = (v0 - u0) | ((v1 - u1) << uint64(1)) | ((v2 - u2) << uint64(2)) | \
-        ((v3 - u3) << uint64(3))
-    return x0, x1, x2, x3, u0, u1, u2, u3, np.uint32(bits << lane)
+def _code_group(levels, i, row_at, level_at, base, window, records, escapes, units, u,
+                x0, x1, x2, x3):
+    """Code levels i .. i + 3 of one step on four lanes (states x0 .. x3), the last first, their
+    units below ``u``; returns the states and u after them."""
+    x3, u = put_symbol(x3, _record(levels[i + uint64(3)], row_at, level_at, base, window,
+                                   escapes), records, units, u)
+    x2, u = put_symbol(x2, _record(levels[i + uint64(2)], row_at, level_at, base, window,
+                                   escapes), records, units, u)
+    x1, u = put_symbol(x1, _record(levels[i + uint64(1)], row_at, level_at, base, window,
+                                   escapes), records, units, u)
+    x0, u = put_symbol(x0, _record(levels[i], row_at, level_at, base, window, escapes),
+                       records, units, u)
+    return x0, x1, x2, x3, u
 
 
 @njit(cache=True, nogil=True)
 def encode_chunk(levels, start, stop, base, window, records, row, classes, block_bits,
-                 escapes, lanes, masks, heads, units):
-    """Code levels[start:stop] into the end of ``units`` (uint16, at least stop - start +
-    HEADER_UNITS + 1 long), element i with the table of class classes[i >> block_bits] (rows of
-    ``row`` records of the flattened ``records``: ``put_symbol``; ``_record``'s index,
-    ``escapes`` a literal); returns the first unit of the chunk's stream, which runs to the
-    end of ``units``: the LANES final states (high unit first), then the renormalization units
-    in the order the decoder reads them. Scratch: ``lanes`` (uint16, LANES rows of at least
-    ceil((stop - start) / LANES) + 1), ``masks`` (uint32, one per step), ``heads`` (uint64,
-    2 * LANES).
-    Two passes (note 3). Each group of four lanes is coded backwards through every step with
-    its states in registers, each lane's units into its row of ``lanes`` from the row's end,
-    and a bit per renormalization into the step's mask (a group of four never spans two
-    blocks: note 6). Then ``_interleave`` puts the rows' units in reading order."""
+                 escapes, groups, counts, heads, out32, w):
+    """Code levels[start:stop] into 32-bit words from ``out32[w]`` (big-endian pairs of units,
+    an odd last unit padded with zeros; out32 must hold GROUP_LANES units past the stream),
+    element i with the table of class classes[i >> block_bits] (rows of ``row`` records of the
+    flattened ``records``: ``put_symbol``; ``_record``'s index, ``escapes`` a literal): the
+    LANES final states (lane 0 first, high unit first), then the renormalization units in the
+    order the decoder reads them. Returns (the stream's bits, the next word). Scratch:
+    ``groups`` (uint16, LANES / GROUP_LANES rows of at least ceil((stop - start) / LANES) *
+    GROUP_LANES + GROUP_LANES + 1 units), ``counts`` (uint8, as many rows, a column per step)
+    and ``heads`` (uint64, LANES + LANES / GROUP_LANES).
+    Two passes (note 3). Each group of GROUP_LANES lanes is coded backwards through every step
+    with its states in registers, its units into its row of ``groups`` from the row's end, and
+    the step's count of them into ``counts``: within a row a step's units lie in increasing
+    lane order and the steps in increasing order, as the decoder reads them (a group of four
+    never spans two blocks: note 6). Then ``_interleave`` merges the rows step by step."""
     base, window, row = int64(base), uint64(window), uint64(row)
     shift = uint64(block_bits)
     first = uint64(start)
     n = uint64(stop) - first
     steps = (n + uint64(LANES - 1)) // uint64(LANES)
     full = n // uint64(LANES)                    # the steps every lane takes part in
-    top = uint64(lanes.shape[1])
-    masks[:steps] = 0
-    for g in range(LANES // 4):
-        lane = uint64(4 * g)
+    top = uint64(groups.shape[1] - GROUP_LANES)  # (GROUP_LANES spare: _interleave's reads)
+    for g in range(LANES // GROUP_LANES):
+        units = groups[g]
+        counted = counts[g]
+        lane = uint64(GROUP_LANES * g)
         x0 = x1 = x2 = x3 = uint64(STATE_LOW)
-        u0 = u1 = u2 = u3 = top
+        u = top
         if full < steps:                         # the last step, not whole: lane by lane
             for k in range(3, -1, -1):
                 i = first + full * uint64(LANES) + lane + uint64(k)
@@ -363,88 +366,107 @@ def encode_chunk(levels, start, stop, base, window, records, row, classes, block
                 row_at = uint64(classes[i >> shift]) * row
                 r = _record(levels[i], row_at, row_at - uint64(base), base, window, escapes)
                 if k == 3:
-                    x3, u3 = put_symbol(x3, r, records, lanes[lane + uint64(3)], u3)
+                    x3, u = put_symbol(x3, r, records, units, u)
                 elif k == 2:
-                    x2, u2 = put_symbol(x2, r, records, lanes[lane + uint64(2)], u2)
+                    x2, u = put_symbol(x2, r, records, units, u)
                 elif k == 1:
-                    x1, u1 = put_symbol(x1, r, records, lanes[lane + uint64(1)], u1)
+                    x1, u = put_symbol(x1, r, records, units, u)
                 else:
-                    x0, u0 = put_symbol(x0, r, records, lanes[lane], u0)
-            masks[full] |= np.uint32(((top - u0) | ((top - u1) << uint64(1)) |
-                                      ((top - u2) << uint64(2)) |
-                                      ((top - u3) << uint64(3))) << lane)
+                    x0, u = put_symbol(x0, r, records, units, u)
+            counted[full] = np.uint8(top - u)
         t = full
         while t > uint64(0):
             t -= uint64(1)
             i = first + t * uint64(LANES) + lane
             row_at = uint64(classes[i >> shift]) * row
-            x0, x1, x2, x3, u0, u1, u2, u3, bits = _code_group(
-                levels, i, row_at, row_at - uint64(base), base, window, records, escapes,
-                lanes, lane, x0, x1, x2, x3, u0, u1, u2, u3)
-            masks[t] |= bits
+            v = u
+            x0, x1, x2, x3, u = _code_group(levels, i, row_at, row_at - uint64(base), base,
+                                            window, records, escapes, units, u, x0, x1, x2, x3)
+            counted[t] = np.uint8(v - u)
         heads[lane], heads[lane + uint64(1)] = x0, x1
         heads[lane + uint64(2)], heads[lane + uint64(3)] = x2, x3
-        heads[uint64(LANES) + lane], heads[uint64(LANES + 1) + lane] = u0, u1
-        heads[uint64(LANES + 2) + lane], heads[uint64(LANES + 3) + lane] = u2, u3
-    return _interleave(lanes, masks, steps, heads, units)
+        heads[uint64(LANES + g)] = u             # where the row's units start
+    return _interleave(groups, counts, steps, heads, out32, w)
 
 
 @njit(cache=True, inline="always")
-def _interleave(lanes, masks, steps, heads, units):
-    """Write a chunk's stream at the end of ``units`` from ``encode_chunk``'s lanes: the final
-    states heads[:LANES] (lane 0 first, high unit first), then step by step the units of the
-    lanes set in the step's mask, in increasing lane order, each lane's next unit taken from
-    its row at heads[LANES + lane] onwards. Returns the stream's first unit."""
-    top = uint64(lanes.shape[1])
-    total = uint64(0)
-    for lane in range(LANES):
-        total += top - heads[LANES + lane]
-    p = uint64(units.shape[0]) - total - uint64(HEADER_UNITS)
-    head = p
+def _put_unit(view, at, unit):
+    """Unit ``at`` of a stream written to 32-bit words through their uint16 ``view``, the
+    stream's first word even in it: the high half of word at // 2 first."""
+    view[at ^ uint64(WORD_UNIT_SWAP)] = unit
+
+
+@njit(cache=True, inline="always")
+def _copy_group(groups, g, at, counts, t, view, p):
+    """Copy group g's units of step t (counts[g, t] of them, from unit ``at`` of its row) to
+    unit p on of ``view`` (``_put_unit``) as a fixed GROUP_LANES units (the surplus is
+    overwritten by the next copy, or lies past the stream); returns (at, p) after them."""
+    for k in range(GROUP_LANES):
+        _put_unit(view, p + uint64(k), groups[g, at + uint64(k)])
+    c = uint64(counts[g, t])
+    return at + c, p + c
+
+
+@njit(cache=True, inline="always")
+def _interleave(groups, counts, steps, heads, out32, w):
+    """Write ``encode_chunk``'s stream from word ``w`` of ``out32``: the final states
+    (heads[:LANES]), then the rows' units step by step, group by group (``_copy_group``), the
+    eight rows' positions (heads[LANES:]) in registers. Returns (the stream's bits, the next
+    word)."""
+    view = out32[w:].view(np.uint16)
+    p = uint64(0)
     for lane in range(LANES):
         x = heads[lane]
-        units[p] = x >> uint64(UNIT_BITS)
-        units[p + uint64(1)] = x & uint64(UNIT_MASK)
+        _put_unit(view, p, x >> uint64(UNIT_BITS))
+        _put_unit(view, p + uint64(1), x & uint64(UNIT_MASK))
         p += uint64(2)
+    a0, a1 = heads[LANES], heads[LANES + 1]
+    a2, a3 = heads[LANES + 2], heads[LANES + 3]
+    a4, a5 = heads[LANES + 4], heads[LANES + 5]
+    a6, a7 = heads[LANES + 6], heads[LANES + 7]
     for t in range(steps):
-        m = uint64(masks[t])
-        while m:
-            lane = uint64(trailing_zeros(m))
-            m &= m - uint64(1)
-            at = heads[uint64(LANES) + lane]
-            units[p] = lanes[lane, at]
-            heads[uint64(LANES) + lane] = at + uint64(1)
-            p += uint64(1)
-    return int64(head)
+        a0, p = _copy_group(groups, 0, a0, counts, t, view, p)
+        a1, p = _copy_group(groups, 1, a1, counts, t, view, p)
+        a2, p = _copy_group(groups, 2, a2, counts, t, view, p)
+        a3, p = _copy_group(groups, 3, a3, counts, t, view, p)
+        a4, p = _copy_group(groups, 4, a4, counts, t, view, p)
+        a5, p = _copy_group(groups, 5, a5, counts, t, view, p)
+        a6, p = _copy_group(groups, 6, a6, counts, t, view, p)
+        a7, p = _copy_group(groups, 7, a7, counts, t, view, p)
+    if p % uint64(2):
+        _put_unit(view, p, uint64(0))            # the last word's low half
+    return int64(p) * UNIT_BITS, w + int64((p + uint64(1)) // uint64(2))
 
 
 @njit(cache=True, nogil=True)
 def encode_chunks(levels, base, window, entries, classes, block_bits, chunk, escapes, out32,
                   chunk_bits):
-    """Code every chunk of ``levels`` into ``out32`` (uint32 words, chunks on word bounds)
-    with the tables (rows: classes) of ``encode_tables``'s ``entries``; ``escapes``: whether a level
-    may lie outside the window (the chunk encoder is compiled for each: without escapes a
-    level's symbol is its index, no compare). Fills ``chunk_bits`` (bits of each chunk's
-    stream, odd units padded) and returns the words written."""
+    """Code every chunk of ``levels`` into ``out32`` (uint32 words, chunks on word bounds,
+    GROUP_LANES units to spare past the last) with the tables (rows: classes) of
+    ``encode_tables``'s ``entries``; ``escapes``: whether a level may lie outside the window
+    (the chunk encoder is compiled for each: without escapes a level's symbol is its index, no
+    compare). Fills ``chunk_bits`` (bits of each chunk's stream, odd units padded) and returns
+    the words written."""
     n = levels.shape[0]
     most = min(n, chunk)
-    units = np.empty(most + HEADER_UNITS + 1, dtype=np.uint16)
     steps = (most + LANES - 1) // LANES
-    lanes = np.empty((LANES, steps + 1), dtype=np.uint16)
-    masks = np.empty(max(steps, 1), dtype=np.uint32)
-    heads = np.empty(2 * LANES, dtype=np.uint64)
+    groups = np.empty((LANES // GROUP_LANES, steps * GROUP_LANES + GROUP_LANES + 1),
+                      dtype=np.uint16)
+    counts = np.empty((LANES // GROUP_LANES, max(steps, 1)), dtype=np.uint8)
+    heads = np.empty(LANES + LANES // GROUP_LANES, dtype=np.uint64)
     records = encode_records(entries)
     w = 0
     for c in range(chunk_bits.shape[0]):
         start = c * chunk
         stop = min(n, start + chunk)
         if escapes:                              # (literal arguments: two compiled chunk coders)
-            first = encode_chunk(levels, start, stop, base, window, records, entries.shape[1],
-                                 classes, block_bits, True, lanes, masks, heads, units)
+            chunk_bits[c], w = encode_chunk(levels, start, stop, base, window, records,
+                                            entries.shape[1], classes, block_bits, True,
+                                            groups, counts, heads, out32, w)
         else:
-            first = encode_chunk(levels, start, stop, base, window, records, entries.shape[1],
-                                 classes, block_bits, False, lanes, masks, heads, units)
-        chunk_bits[c], w = store_units(units, first, out32, w)
+            chunk_bits[c], w = encode_chunk(levels, start, stop, base, window, records,
+                                            entries.shape[1], classes, block_bits, False,
+                                            groups, counts, heads, out32, w)
     return w
 
 

@@ -24,13 +24,15 @@ READ ME FIRST
 5. Under the Numba simulator a block's threads are Python threads, and a call from one module's
    kernel into another module's device function swaps that module's ``cuda`` for a fake one,
    which threads of one block race on: the warp kernels here call only this module's device
-   functions. The serial kernels of cuda_rla.py run a thread per block there (RLA_BLOCK).
+   functions and cuda_quantize.put_level, which never names ``cuda``. The serial kernels of
+   cuda_rla.py run a thread per block there (RLA_BLOCK).
 """
 from numba import config, cuda, int32, int64, uint32, uint64
 
 from .ans import (HEADER_UNITS, LANES, STATE_BITS, STATE_LOW, UNIT_BITS, UNIT_BITS_LOG2,
                   UNIT_MASK, UNITS_PER_WORD_LOG2)
 from .ans_plans import SAMPLE_HASH
+from .cuda_quantize import put_level
 from .errors import OK, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, BAD_STATE, ESCAPE_MISMATCH
 from .maxima import (ANS_BIAS_SHIFT, ANS_BOUND_MASK, ANS_COMPLEMENT_SHIFT, ANS_ESCAPE,
                      ANS_FREQ_MASK, ANS_LEVEL_SHIFT, ANS_OFFSET_MASK, ANS_OFFSET_SHIFT,
@@ -192,15 +194,17 @@ def pack_chunks(scratch, stride, counts, word_starts, out32):
 
 @cuda.jit
 def decode_chunks(words, starts, chunk_bits, chunk, tables, classes, block_bits, escapes,
-                  escape_starts, out, status):
-    """Block c decodes chunk c into ``out``, thread l the elements of lane l (element i with the
-    table of class classes[i >> block_bits]), its escapes taking
-    escapes[escape_starts[c]:escape_starts[c + 1]] in order; status[c] gets its status."""
+                  escape_starts, size, out, total, scales, bucket, mode, status):
+    """Block c decodes chunk c of a stream of ``size`` levels, thread l the elements of lane l
+    (element i with the table of class classes[i >> block_bits]), its escapes taking
+    escapes[escape_starts[c]:escape_starts[c + 1]] in order; every level goes where
+    cuda_quantize.put_level's (out, total, scales, bucket, mode) say: into ``out``, or
+    dequantized into (or added to) ``total`` in this pass. status[c] gets its status."""
     votes = cuda.shared.array(LANES, int32)
     c = int64(cuda.blockIdx.x)
     lane = int64(cuda.threadIdx.x)
     start = c * chunk
-    stop = min(int64(out.shape[0]), start + chunk)
+    stop = min(int64(size), start + chunk)
     first_bit, n_bits = starts[c], chunk_bits[c]
     st = OK
     u = int64(0)
@@ -235,8 +239,9 @@ def decode_chunks(words, starts, chunk_bits, chunk, tables, classes, block_bits,
             st = PAYLOAD_OVERRUN
         else:
             if i < stop:
-                out[i] = escapes[k + escape_below] if escape else \
-                    int32_of(e >> uint64(ANS_LEVEL_SHIFT))
+                put_level(out, total, scales, bucket, mode, i,
+                          escapes[k + escape_below] if escape else
+                          int32_of(e >> uint64(ANS_LEVEL_SHIFT)))
             if low:
                 x = (x << uint64(UNIT_BITS)) | unit_at(words, u + low_below)
             u += lows

@@ -23,7 +23,8 @@ from horovod_huffman.kernels.ans import (coder_tables, decode_chunks, decode_tab
                                          encode_chunks, escaped_levels, frequency_fields,
                                          normalize, pack_classes, read_escapes,
                                          read_frequency_tables, unpack_classes, write_escapes,
-                                         HEADER_UNITS, NAMES_PAST, UNIT_BITS)
+                                         GROUP_LANES, HEADER_UNITS, NAMES_PAST,
+                                         UNIT_BITS)
 from horovod_huffman.kernels.ans_plans import (best_classes, block_maxima, chunks_bytes,
                                                class_bits, class_counts, sampled_maxima,
                                                stream_bytes)
@@ -402,9 +403,11 @@ class Ans(GrowingChunks):
             escapes = escaped_levels(levels, base, window, plan.chunk, escape_counts)
         vbits = value_bits(levels.dtype)
         chunk_bits = np.zeros(n_chunks, dtype=np.int64)
-        # A chunk: LANES 32-bit states and at most one unit per level, on a word boundary.
+        # A chunk: LANES 32-bit states and at most one unit per level, on a word boundary;
+        # the encoder writes GROUP_LANES units past the last chunk.
         out32 = out_words(WORD_BITS * n_chunks * (HEADER_UNITS // 2 + 1) +
-                          UNIT_BITS * levels.size + vbits * escapes.size + WORD_BITS)
+                          UNIT_BITS * (levels.size + GROUP_LANES) + vbits * escapes.size +
+                          WORD_BITS)
         entries, _ = coder_tables(freqs)
         n_words = encode_chunks(levels, base, window, entries, plan.classes, plan.block_bits,
                                 plan.chunk, plan.escapes(), out32, chunk_bits)

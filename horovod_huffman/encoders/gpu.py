@@ -7,9 +7,9 @@ whole device.
 
 Device decoders put their levels into an ``Output``: a levels array, or a float total that
 the levels are dequantized into and summed with, in the decoding kernel itself
-(kernels/cuda_quantize.py, note 4). huffman, sh, rlh, shs and raw decode that way; ``ans`` and
-``rla`` decode into a levels array that one more kernel dequantizes, as do the encoders that
-decode on the host.
+(kernels/cuda_quantize.py, note 4). huffman, sh, rlh, shs, raw and ans decode that way; ``rla``
+decodes into a levels array that one more kernel dequantizes, as do the encoders that decode on
+the host.
 """
 from collections import namedtuple
 
@@ -315,9 +315,9 @@ def rla_payload(levels, chunk, base, window, entries, rcps, after_anchor, n_toke
 
 def decode_ans(words, starts, chunk_bits, chunk, tables, classes, block_bits, escapes,
                escape_starts, output, name, stream):
-    """``ans`` payload -> the ``Output`` ``output``, a warp per chunk
-    (kernels/cuda_ans.py ``decode_chunks``); raises DecodeError like the CPU decoder."""
-    out = output.staging()
+    """``ans`` payload -> the ``Output`` ``output`` in one pass, a warp per chunk
+    (kernels/cuda_ans.py ``decode_chunks``: levels dequantized and summed where they are
+    decoded); raises DecodeError like the CPU decoder."""
     status = cuda.device_array(len(starts), dtype=np.int64, stream=stream)
     if len(starts):
         cuda_ans.decode_chunks[len(starts), LANES, stream](
@@ -325,9 +325,8 @@ def decode_ans(words, starts, chunk_bits, chunk, tables, classes, block_bits, es
             cuda.to_device(chunk_bits, stream=stream), chunk,
             cuda.to_device(tables, stream=stream), cuda.to_device(classes, stream=stream),
             block_bits, cuda.to_device(escapes, stream=stream),
-            cuda.to_device(escape_starts, stream=stream), out, status)
+            cuda.to_device(escape_starts, stream=stream), output.size, *output.args, status)
     _check(status, name, stream)
-    output.put(out)
 
 
 def decode_rla(words, starts, chunk_bits, extra_starts, chunk, tables, base, lo, hi, vbits,
