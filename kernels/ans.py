@@ -338,8 +338,8 @@ def encode_chunk(levels, start, stop, base, window, records, row, classes, block
     LANES final states (lane 0 first, high unit first), then the renormalization units in the
     order the decoder reads them. Returns (the stream's bits, the next word). Scratch:
     ``groups`` (uint16, LANES / GROUP_LANES rows of at least ceil((stop - start) / LANES) *
-    GROUP_LANES + GROUP_LANES + 1 units), ``counts`` (uint8, as many rows, a column per step)
-    and ``heads`` (uint64, LANES + LANES / GROUP_LANES).
+    GROUP_LANES + GROUP_LANES + 1 units), ``counts`` (uint8, a row per step, a column per
+    group) and ``heads`` (uint64, LANES + LANES / GROUP_LANES).
     Two passes (note 3). Each group of GROUP_LANES lanes is coded backwards through every step
     with its states in registers, its units into its row of ``groups`` from the row's end, and
     the step's count of them into ``counts``: within a row a step's units lie in increasing
@@ -354,7 +354,6 @@ def encode_chunk(levels, start, stop, base, window, records, row, classes, block
     top = uint64(groups.shape[1] - GROUP_LANES)  # (GROUP_LANES spare: _interleave's reads)
     for g in range(LANES // GROUP_LANES):
         units = groups[g]
-        counted = counts[g]
         lane = uint64(GROUP_LANES * g)
         x0 = x1 = x2 = x3 = uint64(STATE_LOW)
         u = top
@@ -373,7 +372,7 @@ def encode_chunk(levels, start, stop, base, window, records, row, classes, block
                     x1, u = put_symbol(x1, r, records, units, u)
                 else:
                     x0, u = put_symbol(x0, r, records, units, u)
-            counted[full] = np.uint8(top - u)
+            counts[full, g] = np.uint8(top - u)
         t = full
         while t > uint64(0):
             t -= uint64(1)
@@ -382,10 +381,11 @@ def encode_chunk(levels, start, stop, base, window, records, row, classes, block
             v = u
             x0, x1, x2, x3, u = _code_group(levels, i, row_at, row_at - uint64(base), base,
                                             window, records, escapes, units, u, x0, x1, x2, x3)
-            counted[t] = np.uint8(v - u)
+            counts[t, g] = np.uint8(v - u)
         heads[lane], heads[lane + uint64(1)] = x0, x1
         heads[lane + uint64(2)], heads[lane + uint64(3)] = x2, x3
-        heads[uint64(LANES + g)] = u             # where the row's units start
+        heads[uint64(LANES + g)] = u + uint64(g * groups.shape[1])   # the row's first unit,
+        #                                                               in groups' flat view
     return _interleave(groups, counts, steps, heads, out32, w)
 
 
@@ -397,13 +397,13 @@ def _put_unit(view, at, unit):
 
 
 @njit(cache=True, inline="always")
-def _copy_group(groups, g, at, counts, t, view, p):
-    """Copy group g's units of step t (counts[g, t] of them, from unit ``at`` of its row) to
-    unit p on of ``view`` (``_put_unit``) as a fixed GROUP_LANES units (the surplus is
-    overwritten by the next copy, or lies past the stream); returns (at, p) after them."""
+def _copy_group(flat, at, c, view, p):
+    """Copy a group's ``c`` units of a step, from unit ``at`` of ``flat`` (the rows), to unit p
+    on of ``view`` (``_put_unit``) as a fixed GROUP_LANES units (the surplus is overwritten by
+    the next copy, or lies past the stream); returns (at, p) after them."""
     for k in range(GROUP_LANES):
-        _put_unit(view, p + uint64(k), groups[g, at + uint64(k)])
-    c = uint64(counts[g, t])
+        _put_unit(view, p + uint64(k), flat[at + uint64(k)])
+    c = uint64(c)
     return at + c, p + c
 
 
@@ -411,7 +411,7 @@ def _copy_group(groups, g, at, counts, t, view, p):
 def _interleave(groups, counts, steps, heads, out32, w):
     """Write ``encode_chunk``'s stream from word ``w`` of ``out32``: the final states
     (heads[:LANES]), then the rows' units step by step, group by group (``_copy_group``), the
-    eight rows' positions (heads[LANES:]) in registers. Returns (the stream's bits, the next
+    eight rows' positions in their flat view (heads[LANES:]) in registers. Returns (the stream's bits, the next
     word)."""
     view = out32[w:].view(np.uint16)
     p = uint64(0)
@@ -424,15 +424,16 @@ def _interleave(groups, counts, steps, heads, out32, w):
     a2, a3 = heads[LANES + 2], heads[LANES + 3]
     a4, a5 = heads[LANES + 4], heads[LANES + 5]
     a6, a7 = heads[LANES + 6], heads[LANES + 7]
+    flat = groups.reshape(groups.size)
     for t in range(steps):
-        a0, p = _copy_group(groups, 0, a0, counts, t, view, p)
-        a1, p = _copy_group(groups, 1, a1, counts, t, view, p)
-        a2, p = _copy_group(groups, 2, a2, counts, t, view, p)
-        a3, p = _copy_group(groups, 3, a3, counts, t, view, p)
-        a4, p = _copy_group(groups, 4, a4, counts, t, view, p)
-        a5, p = _copy_group(groups, 5, a5, counts, t, view, p)
-        a6, p = _copy_group(groups, 6, a6, counts, t, view, p)
-        a7, p = _copy_group(groups, 7, a7, counts, t, view, p)
+        a0, p = _copy_group(flat, a0, counts[t, 0], view, p)
+        a1, p = _copy_group(flat, a1, counts[t, 1], view, p)
+        a2, p = _copy_group(flat, a2, counts[t, 2], view, p)
+        a3, p = _copy_group(flat, a3, counts[t, 3], view, p)
+        a4, p = _copy_group(flat, a4, counts[t, 4], view, p)
+        a5, p = _copy_group(flat, a5, counts[t, 5], view, p)
+        a6, p = _copy_group(flat, a6, counts[t, 6], view, p)
+        a7, p = _copy_group(flat, a7, counts[t, 7], view, p)
     if p % uint64(2):
         _put_unit(view, p, uint64(0))            # the last word's low half
     return int64(p) * UNIT_BITS, w + int64((p + uint64(1)) // uint64(2))
@@ -452,7 +453,7 @@ def encode_chunks(levels, base, window, entries, classes, block_bits, chunk, esc
     steps = (most + LANES - 1) // LANES
     groups = np.empty((LANES // GROUP_LANES, steps * GROUP_LANES + GROUP_LANES + 1),
                       dtype=np.uint16)
-    counts = np.empty((LANES // GROUP_LANES, max(steps, 1)), dtype=np.uint8)
+    counts = np.empty((max(steps, 1), LANES // GROUP_LANES), dtype=np.uint8)
     heads = np.empty(LANES + LANES // GROUP_LANES, dtype=np.uint64)
     records = encode_records(entries)
     w = 0
