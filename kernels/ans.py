@@ -41,6 +41,7 @@ import sys
 
 import numpy as np
 from numba import njit, int64, uint64
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 from .bits import flush_bits, peek64, put_bits
 from .errors import (OK, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, BAD_STATE, ESCAPE_MISMATCH,
@@ -64,13 +65,15 @@ UNIT_BITS_LOG2 = 4
 UNIT_SWAP = (1 << UNITS_PER_WORD_LOG2) - 1 if sys.byteorder == "little" else 0
 # The same for the uint16 view of 32-bit words (the encoder's output).
 WORD_UNIT_SWAP = 1 if sys.byteorder == "little" else 0
+# Group g's count of a step is byte g ^ COUNT_BYTE_SWAP, from the low end, of the step's word.
+COUNT_BYTE_SWAP = 0 if sys.byteorder == "little" else 7
 # Interleaved states per chunk, one per lane (note 3): a GPU warp's threads, so that a warp codes
 # a chunk with a state in every thread; and the units that open a chunk, their final values.
 LANES = 32
 HEADER_UNITS = LANES * 2
 # Lanes the CPU coders keep in registers at once (note 6): eight groups of them a step.
 GROUP_LANES = 4
-assert LANES == 8 * GROUP_LANES
+assert LANES == 8 * GROUP_LANES, "a step's group counts are the eight bytes of one word"
 # A state at or above frequency << RENORM_SHIFT would leave the range once coded (note 2).
 RENORM_SHIFT = STATE_BITS - ANS_PROB_BITS
 
@@ -397,22 +400,13 @@ def _put_unit(view, at, unit):
 
 
 @njit(cache=True, inline="always")
-def _copy_group(flat, at, c, view, p):
-    """Copy a group's ``c`` units of a step, from unit ``at`` of ``flat`` (the rows), to unit p
-    on of ``view`` (``_put_unit``) as a fixed GROUP_LANES units (the surplus is overwritten by
-    the next copy, or lies past the stream); returns (at, p) after them."""
-    for k in range(GROUP_LANES):
-        _put_unit(view, p + uint64(k), flat[at + uint64(k)])
-    c = uint64(c)
-    return at + c, p + c
-
-
-@njit(cache=True, inline="always")
 def _interleave(groups, counts, steps, heads, out32, w):
     """Write ``encode_chunk``'s stream from word ``w`` of ``out32``: the final states
-    (heads[:LANES]), then the rows' units step by step, group by group (``_copy_group``), the
-    eight rows' positions in their flat view (heads[LANES:]) in registers. Returns (the stream's bits, the next
-    word)."""
+    (heads[:LANES]), then the rows' units step by step, group by group. A step's eight counts
+    are read as one word, and only the groups with units are visited (at s = 8 about one in
+    four), each group's units copied as a fixed GROUP_LANES (the surplus is overwritten by the
+    next copy, or lies past the stream). ``heads[LANES:]``: each row's first unit in the flat
+    view of ``groups``. Returns (the stream's bits, the next word)."""
     view = out32[w:].view(np.uint16)
     p = uint64(0)
     for lane in range(LANES):
@@ -420,20 +414,21 @@ def _interleave(groups, counts, steps, heads, out32, w):
         _put_unit(view, p, x >> uint64(UNIT_BITS))
         _put_unit(view, p + uint64(1), x & uint64(UNIT_MASK))
         p += uint64(2)
-    a0, a1 = heads[LANES], heads[LANES + 1]
-    a2, a3 = heads[LANES + 2], heads[LANES + 3]
-    a4, a5 = heads[LANES + 4], heads[LANES + 5]
-    a6, a7 = heads[LANES + 6], heads[LANES + 7]
     flat = groups.reshape(groups.size)
+    at = heads[LANES:]
+    words = counts.reshape(counts.size).view(np.uint64)
     for t in range(steps):
-        a0, p = _copy_group(flat, a0, counts[t, 0], view, p)
-        a1, p = _copy_group(flat, a1, counts[t, 1], view, p)
-        a2, p = _copy_group(flat, a2, counts[t, 2], view, p)
-        a3, p = _copy_group(flat, a3, counts[t, 3], view, p)
-        a4, p = _copy_group(flat, a4, counts[t, 4], view, p)
-        a5, p = _copy_group(flat, a5, counts[t, 5], view, p)
-        a6, p = _copy_group(flat, a6, counts[t, 6], view, p)
-        a7, p = _copy_group(flat, a7, counts[t, 7], view, p)
+        m = words[t]
+        while m:
+            low = trailing_zeros(m)
+            g = uint64(low >> 3) ^ uint64(COUNT_BYTE_SWAP)
+            c = (m >> uint64(low & ~7)) & uint64(0xFF)
+            m &= ~(uint64(0xFF) << uint64(low & ~7))
+            a = at[g]
+            for k in range(GROUP_LANES):
+                _put_unit(view, p + uint64(k), flat[a + uint64(k)])
+            at[g] = a + c
+            p += c
     if p % uint64(2):
         _put_unit(view, p, uint64(0))            # the last word's low half
     return int64(p) * UNIT_BITS, w + int64((p + uint64(1)) // uint64(2))
