@@ -54,9 +54,11 @@ def test_the_estimate_is_the_stream_size():
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64])
-@pytest.mark.parametrize("chunk", [3, 64, 1 << 16])
+@pytest.mark.parametrize("chunk", [99, 64, 1 << 16])
 @pytest.mark.parametrize("contexts", [False, True])
 def test_round_trip_over_dtypes_chunks_and_contexts(dtype, chunk, contexts):
+    """The row model's streams at chunks that end mid-step (99 levels: three steps of 32 lanes
+    and three levels), on a step, and past the tensor."""
     levels = rank_one(64, 48, seed=5, dtype=dtype)
     encoder = chunked_encoder("ans", chunk, contexts=contexts)
     buf = encoder.encode(levels, layout=[(64, 48)])

@@ -154,7 +154,7 @@ def add_arguments(p):
                    help="largest tensor also timed on the CPU path (default 16M)")
     g.add_argument("--chunk-levels", type=int, default=None,
                    help="levels per chunk of the chunked encoders (default theirs, 65536): "
-                        "the device decoders run one thread per chunk")
+                        "the device decoders run a thread per chunk, ans a warp")
 
 
 def main(args, write_markdown):
