@@ -191,6 +191,22 @@ def fill(out, value, stream):
         out, out.dtype.type(value))
 
 
+def upload(stream, *arrays):
+    """Host arrays onto the device in one copy: packed into one byte buffer, each from an
+    8-byte boundary; returns a device view of each, of its dtype and shape."""
+    arrays = [np.ascontiguousarray(a) for a in arrays]
+    offsets, end = [], 0
+    for a in arrays:
+        offsets.append(end)
+        end += -(-a.nbytes // 8) * 8
+    host = np.zeros(max(end, 8), dtype=np.uint8)
+    for a, at in zip(arrays, offsets):
+        host[at:at + a.nbytes] = a.reshape(-1).view(np.uint8)
+    device = cuda.to_device(host, stream=stream)
+    return [device[at:at + a.nbytes].view(a.dtype).reshape(a.shape)
+            for a, at in zip(arrays, offsets)]
+
+
 def to_device_words(payload, stream):
     """The payload as padded uint64 words on the device (bits.bytes_to_words)."""
     return cuda.to_device(bytes_to_words(payload), stream=stream)
@@ -243,9 +259,8 @@ def ans_payload(levels, base, entries, rcps, classes, block_bits, chunk, stream)
     used, host chunk bits), laid out exactly as the CPU encoder lays them out."""
     def code(n_chunks, stride, scratch, counts):
         cuda_ans.encode_chunks[n_chunks, LANES, stream](
-            levels, base, cuda.to_device(entries, stream=stream),
-            cuda.to_device(rcps, stream=stream), cuda.to_device(classes, stream=stream),
-            block_bits, chunk, stride, scratch, counts)
+            levels, base, *upload(stream, entries, rcps, classes), block_bits, chunk, stride,
+            scratch, counts)
     out, n_words, chunk_bits = _ans_chunks(code, levels.size, chunk, 0, stream)
     return copy_to_host(out, stream), n_words, chunk_bits
 
@@ -317,15 +332,16 @@ def decode_ans(words, starts, chunk_bits, chunk, tables, classes, block_bits, es
                escape_starts, output, name, stream):
     """``ans`` payload -> the ``Output`` ``output`` in one pass, a warp per chunk
     (kernels/cuda_ans.py ``decode_chunks``: levels dequantized and summed where they are
-    decoded); raises DecodeError like the CPU decoder."""
-    status = cuda.device_array(len(starts), dtype=np.int64, stream=stream)
-    if len(starts):
-        cuda_ans.decode_chunks[len(starts), LANES, stream](
-            words, cuda.to_device(starts, stream=stream),
-            cuda.to_device(chunk_bits, stream=stream), chunk,
-            cuda.to_device(tables, stream=stream), cuda.to_device(classes, stream=stream),
-            block_bits, cuda.to_device(escapes, stream=stream),
-            cuda.to_device(escape_starts, stream=stream), output.size, *output.args, status)
+    decoded), its host arrays in one copy (``upload``); raises DecodeError like the CPU
+    decoder."""
+    n_chunks = len(starts)
+    status = cuda.device_array(n_chunks, dtype=np.int64, stream=stream)
+    if n_chunks:
+        starts, chunk_bits, tables, classes, escapes, escape_starts = upload(
+            stream, starts, chunk_bits, tables, classes, escapes, escape_starts)
+        cuda_ans.decode_chunks[n_chunks, LANES, stream](
+            words, starts, chunk_bits, chunk, tables, classes, block_bits, escapes,
+            escape_starts, output.size, *output.args, status)
     _check(status, name, stream)
 
 
