@@ -3,7 +3,8 @@ bring back only what the host needs (a histogram, chunk bit counts, the payload 
 
 Every function mirrors a CPU step and produces the very same numbers, so an encoder's device
 path writes the bytes its CPU path writes. Copies to the host wait on the stream, never on the
-whole device.
+whole device; a decoder's host arrays (chunk offsets, tables...) go over in one copy
+(``upload``).
 
 Device decoders put their levels into an ``Output``: a levels array, or a float total that
 the levels are dequantized into and summed with, in the decoding kernel itself
@@ -223,12 +224,13 @@ def _decode_chunks(words, starts, chunk_bits, chunk, table, tokens, base, window
                    esc_has_run, lo, hi, out, name, stream):
     """One block per chunk (kernels/cuda_decode.py ``decode_chunks``) into the ``Output``
     ``out``; raises DecodeError like the CPU decoder."""
-    status = cuda.device_array(len(starts), dtype=np.int64, stream=stream)
-    if len(starts):
-        cuda_decode.decode_chunks[len(starts), BLOCK, stream](
-            words, cuda.to_device(starts, stream=stream),
-            cuda.to_device(chunk_bits, stream=stream), chunk, cuda.to_device(table, stream=stream),
-            tokens, base, window, vbits, esc_has_run, lo, hi, out.size, *out.args, status)
+    n_chunks = len(starts)
+    status = cuda.device_array(n_chunks, dtype=np.int64, stream=stream)
+    if n_chunks:
+        starts, chunk_bits, table = upload(stream, starts, chunk_bits, table)
+        cuda_decode.decode_chunks[n_chunks, BLOCK, stream](
+            words, starts, chunk_bits, chunk, table, tokens, base, window, vbits, esc_has_run,
+            lo, hi, out.size, *out.args, status)
     _check(status, name, stream)
 
 
@@ -350,13 +352,15 @@ def decode_rla(words, starts, chunk_bits, extra_starts, chunk, tables, base, lo,
     """``rla`` payload -> the ``Output`` ``output``; raises DecodeError like the CPU decoder.
     The levels array is zeroed first: the decoder writes no run of level 0."""
     out = output.staging()
-    status = cuda.device_array(len(starts), dtype=np.int64, stream=stream)
+    n_chunks = len(starts)
+    status = cuda.device_array(n_chunks, dtype=np.int64, stream=stream)
     fill(out, 0, stream)
     bucket_base, bucket_extra = _bucket_tables()
-    cuda_rla.decode_chunks[-(-len(starts) // RLA_BLOCK), RLA_BLOCK, stream](
-        words, cuda.to_device(starts, stream=stream), cuda.to_device(chunk_bits, stream=stream),
-        cuda.to_device(extra_starts, stream=stream), chunk, cuda.to_device(tables, stream=stream),
-        base, lo, hi, vbits, bucket_base, bucket_extra, out, status)
+    starts, chunk_bits, extra_starts, tables = upload(stream, starts, chunk_bits, extra_starts,
+                                                      tables)
+    cuda_rla.decode_chunks[-(-n_chunks // RLA_BLOCK), RLA_BLOCK, stream](
+        words, starts, chunk_bits, extra_starts, chunk, tables, base, lo, hi, vbits,
+        bucket_base, bucket_extra, out, status)
     _check(status, name, stream)
     output.put(out)
 
