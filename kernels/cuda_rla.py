@@ -25,6 +25,7 @@ from .cuda_ans import get_symbol, opening_state, put_symbol, refill
 from .bits import WORD_MASK, WORD_SHIFT
 from .cuda_bits import flush, peek64, put, unzigzag
 from .cuda_decode import read_gamma
+from .cuda_quantize import PUT_LEVEL, put_level
 from .cuda_tokens import RUNS, run_bucket, token_symbol
 from .errors import (OK, BAD_STATE, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, RUN_OVERFLOW,
                      VALUE_OVERFLOW)
@@ -140,19 +141,22 @@ def write_extras(levels, chunk, bucket_extra, bit_starts, out):
 
 @cuda.jit
 def decode_chunks(words, starts, chunk_bits, extra_starts, chunk, tables, base, lo, hi, vbits,
-                  bucket_base, bucket_extra, out, status):
-    """Thread c decodes chunk c into ``out`` from its rANS stream (chunk_bits[c] bits at
-    starts[c]) and its extras (bits extra_starts[c] .. extra_starts[c + 1] - 1), with the token
-    decode ``tables`` (rla.token_table, a row per context, the anchor's tokens flagged);
-    escaped levels must lie in [lo, hi]. ``out`` must be zeroed: runs of level 0 are not
-    written. status[c] gets its status."""
+                  bucket_base, bucket_extra, size, out, total, scales, bucket, mode, status):
+    """Thread c decodes chunk c of a stream of ``size`` levels from its rANS stream
+    (chunk_bits[c] bits at starts[c]) and its extras (bits extra_starts[c] ..
+    extra_starts[c + 1] - 1), with the token decode ``tables`` (rla.token_table, a row per
+    context, the anchor's tokens flagged); escaped levels must lie in [lo, hi]. Every level
+    but 0 goes where cuda_quantize.put_level's (out, total, scales, bucket, mode) say; runs of
+    level 0 are not written, so what a level 0 would write must be zero already (adding 0 to a
+    total changes nothing). status[c] gets its status."""
     c = cuda.grid(1)
     if c >= starts.shape[0]:
         return
-    start, stop = _chunk(c, chunk, out.shape[0])
+    start, stop = _chunk(c, chunk, size)
     status[c] = _decode_chunk(words, starts[c], chunk_bits[c], extra_starts[c],
                               extra_starts[c + 1], tables, base, lo, hi, vbits,
-                              bucket_base, bucket_extra, out, start, stop)
+                              bucket_base, bucket_extra, out, total, scales, bucket, mode,
+                              start, stop)
 
 
 @cuda.jit(device=True)
@@ -172,7 +176,7 @@ def _escaped_token(words, at, extras_end, vbits, lo, hi):
 
 @cuda.jit(device=True)
 def _decode_chunk(words, first_bit, n_bits, at, extras_end, tables, base, lo, hi, vbits,
-                  bucket_base, bucket_extra, out, i, stop):
+                  bucket_base, bucket_extra, out, total, scales, bucket, mode, i, stop):
     """Decode levels out[i:stop] from a chunk's rANS stream (``n_bits`` bits at
     ``first_bit``) and its extras, bits at .. extras_end - 1 (the host's
     ans_tokens.decode_token_chunk, the same checks); returns a status."""
@@ -210,7 +214,10 @@ def _decode_chunk(words, first_bit, n_bits, at, extras_end, tables, base, lo, hi
             return RUN_OVERFLOW
         if level != 0:                    # the caller zeroed out: runs of 0 are most levels
             for j in range(i, i + run):
-                out[j] = level
+                if mode == PUT_LEVEL:           # (no call: the simulator's are slow)
+                    out[j] = level
+                else:
+                    put_level(out, total, scales, bucket, mode, j, level)
         i += run
     if at != extras_end:
         return PAYLOAD_UNDERRUN

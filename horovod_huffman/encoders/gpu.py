@@ -8,9 +8,8 @@ whole device; a decoder's host arrays (chunk offsets, tables...) go over in one 
 
 Device decoders put their levels into an ``Output``: a levels array, or a float total that
 the levels are dequantized into and summed with, in the decoding kernel itself
-(kernels/cuda_quantize.py, note 4). huffman, sh, rlh, shs, raw and ans decode that way; ``rla``
-decodes into a levels array that one more kernel dequantizes, as do the encoders that decode on
-the host.
+(kernels/cuda_quantize.py, note 4). huffman, sh, rlh, shs, raw, ans and rla decode that way;
+the encoders that decode on the host put their levels through one more kernel.
 """
 from collections import namedtuple
 
@@ -73,6 +72,7 @@ class Output:
 
     def __init__(self, size, dtype, stream, total=None, scales=None, bucket=1, add=False):
         self.size, self.dtype, self.stream = int(size), np.dtype(dtype), stream
+        self.total, self.add = total, add
         if total is None:
             self.levels = cuda.device_array(self.size, dtype=self.dtype, stream=stream)
             self.args = (self.levels, _placeholder(np.float32), _placeholder(np.float32), 1,
@@ -100,6 +100,14 @@ class Output:
         if levels is not self.levels and self.size:
             cuda_decode.put_levels[grid_for(self.size, STRIDE_BLOCK), STRIDE_BLOCK,
                                    self.stream](levels, *self.args)
+
+    def zero(self):
+        """Zero what a decoder that writes no level 0 leaves unwritten: the levels, or a total
+        it assigns to (a total it adds to stays: adding 0 changes nothing)."""
+        if self.levels is not None:
+            fill(self.levels, 0, self.stream)
+        elif not self.add:
+            fill(self.total, 0, self.stream)
 
     def fill(self, level):
         """Every level ``level`` (a constant stream)."""
@@ -349,20 +357,19 @@ def decode_ans(words, starts, chunk_bits, chunk, tables, classes, block_bits, es
 
 def decode_rla(words, starts, chunk_bits, extra_starts, chunk, tables, base, lo, hi, vbits,
                output, name, stream):
-    """``rla`` payload -> the ``Output`` ``output``; raises DecodeError like the CPU decoder.
-    The levels array is zeroed first: the decoder writes no run of level 0."""
-    out = output.staging()
+    """``rla`` payload -> the ``Output`` ``output`` in one pass (levels dequantized and summed
+    where they are decoded); raises DecodeError like the CPU decoder. The output is zeroed
+    first (``Output.zero``): the decoder writes no run of level 0."""
     n_chunks = len(starts)
     status = cuda.device_array(n_chunks, dtype=np.int64, stream=stream)
-    fill(out, 0, stream)
+    output.zero()
     bucket_base, bucket_extra = _bucket_tables()
     starts, chunk_bits, extra_starts, tables = upload(stream, starts, chunk_bits, extra_starts,
                                                       tables)
     cuda_rla.decode_chunks[-(-n_chunks // RLA_BLOCK), RLA_BLOCK, stream](
         words, starts, chunk_bits, extra_starts, chunk, tables, base, lo, hi, vbits,
-        bucket_base, bucket_extra, out, status)
+        bucket_base, bucket_extra, output.size, *output.args, status)
     _check(status, name, stream)
-    output.put(out)
 
 
 def block_maxima(levels, block_bits, stream):
