@@ -531,11 +531,17 @@ def _renorm(x, units, u, selects):
 
 
 @njit(cache=True, inline="always")
+def _level_of(e):
+    """The level of a decode entry that is no escape."""
+    return np.int32(np.uint32(e >> uint64(ANS_LEVEL_SHIFT)))
+
+
+@njit(cache=True, inline="always")
 def _level(e, escapes, k):
     """The level of a decode entry, or for an escape escapes[k]; returns (level, k after)."""
     if e & uint64(ANS_ESCAPE):
         return escapes[k], k + uint64(1)
-    return int64(np.int32(np.uint32(e >> uint64(ANS_LEVEL_SHIFT)))), k
+    return int64(_level_of(e)), k
 
 
 @njit(cache=True, nogil=True)
@@ -591,12 +597,6 @@ def open_states(units, u, states):
         states[lane] = x
         u += uint64(2)
     return True
-
-
-@njit(cache=True, inline="always")
-def _level_of(e):
-    """The level of a decode entry that is no escape."""
-    return np.int32(np.uint32(e >> uint64(ANS_LEVEL_SHIFT)))
 
 
 @njit(cache=True, nogil=True)

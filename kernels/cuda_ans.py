@@ -25,9 +25,9 @@ READ ME FIRST
    kernel into another module's device function swaps that module's ``cuda`` for a fake one,
    which threads of one block race on: the warp kernels here call only this module's device
    functions and cuda_quantize.put_level, which never names ``cuda``. The serial kernels of
-   cuda_rla.py run a thread per block there (RLA_BLOCK).
+   cuda_rla.py run a thread per block there (cuda_rla.RLA_BLOCK).
 """
-from numba import config, cuda, int32, int64, uint32, uint64
+from numba import cuda, int32, int64, uint32, uint64
 
 from .ans import (HEADER_UNITS, LANES, STATE_BITS, STATE_LOW, UNIT_BITS, UNIT_BITS_LOG2,
                   UNIT_MASK, UNITS_PER_WORD_LOG2)
@@ -38,9 +38,6 @@ from .maxima import (ANS_BIAS_SHIFT, ANS_BOUND_MASK, ANS_COMPLEMENT_SHIFT, ANS_E
                      ANS_FREQ_MASK, ANS_LEVEL_SHIFT, ANS_OFFSET_MASK, ANS_OFFSET_SHIFT,
                      ANS_PROB_BITS, ANS_PROB_SCALE, ANS_RECIPROCAL_BITS, ANS_RECIPROCAL_MASK)
 
-# Threads per block of the serial kernels (cuda_rla.py: a thread per chunk); one under the
-# simulator (note 5).
-RLA_BLOCK = 1 if config.ENABLE_CUDASIM else 32
 # Threads per block of ``pack_chunks`` (a block per chunk).
 PACK_BLOCK = 128
 # ``lane_counts`` packs two counts of at most LANES in one vote.

@@ -17,7 +17,7 @@ READ ME FIRST
    host-written stream may hold them); every thread writes its chunk's status.
 Units: rANS positions are 16-bit units, extras positions bits; ``chunk`` is levels per chunk.
 """
-from numba import cuda, int64, uint32, uint64
+from numba import config, cuda, int64, uint32, uint64
 
 from .ans import STATE_LOW, UNIT_BITS, UNIT_MASK
 from .ans_tokens import HEADER_UNITS, STATES
@@ -25,12 +25,16 @@ from .cuda_ans import get_symbol, opening_state, put_symbol, refill
 from .bits import WORD_MASK, WORD_SHIFT
 from .cuda_bits import flush, peek64, put, unzigzag
 from .cuda_decode import read_gamma
-from .cuda_quantize import PUT_LEVEL, put_level
+from .cuda_quantize import put_level
 from .cuda_tokens import RUNS, run_bucket, token_symbol
 from .errors import (OK, BAD_STATE, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, RUN_OVERFLOW,
                      VALUE_OVERFLOW)
 from .maxima import (ANS_ESCAPE, ANS_LEVEL_SHIFT, ANS_TOKEN_ANCHOR, ANS_TOKEN_BUCKET_SHIFT,
                      ANS_TOKEN_INDEX_MASK)
+
+# Threads per block of these kernels (a thread per chunk); one under the simulator
+# (cuda_ans.py note 5).
+RLA_BLOCK = 1 if config.ENABLE_CUDASIM else 32
 
 
 @cuda.jit(device=True, inline=True)
@@ -214,10 +218,7 @@ def _decode_chunk(words, first_bit, n_bits, at, extras_end, tables, base, lo, hi
             return RUN_OVERFLOW
         if level != 0:                    # the caller zeroed out: runs of 0 are most levels
             for j in range(i, i + run):
-                if mode == PUT_LEVEL:           # (no call: the simulator's are slow)
-                    out[j] = level
-                else:
-                    put_level(out, total, scales, bucket, mode, j, level)
+                put_level(out, total, scales, bucket, mode, j, level)
         i += run
     if at != extras_end:
         return PAYLOAD_UNDERRUN

@@ -20,8 +20,8 @@ from horovod_huffman.kernels import cuda_ans, cuda_decode, cuda_quantize, cuda_r
 from horovod_huffman.kernels.ans import HEADER_UNITS, LANES
 from horovod_huffman.kernels.bits import WORD_BITS, bytes_to_words
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, chunk_starts
-from horovod_huffman.kernels.cuda_ans import RLA_BLOCK
 from horovod_huffman.kernels.cuda_bits import BLOCK
+from horovod_huffman.kernels.cuda_rla import RLA_BLOCK
 from horovod_huffman.kernels.cuda_tokens import LEVELS, RUNS, ZERO_RUNS  # noqa: F401 (modes)
 from horovod_huffman.kernels.runs import BUCKET_BASE, BUCKET_EXTRA
 
