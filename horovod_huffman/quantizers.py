@@ -75,7 +75,8 @@ class _Seeded:
 
 
 class QSGD(_Seeded):
-    """QSGD (Alistarh et al. 2017): per bucket, level = sign(g) * round_stochastic(|g| / ||g||_2 * s).
+    """QSGD (Alistarh et al. 2017): per bucket,
+    ``level = sign(g) * round_stochastic(|g| / ||g||_2 * s)``.
 
     Unbiased; levels in [-s, s] (``levels`` = s), int8 up to s = 127.
     """
