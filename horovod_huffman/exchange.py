@@ -28,7 +28,6 @@ import numpy as np
 from .array_ops import contract, work_dtype  # noqa: F401 (contract: public here too)
 from .device import is_device_array
 from .encoders import as_encoder
-from .encoders.auto import Auto
 from .encoders.rows import slice_layout
 from .errors import DecodeError
 from .message import contents, verify
@@ -36,10 +35,6 @@ from .quantizers import QSGD
 from .statistics import Statistics
 
 FRAME = struct.Struct("<4sIQQ")
-# ``Codec.encode``: a choice ``auto`` made for a bucket's part at one step of its bucket encodes
-# that part for the next AUTO_RECHOOSE_STEPS - 1 steps, so that choosing, which costs more than
-# encoding, is paid on one step in this many (docs/design.md has the measurements).
-AUTO_RECHOOSE_STEPS = 8
 FRAME_MAGIC = b"HHGX"
 ERROR_MAGIC = b"HHGE"
 
@@ -228,29 +223,14 @@ class Codec:
     def encode(self, ops, qt, job, part, start=0):
         """The message of ``qt``, ``part`` ("all", "shard<j>", "sum") of the exchange ``job``
         (allreduce.Job), which holds the bucket's coordinates from ``start``, encoded with
-        ``job.encoder_of(self)`` and the part's share of ``job.layout``. Where that is an
-        ``Auto``, the encoder it chose for (job.key, part) at step s of that key encodes the part
-        at steps s + 1 .. s + AUTO_RECHOOSE_STEPS - 1, then it chooses again. A choice at a key's
-        step 0 is not kept: keys used once (TF's eager gradients) leave nothing behind. The
-        stream names its encoder either way."""
-        encoder = job.encoder_of(self)
+        ``job.encoder_of(self)`` and the part's share of ``job.layout``. The encoder's
+        ``encode_part`` decides what codes it: ``auto`` reuses its choice for (job.key, part)
+        over several steps of that key, kept in ``choices``."""
         layout = None if job.layout is None else \
             slice_layout(job.layout, start, start + qt.numel)
-        if not isinstance(encoder, Auto):
-            return ops.encode(qt, encoder, layout)
-        if layout is None and len(qt.shape) < 2:
-            # the member it keeps codes these levels without a row model (message.encode gives
-            # one only to a matrix's shape), so ``auto`` chooses without one rather than
-            # searching for matrices (encoders/row_search.py)
-            layout = ()
-        slot = (job.key, part)
-        chooser, member, step = self.choices.get(slot, (None, None, 0))
-        if chooser is encoder and 0 < job.step - step < AUTO_RECHOOSE_STEPS:
-            return ops.encode(qt, member, layout)
-        message = ops.encode(qt, encoder, layout)
-        if job.step > 0:
-            self.choices[slot] = (encoder, encoder.member(message.stream.encoder_id), job.step)
-        return message
+        return job.encoder_of(self).encode_part(
+            lambda encoder, layout: ops.encode(qt, encoder, layout), self.choices,
+            (job.key, part), job.step, qt.shape, layout)
 
     def decode_into(self, ops, message, total, add, numel, dtype, what, rank):
         """``total`` (a 1-D work array; None: a new one) with the tensor of ``rank``'s message

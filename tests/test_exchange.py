@@ -12,7 +12,8 @@ from horovod_huffman.allreduce import (Job, allgather_sum, choose, reduce_scatte
                                        two_phase_sum)
 from horovod_huffman.array_ops import HostOps
 from horovod_huffman.buckets import BucketPlan, bucket_layout
-from horovod_huffman.exchange import (AUTO_RECHOOSE_STEPS, Codec, MismatchError, contract,
+from horovod_huffman.encoders.auto import RECHOOSE_EVERY
+from horovod_huffman.exchange import (Codec, MismatchError, contract,
                                       error_frame, frame, frames, split_frames)
 from horovod_huffman.local import LocalGroup, run_ranks
 from horovod_huffman.message import encode
@@ -470,9 +471,9 @@ def test_an_exchange_encodes_with_the_jobs_encoder_where_it_names_one(kind):
 
 
 def test_auto_chooses_a_parts_encoder_again_only_every_few_steps():
-    """Codec.encode keeps auto's choice for a (bucket, part) for AUTO_RECHOOSE_STEPS steps of
+    """Codec.encode keeps auto's choice for a (bucket, part) for RECHOOSE_EVERY steps of
     that bucket (from step 1: a choice at step 0 is not kept), lossless either way; another
-    part chooses for itself."""
+    part chooses for itself; Auto(rechoose_every=1) chooses at every step."""
     codec = Codec(encoder="auto", quantizer=hh.QSGD(levels=16, bucket_size=64), seed=SEED)
     rng = np.random.default_rng(0)
     sparse = np.zeros(20000, np.float32)
@@ -491,9 +492,13 @@ def test_auto_chooses_a_parts_encoder_again_only_every_few_steps():
     first = built(sparse, 1)
     assert dense_choice != first
     assert built(dense, 1, part="shard1") == dense_choice
-    assert [built(dense, step) for step in range(2, AUTO_RECHOOSE_STEPS + 1)] == \
-        [first] * (AUTO_RECHOOSE_STEPS - 1)
-    assert built(dense, AUTO_RECHOOSE_STEPS + 1) == dense_choice
+    assert [built(dense, step) for step in range(2, RECHOOSE_EVERY + 1)] == \
+        [first] * (RECHOOSE_EVERY - 1)
+    assert built(dense, RECHOOSE_EVERY + 1) == dense_choice
+    codec = Codec(encoder=hh.get_encoder("auto", rechoose_every=1),
+                  quantizer=hh.QSGD(levels=16, bucket_size=64), seed=SEED)
+    assert [built(work, step) for step, work in enumerate([sparse, sparse, dense], 1)] == \
+        [first, first, dense_choice]
     eager = Codec(encoder="auto", quantizer=hh.QSGD(levels=16, bucket_size=64))
     eager.encode(HostOps, eager.quantize(HostOps, dense, (dense.size,), "w", 0), Job("w", 1, 0),
                 "all")

@@ -33,6 +33,10 @@ from .codes import Code
 # counted over every block, which leaves both within 0.5% of their streams.
 RIVALS = {"ans": "rla", "rla": "ans"}
 CLOSE = 1.06
+# ``Auto.encode_part``: the encoder chosen for a part of an exchange at one step of it codes
+# that part for the next RECHOOSE_EVERY - 1 steps, so that choosing, which costs more than
+# encoding, is paid on one step in this many (docs/design.md has the measurements).
+RECHOOSE_EVERY = 8
 # Parameter bytes besides the codebook: mode, base, window, k, count varints.
 PARAM_OVERHEAD_BYTES = 12
 
@@ -54,7 +58,10 @@ class Auto(Encoder):
     ``hh.decode`` needs nothing from this object. ``last_choice`` holds the latest pick."""
     name = "auto"
 
-    def __init__(self, sample_size=1000, k=200, seed=None):
+    def __init__(self, sample_size=1000, k=200, seed=None, rechoose_every=RECHOOSE_EVERY):
+        if int(rechoose_every) < 1:
+            raise ValueError(f"rechoose_every must be at least 1, got {rechoose_every!r}")
+        self.rechoose_every = int(rechoose_every)
         self.sh = SampleHuffman(sample_size=sample_size, seed=seed)
         self.shs = SHS(sample_size=sample_size, k=k, seed=seed)
         self.huffman, self.rlh, self.raw = Huffman(), RLH(), Raw()
@@ -64,7 +71,28 @@ class Auto(Encoder):
         self.last_choice = None
 
     def _config(self):
-        return {"sample_size": self.sh.sample_size, "k": self.shs.k, "seed": self.sh.seed}
+        config = {"sample_size": self.sh.sample_size, "k": self.shs.k, "seed": self.sh.seed}
+        if self.rechoose_every != RECHOOSE_EVERY:
+            config["rechoose_every"] = self.rechoose_every
+        return config
+
+    def encode_part(self, encode, memory, slot, step, shape, layout):
+        """As Encoder.encode_part, choosing once in ``rechoose_every`` steps: the member chosen
+        for ``slot`` at its step s codes it at steps s + 1 .. s + rechoose_every - 1, then this
+        object chooses again. A choice at step 0 is not kept, so slots used once (TF's eager
+        gradients) leave nothing in ``memory``. Without a layout, a part of fewer than two
+        dimensions is chosen for without a row model, as the member that codes it later codes
+        it (message.encode gives a row model only to a matrix's shape), rather than searched
+        for matrices (encoders/row_search.py). The stream names its encoder either way."""
+        if layout is None and len(shape) < 2:
+            layout = ()
+        chooser, member, chosen_at = memory.get(slot, (None, None, 0))
+        if chooser is self and 0 < step - chosen_at < self.rechoose_every:
+            return encode(member, layout)
+        message = encode(self, layout)
+        if step > 0:
+            memory[slot] = (self, self.member(message.stream.encoder_id), step)
+        return message
 
     def estimate(self, levels, layout=None):
         """{encoder name: ``Sized``} for 1-D levels (non-empty); ``ans`` may use the row model

@@ -91,6 +91,13 @@ class Encoder:
         """
         return wire.frame(self.encoded(levels, stream, layout))
 
+    def encode_part(self, encode, memory, slot, step, shape, layout):
+        """The message of one part of an exchange (a bucket, a shard, a sum) of ``shape``:
+        ``encode(encoder, layout)`` with this encoder. ``memory`` is a dict the caller keeps
+        across steps (one per codec), ``slot`` names the part and ``step`` counts its steps
+        (0, 1, ...): an encoder that chooses among others (``auto``) keeps its choices there."""
+        return encode(self, layout)
+
     def encoded(self, levels, stream=None, layout=None):
         """As ``encode``, unframed: a ``wire.Encoded`` that a message writes straight into its
         own buffer (message.py)."""
