@@ -29,7 +29,7 @@ Exchanges, per rank and step, for n coordinates at b bits each over N ranks:
                 shards: about 2*(N-1)/N*n*b bits each way, n levels encoded (the other
                 ranks' shards, then the summed one; a rank's own shard stays quantized) and
                 2*(N-1)/N*n decoded, whatever N; the requantization of the sum is
-                unbiased for an unbiased quantizer, and with ``Codec.server_error_feedback``
+                unbiased for an unbiased quantizer, and with ``ErrorFeedback.server``
                 its error is kept per shard and added to the next step's sum
 
 ``choose`` picks between them (the rule is in its docstring).
@@ -105,7 +105,7 @@ def allgather_sum(codec, ops, coll, job, work):
     rank decodes the others' and sums all N in rank order (``Codec.own`` for its own)."""
     key, tag = job.key, phase_tag(job.tag, "all")
     with codec.statistics.span(key, "encode"):
-        state = (key, "all") if codec.error_feedback else None
+        state = (key, "all") if codec.feedback.client else None
         qt = codec.quantize(ops, work, (work.size,), f"{key}/all", job.step, state)
         data = frame(tag, job.step, codec.encode(ops, qt, job, "all"))
     with codec.statistics.span(key, "network"):
@@ -120,7 +120,7 @@ def allgather_sum(codec, ops, coll, job, work):
             else:
                 total = codec.decode_into(ops, message, total, total is not None, work.size,
                                           work.dtype, key, rank)
-        codec.settle(ops, [state], total)
+        codec.feedback.settle(ops, [state], total)
     codec.statistics.count(job.coords, job.raw_bytes, data.size, job.tensors)
     return total
 
@@ -160,7 +160,7 @@ def two_phase_sum(codec, ops, coll, job, work, align):
             else:
                 codec.decode_into(ops, message, result[bounds[j]:bounds[j + 1]], False, size,
                                   work.dtype, what, j)
-        codec.settle(ops, [_client_state(key, j) for j in range(coll.size)] +
+        codec.feedback.settle(ops, [_client_state(key, j) for j in range(coll.size)] +
                      [_server_state(key, me)], result)
     codec.statistics.count(job.coords, job.raw_bytes, data.size - sizes[me] + reply.size, job.tensors)
     return result
@@ -202,7 +202,7 @@ def reduce_scatter_sum(codec, ops, coll, job, work, bounds):
     if decode_failures:
         raise DecodeError(f"{int(decode_failures)} rank(s) could not decode their shard of "
                           f"{key!r} at step {job.step}")
-    codec.settle(ops, [_client_state(key, j) for j in range(coll.size)], total,
+    codec.feedback.settle(ops, [_client_state(key, j) for j in range(coll.size)], total,
                  finite=not nonfinite)
     codec.statistics.count(job.coords, job.raw_bytes, data.size - sizes[me], job.tensors)
     return total
@@ -239,7 +239,7 @@ def _scatter_frames(codec, ops, job, work, bounds, me):
     items, mine = [], None
     for j in range(len(bounds) - 1):
         a, b = bounds[j], bounds[j + 1]
-        state = _client_state(job.key, j) if codec.error_feedback else None
+        state = _client_state(job.key, j) if codec.feedback.client else None
         qt = codec.quantize(ops, work[a:b], (b - a,), f"{job.key}/shard{j}", job.step, state)
         if j == me:
             mine, message = qt, _NoBody
@@ -274,7 +274,7 @@ def _summed_shard(codec, ops, coll, job, received, mine, bounds, work_dtype):
     key, me = job.key, coll.rank
     total = _shard_total(codec, ops, coll, job, received, mine, bounds, work_dtype)
     with codec.statistics.span(key, "encode"):
-        server = _server_state(key, me) if codec.server_error_feedback else None
+        server = _server_state(key, me) if codec.feedback.server else None
         summed = codec.quantize(ops, total, (bounds[me + 1] - bounds[me],), f"{key}/sum{me}",
                                 job.step, state=server)
         return frame(phase_tag(job.tag, "gather"), job.step,

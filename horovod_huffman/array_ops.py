@@ -24,7 +24,7 @@ def contract(x, qt):
     """``qt`` with every bucket's scale multiplied by a_b = <x_b, Q_b> / |Q_b|^2, the factor that
     makes x_b - a_b Q_b orthogonal to Q_b, hence |x_b - a_b Q_b| <= |x_b| (a contraction;
     ``quantize.contract_scales``). A scale beyond float32 becomes Inf: the bucket is then
-    reduced as non-finite and error feedback keeps its residuals (exchange.Codec.settle)."""
+    reduced as non-finite and error feedback keeps its residuals (feedback.ErrorFeedback.settle)."""
     flat = np.ascontiguousarray(x).reshape(-1)
     scales = np.empty_like(qt.scales, dtype=np.float32)
     with np.errstate(over="ignore"):

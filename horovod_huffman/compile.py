@@ -85,7 +85,7 @@ def warm_up():
     codec = Codec(quantizer=hh.QSGD(levels=8), error_feedback=True, seed=0)
     for work in (grad, grad.astype(np.float64)):          # error feedback in both work dtypes
         codec.quantize(HostOps, work, work.shape, "warm-up", 0, state="warm-up")
-        codec.settle(HostOps, ["warm-up"], work.reshape(-1))
+        codec.feedback.settle(HostOps, ["warm-up"], work.reshape(-1))
 
 
 def main(argv=None):

@@ -21,15 +21,15 @@ of an exchange still takes part in its next collective and every rank raises.
 """
 import struct
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 
 import numpy as np
 
 from .array_ops import contract, work_dtype  # noqa: F401 (contract: public here too)
-from .device import is_device_array
 from .encoders import as_encoder
 from .encoders.rows import slice_layout
 from .errors import DecodeError
+from .feedback import ErrorFeedback
 from .message import contents, verify
 from .quantizers import QSGD
 from .statistics import Statistics
@@ -140,37 +140,33 @@ def reduction_scale(reduced, n, name):
 class Codec:
     """Quantizer + encoder + error feedback, keyed by parameter name.
 
-    error_feedback: add each parameter's last quantization error to its next gradient
-    (None: on exactly when the quantizer is biased). With it on, each bucket is sent scaled by
-    the least-squares factor <x, Q(x)> / |Q(x)|^2 (``contract``), so the residual never grows:
-    plain error feedback diverges with QSGD whenever its error exceeds the gradient
-    (s^2 < bucket size; docs/design.md). A step whose reduced bucket holds Inf or NaN (an
-    overflow under a loss scaler, which then skips the step) keeps every residual of that
-    bucket, client and server, as it was before the step (``settle``).
-    server_error_feedback: in the two-phase exchange, keep the error of requantizing this rank's
-    summed shard and add it to the next step's sum, with the same contraction (None: as
-    ``error_feedback``).
+    error_feedback: add each parameter's last quantization error to its next gradient, with
+    the bucket scales contracted so that the residual never grows (feedback.py; None: on
+    exactly when the quantizer is biased). server_error_feedback: in the two-phase exchange,
+    keep the error of requantizing this rank's summed shard and add it to the next step's sum
+    (None: as ``error_feedback``). Both live on in ``feedback`` (``ErrorFeedback``: ``client``,
+    ``server`` and the residuals).
     seed: None draws quantization randomness from the quantizer's own sequence; an integer makes
     it a function of (seed, parameter name, step) only (``derive_seed``), reproducible whatever
     order the gradient hooks fire in.
     """
     encoder: object = "rlh"
     quantizer: object = field(default_factory=lambda: QSGD(levels=8))
-    error_feedback: object = None
-    server_error_feedback: object = None
+    error_feedback: InitVar[object] = None
+    server_error_feedback: InitVar[object] = None
     seed: object = None
-    residuals: dict = field(default_factory=dict)
     steps: dict = field(default_factory=dict)
     statistics: Statistics = field(default_factory=Statistics)
     choices: dict = field(default_factory=dict)
-    _staged: dict = field(default_factory=dict)
+    feedback: ErrorFeedback = field(init=False)
 
-    def __post_init__(self):
+    def __post_init__(self, error_feedback, server_error_feedback):
         self.encoder = as_encoder(self.encoder)
-        if self.error_feedback is None:
-            self.error_feedback = bool(getattr(self.quantizer, "biased", False))
-        if self.server_error_feedback is None:
-            self.server_error_feedback = self.error_feedback
+        if error_feedback is None:
+            error_feedback = bool(getattr(self.quantizer, "biased", False))
+        if server_error_feedback is None:
+            server_error_feedback = error_feedback
+        self.feedback = ErrorFeedback(error_feedback, server_error_feedback)
 
     def begin(self, key):
         """The step of ``key`` that starts now (0, 1, ...). A key's second step closes the
@@ -184,41 +180,14 @@ class Codec:
         """QuantizedTensor of the 1-D work array ``work`` (float32/64) in ``shape``.
 
         seed_name, step: the quantization seed (``derive_seed``) when the codec has a seed.
-        state: None, or the key of an error-feedback residual: it is added to ``work`` first, the
-        bucket scales are contracted (``contract``), and the new residual ``work - sent`` is
-        staged under that key, to replace the residual when the exchange settles (``settle``).
+        state: None, or the key of an error-feedback residual: ``feedback`` adds it to ``work``
+        first, contracts the bucket scales and stages the new residual, which replaces the kept
+        one when the exchange settles (``ErrorFeedback.settle``).
         """
-        if state is not None:
-            residual = self.residuals.get(state)
-            if residual is not None and residual.shape == work.shape and \
-                    is_device_array(residual) == is_device_array(work):
-                work = ops.add(work, residual)
         seed = None if self.seed is None else derive_seed(self.seed, seed_name, step)
-        qt = self.quantizer.quantize(work.reshape(shape), seed=seed, stream=ops.stream)
         if state is not None:
-            qt = ops.contract(work, qt)
-            self._staged[state] = ops.residual(work, qt)
-        return qt
-
-    def settle(self, ops, states, total, finite=None):
-        """End an exchange whose reduced result is ``total``: the residuals it staged under
-        ``states`` (``quantize``) replace the kept ones if every element of ``total`` is
-        finite; otherwise the kept ones stay as they were (none stays none). Every rank reduces
-        the same ``total``, so every rank decides alike; an exchange whose ranks each reduce a
-        part passes ``finite``, the ranks' agreed answer, instead. On a GPU the decision stays
-        on the device (``DeviceOps.keep_if``)."""
-        staged = [(state, self._staged.pop(state)) for state in states
-                  if state in self._staged]
-        if not staged:
-            return
-        if finite is None:
-            finite = ops.all_finite(total)
-        for state, residual in staged:
-            kept = ops.keep_if(finite, residual, self.residuals.get(state))
-            if kept is None:
-                self.residuals.pop(state, None)
-            else:
-                self.residuals[state] = kept
+            return self.feedback.quantize(ops, self.quantizer, work, shape, seed, state)
+        return self.quantizer.quantize(work.reshape(shape), seed=seed, stream=ops.stream)
 
     def encode(self, ops, qt, job, part, start=0):
         """The message of ``qt``, ``part`` ("all", "shard<j>", "sum") of the exchange ``job``

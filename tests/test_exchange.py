@@ -158,7 +158,7 @@ def test_server_error_feedback_keeps_exactly_the_requantization_error():
                                        "rlh", 4, align, feedback=True)
     for r, c in enumerate(cs):
         np.testing.assert_array_equal(sums[r], expected)
-        np.testing.assert_array_equal(c.residuals[(bucket.key, "server", r)], residuals[r])
+        np.testing.assert_array_equal(c.feedback.residuals[(bucket.key, "server", r)], residuals[r])
 
 
 def test_error_feedback_carries_the_residual_forward():
@@ -171,7 +171,7 @@ def test_error_feedback_carries_the_residual_forward():
     for t in range(1, 801):
         (total,) = run_ranks([exchange("allgather", codec, group, 0, bucket, g, 64, t - 1)])
         sent += total
-        residuals.append(np.linalg.norm(codec.residuals[(bucket.key, "all")]) / np.linalg.norm(g))
+        residuals.append(np.linalg.norm(codec.feedback.residuals[(bucket.key, "all")]) / np.linalg.norm(g))
         errors[t] = np.abs(sent / t - g).max()
     # What was sent sums to the gradients minus one bounded residual, so the average converges
     # to the gradient as 1/T (plain error feedback on QSGD s=1 would grow without bound here).
@@ -182,7 +182,7 @@ def test_error_feedback_carries_the_residual_forward():
 def _feedback_steps(kind, n, grads_at, steps, align=64, numel=2048, dtype=np.float32):
     """Run the steps ``steps`` (a count, or the step numbers) of ``kind`` over n ranks with
     client and server error feedback; the sums and every rank's residuals (a copy of
-    ``Codec.residuals``) after each step. ``grads_at(step, rank)``: that rank's gradient."""
+    ``ErrorFeedback.residuals``) after each step. ``grads_at(step, rank)``: that rank's gradient."""
     bucket, group = bucket_of(numel, align), LocalGroup(n)
     cs = codecs(n, align=align, error_feedback=True)
     sums, kept = [], []
@@ -190,7 +190,7 @@ def _feedback_steps(kind, n, grads_at, steps, align=64, numel=2048, dtype=np.flo
         works = [np.asarray(grads_at(t, r), dtype=dtype) for r in range(n)]
         sums.append(run_ranks([exchange(kind, c, group, r, bucket, works[r], align, t)
                                for r, c in enumerate(cs)]))
-        kept.append([{k: v.copy() for k, v in c.residuals.items()} for c in cs])
+        kept.append([{k: v.copy() for k, v in c.feedback.residuals.items()} for c in cs])
     return sums, kept
 
 
@@ -257,12 +257,12 @@ def test_a_finite_gradient_too_large_for_the_wire_is_an_overflow_not_a_poison(bi
 
 
 def test_error_feedback_defaults_to_the_quantizer_bias():
-    assert not Codec(quantizer=hh.QSGD()).error_feedback
-    assert Codec(quantizer=hh.TernGrad(clip=2.5)).error_feedback
-    assert Codec(quantizer=hh.TernGrad(clip=2.5)).server_error_feedback
-    assert not Codec(quantizer=hh.TernGrad()).error_feedback
+    assert not Codec(quantizer=hh.QSGD()).feedback.client
+    assert Codec(quantizer=hh.TernGrad(clip=2.5)).feedback.client
+    assert Codec(quantizer=hh.TernGrad(clip=2.5)).feedback.server
+    assert not Codec(quantizer=hh.TernGrad()).feedback.client
     assert not Codec(quantizer=hh.TernGrad(), error_feedback=True,
-                     server_error_feedback=False).server_error_feedback
+                     server_error_feedback=False).feedback.server
 
 
 @pytest.mark.parametrize("kind", ["allgather", "two_phase"])
@@ -365,7 +365,7 @@ def test_a_non_finite_shard_keeps_every_ranks_residuals():
         out = run_ranks([_reduce_scatter(c, group.member(r), grads[t][r], bounds, step=t)
                          for r, c in enumerate(cs)])
         assert [bool(np.isfinite(x).all()) for x in out] == [True, t != 1], t
-        kept.append([{k: v.copy() for k, v in c.residuals.items()} for c in cs])
+        kept.append([{k: v.copy() for k, v in c.feedback.residuals.items()} for c in cs])
     assert len(kept[0][0]) == n
     _same_residuals(kept[1], kept[0])
     assert not np.array_equal(kept[2][0][("w", "client", 0)], kept[0][0][("w", "client", 0)])

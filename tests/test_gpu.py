@@ -438,7 +438,7 @@ def test_exchanges_run_on_the_device(quantizer, kind, name):
         sent_h = [bytes(d) for v in group_h._submitted.values() for _, d, _ in v.values()]
         sent_d = [bytes(d) for v in group_d._submitted.values() for _, d, _ in v.values()]
         if quantizer.biased:
-            for state, residual in dev[0].residuals.items():
+            for state, residual in dev[0].feedback.residuals.items():
                 assert np.isfinite(residual.copy_to_host()).all(), state
         else:
             assert sent_d == sent_h
@@ -483,15 +483,15 @@ def test_device_error_feedback_keeps_its_residuals_through_an_overflow_step(kind
         for device in (False, True):
             got = [t.copy_to_host() if device else t for t in totals[device]]
             assert all(np.isfinite(t).all() == (step not in (0, 2)) for t in got), (step, device)
-        kept = [{k: v.copy_to_host() for k, v in c.residuals.items()} for c in dev]
+        kept = [{k: v.copy_to_host() for k, v in c.feedback.residuals.items()} for c in dev]
         if step == 0:
             assert all(not r.any() for rank in kept for r in rank.values()) and kept[0]
-            assert host[0].residuals == {}
+            assert host[0].feedback.residuals == {}
         else:
             for c_h, rank in zip(host, kept):
-                assert sorted(rank) == sorted(c_h.residuals)
+                assert sorted(rank) == sorted(c_h.feedback.residuals)
                 for k, v in rank.items():
-                    np.testing.assert_allclose(v, c_h.residuals[k], rtol=1e-5, atol=1e-5)
+                    np.testing.assert_allclose(v, c_h.feedback.residuals[k], rtol=1e-5, atol=1e-5)
         if step == 2:
             for rank, prior in zip(kept, before):
                 for k, v in rank.items():

@@ -117,14 +117,14 @@ class State:
         codec = self.codec
         return {"steps": dict(codec.steps), "signatures": dict(self._signatures),
                 "residuals": {state: torch.from_numpy(np.array(r))
-                              for state, r in codec.residuals.items()}}
+                              for state, r in codec.feedback.residuals.items()}}
 
     def load_state_dict(self, saved):
         """Restore a ``state_dict``."""
         codec = self.codec
         codec.steps = dict(saved["steps"])
         self._signatures = dict(saved["signatures"])
-        codec.residuals = {tuple(state): r.numpy().copy()
+        codec.feedback.residuals = {tuple(state): r.numpy().copy()
                            for state, r in saved["residuals"].items()}
         codec.choices.clear()
 
@@ -169,8 +169,7 @@ class State:
     def _forget(self, key):
         """Drop bucket ``key``'s error-feedback residuals and ``auto``'s choices."""
         codec = self.codec
-        for state in [s for s in codec.residuals if s[0] == key]:
-            del codec.residuals[state]
+        codec.feedback.forget(key)
         for slot in [s for s in codec.choices if s[0] == key]:
             del codec.choices[slot]
 

@@ -27,7 +27,7 @@ def result(name, comp, skipped, losses, accuracy, identical, **extra):
     codec = getattr(comp, "codec", None)
     residuals, grad_bytes = {}, None
     if codec is not None:
-        residuals = {repr(k): float(np.linalg.norm(v)) for k, v in codec.residuals.items()}
+        residuals = {repr(k): float(np.linalg.norm(v)) for k, v in codec.feedback.residuals.items()}
         total = codec.statistics.summary()["total"]
         grad_bytes = total["raw_bytes"] / total["coords"]
     return {"compression": name, "skipped": skipped, "final_loss": losses[-1],

@@ -85,7 +85,7 @@ def run_case(encoder, dtype, exchange, variant):
                              if quantizer == "qsgd" else hh.TernGrad(bucket_size=BUCKET),
                              error_feedback=client, seed=SEED + rank, exchange=exchange,
                              bucket_bytes=4 if variant == "tiny" else BUCKET_BYTES)
-    comp.codec.server_error_feedback = feedback
+    comp.codec.feedback.server = feedback
     opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
                                    compression=comp, **kwargs)
     for k in range(passes):
@@ -115,11 +115,11 @@ def run_case(encoder, dtype, exchange, variant):
                 (got[slot.name].float() - expected.float()).abs().max())
             checks += 1
         if feedback and exchange == "two_phase":
-            kept = comp.codec.residuals[(bucket.key, "server", rank)]
+            kept = comp.codec.feedback.residuals[(bucket.key, "server", rank)]
             np.testing.assert_array_equal(kept, residuals[rank])
             checks += 1
         for state, residual in clients[rank].items():
-            np.testing.assert_array_equal(comp.codec.residuals[(bucket.key, *state)], residual)
+            np.testing.assert_array_equal(comp.codec.feedback.residuals[(bucket.key, *state)], residual)
             checks += 1
         assert not client or clients[rank], "client error feedback kept no residual"
     # After an explicit synchronize(), Horovod's step() would reduce every (already reduced)
