@@ -9,7 +9,8 @@
 #   - CMAKE_CXX_STANDARD 14 -> 17 in CMakeLists.txt and horovod/torch/CMakeLists.txt:
 #     torch 2.x headers need C++17.
 # Environment: PYTHON (default: python), HOROVOD_WHEEL_CACHE (default: ~/.cache/horovod-huffman),
-# HOROVOD_GPU_OPERATIONS=NCCL to build the NCCL GPU operations (needs CUDA and NCCL),
+# HOROVOD_GPU_OPERATIONS=NCCL to build the NCCL GPU operations (needs CUDA and NCCL: a toolkit
+# with nvcc on PATH or at HOROVOD_CUDA_HOME, else the one PyPI's packages bring, pypi_cuda below),
 # HOROVOD_SDIST: the sdist's path, for a machine with no package index (nothing is then
 # downloaded, and the build and runtime packages must be installed already).
 set -euo pipefail
@@ -24,6 +25,26 @@ case "$PY" in
     *) PY=$(command -v "$PY") ;;
 esac
 CACHE=${HOROVOD_WHEEL_CACHE:-$HOME/.cache/horovod-huffman}
+
+# pypi_cuda: point Horovod's build at the CUDA toolkit and NCCL that PyPI's packages put under
+# site-packages/nvidia (torch's CUDA wheel brings the runtime and NCCL, cuda-toolkit[nvcc] the
+# compiler of the same release), for a machine with no CUDA toolkit of its own. That layout
+# lacks three names a toolkit has and the build looks for, which are added as links:
+# lib64 (nvcc's library directory), libcudart.so and libnccl.so (CMake's library names).
+pypi_cuda() {
+    local nvidia cuda
+    nvidia=$("$PY" -c "import nvidia; print(list(nvidia.__path__)[0])" 2>/dev/null) || {
+        echo "install_horovod.sh: no nvcc on PATH and no CUDA packages under site-packages" >&2
+        exit 1
+    }
+    cuda=$(dirname "$(dirname "$(ls "$nvidia"/cu*/bin/nvcc | tail -n 1)")")
+    ln -sfn lib "$cuda/lib64"
+    ln -sfn "$(basename "$(ls "$cuda"/lib/libcudart.so.* | head -n 1)")" "$cuda/lib/libcudart.so"
+    ln -sfn libnccl.so.2 "$nvidia/nccl/lib/libnccl.so"
+    export HOROVOD_CUDA_HOME=$cuda PATH=$cuda/bin:$PATH HOROVOD_NCCL_LINK=SHARED \
+        HOROVOD_NCCL_INCLUDE=$nvidia/nccl/include HOROVOD_NCCL_LIB=$nvidia/nccl/lib
+    echo "CUDA toolkit from PyPI's packages: $cuda; NCCL: $nvidia/nccl"
+}
 
 tf_version=$("$PY" -c "import tensorflow as tf; print(tf.__version__)" 2>/dev/null || true)
 check="import horovod.torch"
@@ -40,6 +61,9 @@ fi
 if [ "${HOROVOD_GPU_OPERATIONS:-}" = NCCL ]; then          # the GPU image (docker/Dockerfile.gpu)
     controllers="$controllers-nccl"
     check="$check; assert horovod.torch.nccl_built(), 'Horovod built without NCCL'"
+    if [ -z "${HOROVOD_CUDA_HOME:-}" ] && ! command -v nvcc >/dev/null; then
+        pypi_cuda
+    fi
 fi
 if "$PY" -c "$check" 2>/dev/null; then
     echo "Horovod already importable ($check)"

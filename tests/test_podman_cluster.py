@@ -1,7 +1,8 @@
 """The CPU image built and run for real: podman builds docker/Dockerfile on a base made locally
 (debootstrap minbase bookworm, standing in for python:3.11-slim-bookworm), podman-compose starts
 docker/docker-compose.yml with 2 workers, and the digits job runs across the containers with Gloo
-and with MPI. It runs wherever podman and podman-compose are installed (root:
+and with MPI. The GPU image (docker/Dockerfile.gpu) builds on the same base, and what in it needs
+no GPU runs. It runs wherever podman and podman-compose are installed (root:
 `WITH_PODMAN=1 bash scripts/install_system.sh`, `.venv/bin/pip install podman-compose`), else it
 skips; podman keeps the base image and the build's layers, so only the first build is cold
 (docs/cluster.md has the times). HH_PODMAN=0 skips it on a machine that has podman:
@@ -47,22 +48,34 @@ def versions():
                     if line.strip() and not line.startswith("#"))
 
 
-@pytest.fixture(scope="module")
-def image():
+def base():
+    """The locally made Python base both images are built on."""
     if subprocess.run(["podman", "image", "exists", BASE]).returncode != 0:
         sh(["bash", "-c", f"""set -e; root=$(mktemp -d)
             debootstrap --variant=minbase --include=python-is-python3,python3-pip,python3-venv,python3-dev \\
                 bookworm "$root"
             rm -f "$root"/usr/lib/python3.11/EXTERNALLY-MANAGED
             tar -C "$root" -c . | podman import - {BASE}; rm -rf "$root" """])
-    args = [a for k, v in versions().items() for a in ("--build-arg", f"{k}={v}")]
+    return BASE
+
+
+def build(dockerfile, tag, *args, timeout=1800):
+    """podman build of ``dockerfile`` with every pin of versions.env, the certificates and pip's
+    settings of this machine mounted in, and ``args`` after those."""
+    pins = [a for k, v in versions().items() for a in ("--build-arg", f"{k}={v}")]
     sh(["podman", "--runtime", "runc", "build", "--format", "docker", "--network", "host",
-        "-f", "docker/Dockerfile",
-        "-t", "horovod-huffman:cpu", *args, "--build-arg", f"CPU_BASE_IMAGE={BASE}",
-        "--build-arg", f"TORCH_FIND_LINKS={WHEELS}", "-v", f"{WHEELS}:{WHEELS}:ro",
+        "-f", dockerfile, "-t", tag, *pins, *args,
         "-v", "/etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro",
-        *(["-v", "/etc/pip.conf:/etc/pip.conf:ro"] if os.path.exists("/etc/pip.conf") else []), "."])
-    return "horovod-huffman:cpu"
+        *(["-v", "/etc/pip.conf:/etc/pip.conf:ro"] if os.path.exists("/etc/pip.conf") else []), "."],
+       timeout=timeout)
+    return tag
+
+
+@pytest.fixture(scope="module")
+def image():
+    return build("docker/Dockerfile", "horovod-huffman:cpu", "--build-arg",
+                 f"CPU_BASE_IMAGE={base()}", "--build-arg", f"TORCH_FIND_LINKS={WHEELS}",
+                 "-v", f"{WHEELS}:{WHEELS}:ro")
 
 
 def containers(service):
@@ -135,3 +148,23 @@ def test_image_holds_kernels_compiled_in_the_build(image):
     out = sh(["podman", "run", "--rm", "--entrypoint", "sh", image, "-c",
               "ls /opt/horovod-huffman/kernels/__pycache__"])
     assert sum(name.endswith(".nbi") for name in out.split()) >= 20, out
+
+
+def test_gpu_image_builds_horovod_with_nccl_and_runs_the_device_kernels():
+    """docker/Dockerfile.gpu on the same locally made base, its CUDA stack from PyPI's packages
+    (torch's CUDA wheel, cuda-toolkit[nvcc], numba-cuda): Horovod's build with NCCL operations
+    succeeds against it, the image's torch is a CUDA build, and, with no GPU needed, the device
+    kernels pass tests/test_gpu.py under Numba's CUDA simulator inside the image."""
+    tag = build("docker/Dockerfile.gpu", "horovod-huffman:gpu", "--build-arg",
+                f"GPU_BASE_IMAGE={base()}", timeout=3600)
+    checks = ("import torch, numba.cuda, horovod.torch as hvd; "
+              "assert torch.version.cuda, torch.__version__; "
+              "assert hvd.nccl_built() and hvd.gloo_built() and hvd.mpi_built(); "
+              "print('torch', torch.__version__, 'CUDA', torch.version.cuda, "
+              "'NCCL', '.'.join(map(str, torch.cuda.nccl.version())), 'Horovod NCCL built')")
+    out = sh(["podman", "run", "--rm", "--network", "none", "--entrypoint", "bash",
+              "-v", f"{ROOT}/tests:/opt/horovod-huffman/tests:ro", "-e", "NUMBA_ENABLE_CUDASIM=1",
+              tag, "-c", f"python -c \"{checks}\" && python -m pytest -q -p no:cacheprovider "
+              f"-n 2 tests/test_gpu.py"], timeout=1800)
+    print(out[-3000:])
+    assert "Horovod NCCL built" in out and " passed" in out, excerpt(out)
