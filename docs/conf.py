@@ -10,12 +10,14 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-# The legacy tf.keras that horovod_huffman.tensorflow.keras's routes are documented with.
+# TensorFlow's start-up logging, which the API reference's imports would print.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import horovod_huffman  # noqa: E402
 
 project = "horovod-huffman"
 author = "the horovod-huffman authors"
-release = version = "0.1.0"
+release = version = horovod_huffman.__version__
 
 extensions = ["myst_parser", "sphinx.ext.autodoc", "sphinx.ext.viewcode"]
 source_suffix = {".md": "markdown"}
@@ -30,5 +32,4 @@ autodoc_inherit_docstrings = False
 autodoc_typehints = "none"
 
 html_theme = "alabaster"
-html_static_path = []
 html_title = "horovod-huffman"

@@ -161,7 +161,7 @@ def two_phase_sum(codec, ops, coll, job, work, align):
                 codec.decode_into(ops, message, result[bounds[j]:bounds[j + 1]], False, size,
                                   work.dtype, what, j)
         codec.feedback.settle(ops, [_client_state(key, j) for j in range(coll.size)] +
-                     [_server_state(key, me)], result)
+                              [_server_state(key, me)], result)
     codec.statistics.count(job.coords, job.raw_bytes, data.size - sizes[me] + reply.size, job.tensors)
     return result
 
@@ -203,7 +203,7 @@ def reduce_scatter_sum(codec, ops, coll, job, work, bounds):
         raise DecodeError(f"{int(decode_failures)} rank(s) could not decode their shard of "
                           f"{key!r} at step {job.step}")
     codec.feedback.settle(ops, [_client_state(key, j) for j in range(coll.size)], total,
-                 finite=not nonfinite)
+                          finite=not nonfinite)
     codec.statistics.count(job.coords, job.raw_bytes, data.size - sizes[me], job.tensors)
     return total
 

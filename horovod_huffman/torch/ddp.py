@@ -125,7 +125,7 @@ class State:
         codec.steps = dict(saved["steps"])
         self._signatures = dict(saved["signatures"])
         codec.feedback.residuals = {tuple(state): r.numpy().copy()
-                           for state, r in saved["residuals"].items()}
+                                    for state, r in saved["residuals"].items()}
         codec.choices.clear()
 
     def _exchange(self, index, shapes, work, raw_bytes, step, start):

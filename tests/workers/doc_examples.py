@@ -141,7 +141,8 @@ def ddp():
     return {"torch": torch, "model": mlp()}
 
 
-def check_ddp(ns):
+def check_plain_step(ns):
+    """A training step of the wrapped model with a plain optimizer (DDP, FSDP2)."""
     model = ns["model"]
     torch_step(model, torch.optim.SGD(model.parameters(), lr=0.1))
 
@@ -157,11 +158,6 @@ class Layers(nn.Module):
 
 def fsdp():
     return {"torch": torch, "model": Layers()}
-
-
-def check_fsdp(ns):
-    model = ns["model"]
-    torch_step(model, torch.optim.SGD(model.parameters(), lr=0.1))
 
 
 def codec():
@@ -186,8 +182,8 @@ def check_gpu(ns):
 CONTEXTS = [
     ("levels_on_gpu", gpu, check_gpu,
      None if torch.cuda.is_available() else "needs torch with a real CUDA GPU"),
-    ("DistributedDataParallel", ddp, check_ddp, None),
-    ("fully_shard", fsdp, check_fsdp, None),
+    ("DistributedDataParallel", ddp, check_plain_step, None),
+    ("fully_shard", fsdp, check_plain_step, None),
     ("horovod_huffman.tensorflow import switch_to_low_rank", tf_pufferfish, check_tf_pufferfish,
      None),
     ("switch_to_low_rank", torch_pufferfish, check_torch_pufferfish, None),
