@@ -1,7 +1,7 @@
 """The exchange's codec path on one core: quantize + encode (fp32 gradient to framed message) and
 decode + dequantize + sum (messages of N ranks to the fp32 sum), in GB/s of fp32 gradient, on
 the char-LSTM's gradients (1.37M coordinates per step, CPython's stdlib text), N = 2 ranks held
-in this process (horovod_huffman.local), the allgather exchange, QSGD s = 8 and ``rlh``.
+in this process (horovod_huffman.exchange.local), the allgather exchange, QSGD s = 8 and ``rlh``.
 Timings are the exchange's own spans (Statistics.trace); best of the repeats. With
 ``--encoder auto`` the steps after the first two reuse ``auto``'s choice (``Codec.encode``), so
 its figures are those of the encoder it chose, as in training. ``--layout`` gives the exchange the gradient's
@@ -20,13 +20,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import horovod_huffman as hh  # noqa: E402
-from horovod_huffman.allreduce import Job, allgather_sum  # noqa: E402
-from horovod_huffman.array_ops import HostOps  # noqa: E402
-from horovod_huffman.bench.traces import lstm_trace  # noqa: E402
-from horovod_huffman.buckets import BucketPlan  # noqa: E402
-from horovod_huffman.encoders.rows import slice_layout  # noqa: E402
-from horovod_huffman.exchange import Codec  # noqa: E402
-from horovod_huffman.local import LocalGroup, run_ranks  # noqa: E402
+from horovod_huffman.exchange.allreduce import Job, allgather_sum  # noqa: E402
+from horovod_huffman.exchange.array_ops import HostOps  # noqa: E402
+from horovod_huffman.tools.bench.traces import lstm_trace  # noqa: E402
+from horovod_huffman.exchange.buckets import BucketPlan  # noqa: E402
+from horovod_huffman.codec.encoders.rows import slice_layout  # noqa: E402
+from horovod_huffman.exchange.codec_state import Codec  # noqa: E402
+from horovod_huffman.exchange.local import LocalGroup, run_ranks  # noqa: E402
 
 LSTM_COORDS = 1_365_120
 

@@ -36,7 +36,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import horovod_huffman as hh
-from horovod_huffman.bench.traces import CharLSTM, cnn
+from horovod_huffman.tools.bench.traces import CharLSTM, cnn
 from horovod_huffman.torch import ddp
 from job_data import (digits_batches, digits_test, interface_bytes,      # beside this script
                       text_batches, text_validation)

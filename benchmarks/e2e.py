@@ -22,8 +22,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from horovod_huffman.bench.run import write_markdown  # noqa: E402
-from horovod_huffman.buckets import DEFAULT_BUCKET_BYTES  # noqa: E402
+from horovod_huffman.tools.bench.run import write_markdown  # noqa: E402
+from horovod_huffman.exchange.buckets import DEFAULT_BUCKET_BYTES  # noqa: E402
 
 CLUSTER = os.path.join(ROOT, "scripts", "netns_cluster.sh")
 LAUNCH = os.path.join(ROOT, "docker", "scripts", "launch.sh")

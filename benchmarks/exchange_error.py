@@ -19,8 +19,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import horovod_huffman as hh  # noqa: E402
-from horovod_huffman.bench.traces import cnn, digits_data  # noqa: E402
-from horovod_huffman.quantizers import dequantize  # noqa: E402
+from horovod_huffman.tools.bench.traces import cnn, digits_data  # noqa: E402
+from horovod_huffman.codec.quantizers import dequantize  # noqa: E402
 
 
 class Gradients:

@@ -11,7 +11,7 @@
 #   env      the GPU, driver, compilers and Python packages there
 #   install  this package (pip --no-index, editable); Horovod's build starts in the background
 #   tests    tests/test_gpu.py on the GPU (8 workers)
-#   bench    python -m horovod_huffman.bench --device cuda: rlh, ans and rla at 1M, 16M and 256M
+#   bench    python -m horovod_huffman.tools.bench --device cuda: rlh, ans and rla at 1M, 16M and 256M
 #            coordinates, the device-to-device copy beside them
 #   train    waits for Horovod, then: Horovod's own ResNet-50 synthetic benchmark on 2 ranks
 #            sharing the GPU (benchmarks/synthetic_gpu.py) for none, fp16 and rlh, and the
@@ -188,7 +188,7 @@ for p in "${phases[@]}"; do
         # tests/conftest.py would pick the simulator).
         tests) phase tests 240 "$OUT/tests.log" env NUMBA_ENABLE_CUDASIM=0 "$PY" -m pytest -q -rs \
                    -n 8 -p no:cacheprovider tests/test_gpu.py ;;
-        bench) phase bench 150 "$OUT/runs.log" "$PY" -m horovod_huffman.bench --device cuda \
+        bench) phase bench 150 "$OUT/runs.log" "$PY" -m horovod_huffman.tools.bench --device cuda \
                    --sizes 1048576 16777216 268435456 --encoders rlh ans rla --repeats 3 \
                    --cpu-max 1048576 --markdown "$OUT/bench.md" ;;
         train)

@@ -22,10 +22,10 @@ import numpy as np
 from numba import cuda
 
 import horovod_huffman as hh
-from horovod_huffman.allreduce import Job, allgather_sum
-from horovod_huffman.array_ops import DeviceOps
-from horovod_huffman.exchange import Codec
-from horovod_huffman.local import LocalGroup, run_ranks
+from horovod_huffman.exchange.allreduce import Job, allgather_sum
+from horovod_huffman.exchange.array_ops import DeviceOps
+from horovod_huffman.exchange.codec_state import Codec
+from horovod_huffman.exchange.local import LocalGroup, run_ranks
 
 # The calls counted per exchange: label -> (function name, files that define it: numba-cuda's,
 # then the simulator's).

@@ -5,7 +5,7 @@ framework, so the two jobs train on the same data."""
 import numpy as np
 import torch
 
-from horovod_huffman.bench.traces import CharLSTM, digits_data, stdlib_text
+from horovod_huffman.tools.bench.traces import CharLSTM, digits_data, stdlib_text
 
 # The char model trains on the stdlib text before this fraction and is validated after it.
 TEXT_TRAIN_FRACTION = 0.95

@@ -16,7 +16,7 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from horovod_huffman.bench.traces import CharLSTM, cnn  # noqa: E402
+from horovod_huffman.tools.bench.traces import CharLSTM, cnn  # noqa: E402
 from horovod_huffman.torch import factorize  # noqa: E402
 
 

@@ -16,8 +16,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import horovod_huffman as hh  # noqa: E402
-from horovod_huffman.bench import traces  # noqa: E402
-from horovod_huffman.bench.run import entropy_bits, machine, measure_reference  # noqa: E402
+from horovod_huffman.tools.bench import traces  # noqa: E402
+from horovod_huffman.tools.bench.run import entropy_bits, machine, measure_reference  # noqa: E402
 
 
 def ratios(grad, layout, s):

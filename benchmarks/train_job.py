@@ -19,8 +19,8 @@ import torch
 import horovod.torch as hvd
 
 import horovod_huffman as hh
-from horovod_huffman.bench.traces import CharLSTM, cnn
-from horovod_huffman.buckets import DEFAULT_BUCKET_BYTES
+from horovod_huffman.tools.bench.traces import CharLSTM, cnn
+from horovod_huffman.exchange.buckets import DEFAULT_BUCKET_BYTES
 from horovod_huffman.torch import Compression, switch_to_low_rank
 from job_data import digits_batches, interface_bytes, text_batches      # beside this script
 

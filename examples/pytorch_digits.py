@@ -20,7 +20,7 @@ import torch
 import horovod.torch as hvd
 
 import horovod_huffman as hh
-from horovod_huffman.bench.traces import cnn, digits_data
+from horovod_huffman.tools.bench.traces import cnn, digits_data
 from horovod_huffman.torch import Compression, switch_to_low_rank
 from codec_options import add_codec_options, quantizer      # beside this script
 

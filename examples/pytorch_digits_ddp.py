@@ -19,7 +19,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import horovod_huffman as hh
-from horovod_huffman.bench.traces import cnn, digits_data
+from horovod_huffman.tools.bench.traces import cnn, digits_data
 from horovod_huffman.torch import ddp
 from codec_options import add_codec_options, quantizer      # beside this script
 

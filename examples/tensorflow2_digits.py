@@ -32,7 +32,7 @@ import tensorflow as tf              # noqa: E402
 import horovod.tensorflow as hvd     # noqa: E402
 
 import horovod_huffman as hh                                 # noqa: E402
-from horovod_huffman.bench.traces import digits_data         # noqa: E402
+from horovod_huffman.tools.bench.traces import digits_data         # noqa: E402
 from horovod_huffman.tensorflow import (Compression, DistributedGradientTape,   # noqa: E402
                                         legacy_keras_requested, switch_to_low_rank, tf_variables)
 

@@ -6,10 +6,13 @@
 >>> bool((hh.decode(buf) == levels).all())
 True
 """
-from .errors import DecodeError
-from .encoders import ENCODERS, Encoder, get_encoder, decode, encoder_name
-from .quantizers import QSGD, TernGrad, QuantizedTensor, dequantize
-from .message import pack, unpack
+from .codec.errors import DecodeError
+from .codec.encoders import ENCODERS, Encoder, get_encoder, decode, encoder_name
+from .codec.quantizers import QSGD, TernGrad, QuantizedTensor, dequantize
+from .codec.message import pack, unpack
+from . import module_paths
+
+module_paths.install()
 
 __version__ = "0.1.0"
 

@@ -6,9 +6,9 @@ The bfloat16 policy, the same in both adapters: Horovod 0.28's own collectives r
 bfloat16, so a bfloat16 gradient that rides Horovod's allreduce (``sent_uncompressed``, or a
 dense route) is sent as float32 and cast back; one that is encoded is staged as float32.
 """
-from .encoders import as_encoder
-from .exchange import Codec
-from .quantizers import QSGD
+from .codec.encoders import as_encoder
+from .exchange.codec_state import Codec
+from .codec.quantizers import QSGD
 
 
 def make_codec(encoder="rlh", quantizer=None, error_feedback=None, seed=None, **encoder_kwargs):

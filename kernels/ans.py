@@ -27,7 +27,7 @@ READ ME FIRST
 4. Chunks (kernels/chunks.py) are independent streams, each starting on a 32-bit word; a unit
    at 16-bit position u of the payload is the high or low half of its big-endian word.
 5. Levels outside the window [base, base + window) take the escape symbol (``window``); their
-   values travel outside the coded stream (horovod_huffman/encoders/ans.py) and the decoder
+   values travel outside the coded stream (horovod_huffman/codec/encoders/ans.py) and the decoder
    takes them in order from ``escapes``.
 6. Contexts: the elements are cut into blocks of 2**block_bits levels, each block has a class,
    and each class its own frequencies and tables (rows of the 2-D tables); element i is coded
@@ -712,7 +712,7 @@ def _decode_chunks(words, starts, chunk_bits, chunk, coder, out, escapes, escape
 def frequency_fields(freqs, out):
     """The parameter fields of every frequency table (rows of ``freqs``) into ``out``: per
     table the coded-symbol count, then per coded symbol the gap to its id from the previous
-    one's + 1 and its frequency - 1 (horovod_huffman/encoders/ans.py ``write_frequencies``);
+    one's + 1 and its frequency - 1 (horovod_huffman/codec/encoders/ans.py ``write_frequencies``);
     returns the fields written (at most rows * (2 * symbols + 1))."""
     n = 0
     for t in range(freqs.shape[0]):

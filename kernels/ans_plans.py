@@ -1,4 +1,4 @@
-"""The statistics, estimates and class search of ``ans`` plans (horovod_huffman/encoders/ans.py):
+"""The statistics, estimates and class search of ``ans`` plans (horovod_huffman/codec/encoders/ans.py):
 every block's largest |level| and the symbol counts per largest |level| (of a sample of blocks
 in large tensors), what a stream of given symbol counts and frequencies costs, and which ranges
 of a block's largest |level| share a frequency table.
@@ -14,7 +14,7 @@ from .bits import WORD_BITS
 from .maxima import ANS_PROB_BITS, ANS_PROB_SCALE
 
 # Parameter bytes of a frequency table per coded symbol (two varints: gap, frequency - 1;
-# horovod_huffman/encoders/ans.py write_frequencies).
+# horovod_huffman/codec/encoders/ans.py write_frequencies).
 TABLE_BYTES_PER_SYMBOL = 2
 # Estimated parameter bytes of every stream (mode, base, window, chunk size...) and per chunk
 # (its bit count).

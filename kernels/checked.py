@@ -9,7 +9,7 @@ READ ME FIRST
    bind each intrinsic's name to a twin that calls ``check_span`` and then the intrinsic: the
    same arguments and result, and an IndexError, as Numba's own checks raise, for an access
    outside the array. The callers import the names, so they need no change, and a
-   bounds-checked run (``python -m horovod_huffman.fuzz``) covers every access.
+   bounds-checked run (``python -m horovod_huffman.tools.fuzz``) covers every access.
 3. Numba's cache index does not record the flag, and a caller's compiled code holds whichever
    function its name was bound to: a checked process caches its kernels in a directory of its
    own (kernels/__init__.py).

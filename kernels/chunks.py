@@ -13,7 +13,7 @@ READ ME FIRST
    producer (CPU or GPU) writes the very same bytes; decoders accept any size a stream declares.
 4. The rANS coders' chunks end with bits beside their symbols' information, ~100 for ``rla``
    (four states) and ~560 for ``ans`` (32 states); a sparse stream's chunks grow
-   (horovod_huffman/encoders/base.py ``GrowingChunks``): at 0.07 bits per level (TernGrad) a
+   (horovod_huffman/codec/encoders/base.py ``GrowingChunks``): at 0.07 bits per level (TernGrad) a
    chunk of 2**16 levels carries 4.6 Kbit, of which ~100 bits are 2%.
 """
 import numpy as np

@@ -41,11 +41,11 @@ RLH_MAX_WINDOW = (MAX_SYMBOLS - 1) // RUN_BUCKETS
 SHS_MAX_K = 2048
 # An escaped rlh token: code, raw level, and a gamma-coded run of at most 2 * 32 - 1 bits.
 RLH_ESCAPE_RUN_BITS = 63
-# Most elements a stream header may declare (horovod_huffman/wire.py), and the largest
+# Most elements a stream header may declare (horovod_huffman/codec/wire.py), and the largest
 # parameter block (codebooks are a few KiB; a larger block is forged).
 MAX_ELEMENTS = 1 << 40
 MAX_PARAM_BYTES = 1 << 20
-# Most dimensions of a tensor message (horovod_huffman/message.py; its ndim is one byte).
+# Most dimensions of a tensor message (horovod_huffman/codec/message.py; its ndim is one byte).
 MAX_NDIM = 32
 # ANS (kernels/ans.py): symbol probabilities are multiples of 2**-ANS_PROB_BITS, so a decode
 # table has 2**ANS_PROB_BITS entries (32 KiB of uint64: L1-resident) and at most that many

@@ -30,12 +30,6 @@ from .stores import count_equal64, load8, store8, sampled_eighths, LITTLE_ENDIAN
 HISTOGRAM_LANES = 4
 
 
-@njit(cache=True, inline="always")
-def _symbol(level, base, window):
-    v = int64(level) - base
-    return v if v >= 0 and v < window else window
-
-
 # The histogram counts ranges of HISTOGRAM_RANGE levels; in one where at least
 # ONE_LEVEL_EIGHTHS of 8 sampled 8-byte blocks hold a single level (kernels/stores.py), such blocks
 # count at once (measured: TernGrad levels 2-3x, QSGD s = 1 1.1-1.3x faster; from 5 eighths

@@ -1,4 +1,4 @@
-"""LEB128 varints, the encoding of the encoders' parameter blocks (horovod_huffman/params.py):
+"""LEB128 varints, the encoding of the encoders' parameter blocks (horovod_huffman/codec/params.py):
 7 value bits per byte, low groups first, the high bit set on every byte but the last.
 
 Read here in bulk, compiled: a stream declares one bit count per chunk of 2**16 levels, too

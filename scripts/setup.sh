@@ -43,7 +43,7 @@ PY
 # Compile every kernel into Numba's cache now, so the first training step does not: on one
 # core (Numba compiles on one), beside the system packages and Horovod's build.
 compile_log=$(mktemp)
-.venv/bin/python -m horovod_huffman.compile >"$compile_log" 2>&1 &
+.venv/bin/python -m horovod_huffman.tools.compile >"$compile_log" 2>&1 &
 compile_pid=$!
 if [ "${WITH_HOROVOD:-0}" = "1" ]; then
     bash scripts/install_system.sh
@@ -54,6 +54,6 @@ wait "$compile_pid" || compile_rc=$?
 cat "$compile_log"
 rm -f "$compile_log"
 if [ "$compile_rc" -ne 0 ]; then
-    echo "set-up failed: python -m horovod_huffman.compile exited with $compile_rc" >&2
+    echo "set-up failed: python -m horovod_huffman.tools.compile exited with $compile_rc" >&2
     exit "$compile_rc"
 fi

@@ -45,7 +45,7 @@ def pytest_runtest_call(item):
     if marker is None:
         yield
         return
-    from horovod_huffman.watchdog import watchdog
+    from horovod_huffman.tools.watchdog import watchdog
     dog = watchdog()
     dog.report = _hang_report
     dog.begin(item.nodeid, marker.kwargs["seconds"])

@@ -50,7 +50,7 @@ def deterministic_encoder(name, **kwargs):
     """The encoder ``name`` (keyword arguments go to it); those that sample the levels
     (``encoders.SEEDED``: sh, shs, auto's candidates) get seed 0, so their streams are
     reproducible."""
-    if name in hh.encoders.SEEDED:
+    if name in hh.codec.encoders.SEEDED:
         kwargs.setdefault("seed", 0)
     return hh.get_encoder(name, **kwargs)
 
@@ -60,6 +60,6 @@ def chunked_encoder(name, chunk, **kwargs):
     (``encoders.GROWING``) ``max_chunk_levels`` is pinned to it, so that the small chunks a
     test asks for are the ones it exercises."""
     kwargs["chunk_levels"] = chunk
-    if name in hh.encoders.GROWING:
+    if name in hh.codec.encoders.GROWING:
         kwargs.setdefault("max_chunk_levels", chunk)
     return deterministic_encoder(name, **kwargs)

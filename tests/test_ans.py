@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import horovod_huffman as hh
-from horovod_huffman import wire
-from horovod_huffman.fuzz import forged_parameters, reseal
+from horovod_huffman.codec import wire
+from horovod_huffman.tools.fuzz import forged_parameters, reseal
 from horovod_huffman.kernels.ans import (RECORD_SHIFT, RENORM_SHIFT, STATE_BITS, cumulative,
                                          encode_records, encode_tables, normalize, pack_classes,
                                          unpack_classes)
@@ -113,7 +113,7 @@ def test_a_chunk_must_end_where_its_states_began():
     its start, or units not read to the chunk's end) instead of returning wrong levels."""
     levels = np.random.default_rng(2).integers(-8, 9, 5000).astype(np.int8)
     buf = bytearray(hh.get_encoder("ans").encode(levels))
-    frame = hh.encoders.check(bytes(buf))
+    frame = hh.codec.encoders.check(bytes(buf))
     first_payload_byte = len(buf) - wire.CHECKSUM.size - len(frame.payload)
     buf[first_payload_byte + 2] ^= 0x01                 # state 0, low unit
     with pytest.raises(hh.DecodeError, match="ANS state|payload"):
@@ -160,7 +160,7 @@ def test_contexts_only_where_they_pay():
 
 def test_a_block_naming_a_class_without_a_table_raises(monkeypatch):
     """Three classes take two bits per block; a forged id 3 names no table."""
-    from horovod_huffman.encoders import ans as ans_module
+    from horovod_huffman.codec.encoders import ans as ans_module
     levels = blocks_of_scales()
     encoder = hh.get_encoder("ans")
     plan = encoder.plan(levels)
@@ -180,9 +180,9 @@ def test_a_block_naming_a_class_without_a_table_raises(monkeypatch):
 def test_frequency_tables_read_back_and_reject_every_cut_and_forgery():
     """Tables written by ``write_frequencies`` read back in one call, and every truncation,
     a count past the ids, an id past them and a wrong sum raise DecodeError."""
-    from horovod_huffman.encoders.ans import read_frequencies, write_frequencies
+    from horovod_huffman.codec.encoders.ans import read_frequencies, write_frequencies
     from horovod_huffman.kernels.ans import normalize
-    from horovod_huffman.params import ParamReader, ParamWriter
+    from horovod_huffman.codec.params import ParamReader, ParamWriter
     rng = np.random.default_rng(3)
     freqs = np.stack([normalize(rng.integers(0, 50, 40)) for _ in range(3)])
     writer = ParamWriter()
@@ -217,7 +217,7 @@ def flipped_streams(s, name="ans"):
     g = np.random.default_rng(s).standard_normal(50_000).astype(np.float32)
     levels = hh.QSGD(levels=s).quantize(g, seed=0).levels.ravel()
     buf = bytes(chunked_encoder(name, 4096).encode(levels))
-    payload = len(buf) - wire.CHECKSUM.size - len(hh.encoders.check(buf).payload)
+    payload = len(buf) - wire.CHECKSUM.size - len(hh.codec.encoders.check(buf).payload)
     rng = np.random.default_rng(s)
     streams = [buf]
     for at in rng.integers(payload, len(buf) - wire.CHECKSUM.size, 40):
@@ -232,7 +232,7 @@ def test_both_renormalizations_decode_alike(monkeypatch, s):
     """The decoder takes a state's unit by a branch or by a select by the stream's bits per
     level; either one on any stream, whole or with a payload byte flipped, gives the same
     levels or the same error."""
-    from horovod_huffman.encoders import ans as ans_module
+    from horovod_huffman.codec.encoders import ans as ans_module
     levels, streams = flipped_streams(s)
 
     def outcomes(bits_per_level):
@@ -253,7 +253,7 @@ def test_chunks_decoded_in_pairs_match_chunks_one_by_one(monkeypatch, s):
     """The decoder takes two whole chunks without escapes at once; on any stream, whole or
     with a payload byte flipped, it gives the levels or the error that decoding each chunk
     alone gives."""
-    from horovod_huffman.encoders import ans as ans_module
+    from horovod_huffman.codec.encoders import ans as ans_module
     from horovod_huffman.kernels import ans as kernels
     levels, streams = flipped_streams(s)
 
@@ -301,7 +301,7 @@ def test_forged_context_streams_raise_or_decode_in_bounds(seed):
 def test_levels_outside_the_counted_blocks_stay_codable():
     """Of a large tensor only every stride-th block's symbols are counted; a level that appears
     only in another block (here 16, in block 1) still has a frequency in its class."""
-    from horovod_huffman.encoders.ans import SAMPLED_LEVELS
+    from horovod_huffman.codec.encoders.ans import SAMPLED_LEVELS
     levels = blocks_of_scales(n_blocks=4 * SAMPLED_LEVELS // 256, seed=6)
     encoder = hh.get_encoder("ans")
     rare = (1 << encoder.block_bits) + 7
@@ -329,7 +329,7 @@ def test_a_tensor_past_the_class_bytes_takes_larger_blocks(monkeypatch):
     """Where the class ids of blocks of 2**block_bits levels would pass MAX_CLASS_BYTES (a
     tensor of over 44M levels at the defaults), the plan keeps its contexts over the smallest
     larger blocks whose ids fit."""
-    from horovod_huffman.encoders import ans as ans_module
+    from horovod_huffman.codec.encoders import ans as ans_module
     levels = blocks_of_scales(n_blocks=256, block=256)       # 1024 blocks of 64: 384 bytes
     encoder = hh.get_encoder("ans")
     monkeypatch.setattr(ans_module, "MAX_CLASS_BYTES", 100)  # 256 blocks of 256: 96 bytes

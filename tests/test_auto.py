@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import horovod_huffman as hh
-from horovod_huffman.encoders import SEEDED
+from horovod_huffman.codec.encoders import SEEDED
 from time_limits import DECODING                # beside this file
 
 pytestmark = DECODING

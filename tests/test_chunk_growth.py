@@ -7,7 +7,7 @@ import horovod_huffman as hh
 from horovod_huffman.kernels.ans_plans import class_counts
 from horovod_huffman.kernels.chunks import CHUNK_GROWTH, CHUNK_LEVELS
 from horovod_huffman.kernels.symbols import level_histogram
-from horovod_huffman.params import value_bits
+from horovod_huffman.codec.params import value_bits
 from time_limits import DECODING                # beside this file
 
 pytestmark = DECODING
@@ -35,7 +35,7 @@ def planned(encoder, levels):
     return plan, sum(float(row[row > 0] @ np.log2(row.sum() / row[row > 0])) for row in counts)
 
 
-@pytest.mark.parametrize("name", hh.encoders.GROWING)
+@pytest.mark.parametrize("name", hh.codec.encoders.GROWING)
 def test_sparse_streams_take_longer_chunks(name):
     """0.1 bits per level: chunks of 2**16 levels would carry ~6 Kbit, of which the ends take
     ~1.7% (``rla``, four states) or ~9% (``ans``, 32); grown fourfold (``rla``: to 24 Kbit,
@@ -48,13 +48,13 @@ def test_sparse_streams_take_longer_chunks(name):
     assert plan.chunk == (levels.size if name == "ans" else 4 * CHUNK_LEVELS)
     buf = encoder.encode(levels)
     assert np.array_equal(hh.decode(buf), levels)
-    assert hh.encoders.check(buf).payload_bits <= 1.01 * information
+    assert hh.codec.encoders.check(buf).payload_bits <= 1.01 * information
     kept = hh.get_encoder(name, max_chunk_levels=CHUNK_LEVELS)
     assert planned(kept, levels)[0].chunk == CHUNK_LEVELS
     assert len(kept.encode(levels)) > len(buf)
 
 
-@pytest.mark.parametrize("name", hh.encoders.GROWING)
+@pytest.mark.parametrize("name", hh.codec.encoders.GROWING)
 def test_dense_and_small_streams_keep_their_chunks(name):
     """QSGD s = 32 levels (~2.6 bits each) fill a chunk of 2**16 levels past the target (170
     Kbit); a tensor within one chunk keeps the encoder's chunk size in its header; a grown
@@ -69,7 +69,7 @@ def test_dense_and_small_streams_keep_their_chunks(name):
     assert np.array_equal(hh.decode(capped.encode(small)), small)
 
 
-@pytest.mark.parametrize("name", hh.encoders.GROWING)
+@pytest.mark.parametrize("name", hh.codec.encoders.GROWING)
 def test_max_chunk_levels_is_checked_and_shown(name):
     with pytest.raises(ValueError, match="at least chunk_levels"):
         hh.get_encoder(name, chunk_levels=4096, max_chunk_levels=1024)

@@ -1,4 +1,4 @@
-"""``python -m horovod_huffman.compile``: processes sharing a kernel cache take turns, and the
+"""``python -m horovod_huffman.tools.compile``: processes sharing a kernel cache take turns, and the
 one that waited finds every kernel cached."""
 import glob
 import os
@@ -30,7 +30,7 @@ def test_processes_sharing_a_cache_take_turns_and_the_later_one_only_loads(tmp_p
     for path in glob.glob(os.path.join(kernel_cache(own), "*.nb[ic]")):
         if not os.path.basename(path).startswith(tuple(m + "." for m in UNCACHED)):
             shutil.copy(path, shared)
-    procs = [subprocess.Popen([sys.executable, "-m", "horovod_huffman.compile"], env=env,
+    procs = [subprocess.Popen([sys.executable, "-m", "horovod_huffman.tools.compile"], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for _ in range(2)]
     outs = [p.communicate(timeout=1200)[0] for p in procs]

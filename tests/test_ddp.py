@@ -95,7 +95,7 @@ def test_a_rebuilt_bucket_drops_the_residuals_of_its_old_layout():
     import numpy as np
     import torch.distributed as dist
     import horovod_huffman as hh
-    from horovod_huffman.local import run_ranks
+    from horovod_huffman.exchange.local import run_ranks
     from horovod_huffman.torch import ddp
 
     dist.init_process_group("gloo", init_method="tcp://127.0.0.1:0", rank=0, world_size=1)

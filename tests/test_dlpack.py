@@ -1,11 +1,11 @@
-"""DLPack import/export (horovod_huffman.dlpack), checked on host tensors of real frameworks:
+"""DLPack import/export (horovod_huffman.codec.dlpack), checked on host tensors of real frameworks:
 the same structs and ownership rules carry CUDA tensors on a GPU."""
 import gc
 
 import numpy as np
 import pytest
 
-from horovod_huffman import dlpack
+from horovod_huffman.codec import dlpack
 
 
 def test_torch_tensor_is_viewed_without_a_copy():

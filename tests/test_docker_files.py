@@ -131,7 +131,7 @@ def test_gpu_image_shares_the_cpu_images_steps():
     steps = {name: shared_steps(name) for name in DOCKERFILES}
     assert steps["Dockerfile"] == steps["Dockerfile.gpu"]
     assert any("install_horovod.sh" in line for line in steps["Dockerfile"])
-    assert any("horovod_huffman.compile" in line for line in steps["Dockerfile"])
+    assert any("horovod_huffman.tools.compile" in line for line in steps["Dockerfile"])
     system = "WORKDIR /opt/horovod-huffman\nCOPY scripts/install_system.sh scripts/\n" \
              "RUN bash scripts/install_system.sh && rm -rf /var/lib/apt/lists/*\n"
     for name in DOCKERFILES:

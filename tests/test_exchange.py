@@ -1,5 +1,5 @@
 """The framework-free exchange core: frames, error feedback, the allgather and two-phase
-exchanges and routing, run for N in-process ranks (horovod_huffman.local)."""
+exchanges and routing, run for N in-process ranks (horovod_huffman.exchange.local)."""
 import os
 import sys
 
@@ -8,16 +8,17 @@ import pytest
 from hypothesis import given, strategies as st
 
 import horovod_huffman as hh
-from horovod_huffman.allreduce import (Job, allgather_sum, choose, reduce_scatter_sum,
+from horovod_huffman.exchange.allreduce import (Job, allgather_sum, choose, reduce_scatter_sum,
                                        two_phase_sum)
-from horovod_huffman.array_ops import HostOps
-from horovod_huffman.buckets import BucketPlan, bucket_layout
-from horovod_huffman.encoders.auto import RECHOOSE_EVERY
-from horovod_huffman.exchange import (Codec, MismatchError, contract,
-                                      error_frame, frame, frames, split_frames)
-from horovod_huffman.local import LocalGroup, run_ranks
-from horovod_huffman.message import encode
-from horovod_huffman.routing import ROUTES, Router, check_route_mode, is_encoded
+from horovod_huffman.exchange.array_ops import HostOps
+from horovod_huffman.exchange.buckets import BucketPlan, bucket_layout
+from horovod_huffman.codec.encoders.auto import RECHOOSE_EVERY
+from horovod_huffman.exchange.codec_state import Codec
+from horovod_huffman.exchange.frames import MismatchError, error_frame, frame, frames, split_frames
+from horovod_huffman.exchange.array_ops import contract
+from horovod_huffman.exchange.local import LocalGroup, run_ranks
+from horovod_huffman.codec.message import encode
+from horovod_huffman.exchange.routing import ROUTES, Router, check_route_mode, is_encoded
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "workers"))
 from corrupting import flip_middles  # noqa: E402

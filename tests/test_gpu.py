@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import horovod_huffman as hh
-from horovod_huffman import wire
-from horovod_huffman.fuzz import reseal
-from horovod_huffman.device import cuda_usable, is_device_array, SIMULATED
+from horovod_huffman.codec import wire
+from horovod_huffman.tools.fuzz import reseal
+from horovod_huffman.codec.device import cuda_usable, is_device_array, SIMULATED
 
 pytestmark = [
     # The simulator runs each kernel thread in Python: a test takes up to 40 s on a 2-core VM
@@ -25,7 +25,7 @@ pytestmark = [
 from numba import cuda  # noqa: E402  (after the skip: importing is fine, using needs a device)
 from strategies import chunked_encoder, deterministic_encoder  # noqa: E402  (beside this file)
 
-DEVICE_ENCODERS = list(hh.encoders.ON_DEVICE)
+DEVICE_ENCODERS = list(hh.codec.encoders.ON_DEVICE)
 CHUNK = 64 if SIMULATED else 4096      # levels per chunk: several chunks in every test input
 N = 300 if SIMULATED else 100_000
 
@@ -33,7 +33,7 @@ N = 300 if SIMULATED else 100_000
 def encoder(name, **kw):
     """``name`` with chunks of CHUNK levels (or ``chunk_levels``) that do not grow (unless
     ``max_chunk_levels`` says otherwise)."""
-    if name in hh.encoders.CHUNKED:
+    if name in hh.codec.encoders.CHUNKED:
         return chunked_encoder(name, kw.pop("chunk_levels", CHUNK), **kw)
     return deterministic_encoder(name, **kw)
 
@@ -93,7 +93,7 @@ def test_device_decode_dequantizes_and_sums_in_the_decoding_pass(name, work):
     (message.Contents.dequantize_into: the first assigned, the second added, into a slice of
     a larger array) hold, bit for bit, the host's dequantize-then-add sum; runs across chunks,
     then a constant tensor."""
-    from horovod_huffman.message import contents
+    from horovod_huffman.codec.message import contents
     rng = np.random.default_rng(11)
     tensors = [PATTERNS["sparse"], np.full(N, -3, np.int8)]
     expected = None
@@ -115,14 +115,14 @@ def test_dequantizing_decode_checks_its_input(name):
     """A stream of another length raises DecodeError before anything is written; a resealed
     bit flip raises DecodeError in the dequantizing decode exactly when the host's decode
     raises, and otherwise gives the host's values."""
-    from horovod_huffman.message import contents
+    from horovod_huffman.codec.message import contents
     qt = hh.QuantizedTensor(PATTERNS["sparse"], np.ones(-(-N // 64), np.float32), (N,),
                             np.dtype(np.float32), 64)
     buf = hh.pack(qt, encoder(name))
     for size in (N - 1, N + 1):
         other = cuda.to_device(np.full(size, 7, np.float32))
         with pytest.raises(hh.DecodeError):
-            hh.encoders.decode_dequantized(contents(buf).stream, other,
+            hh.codec.encoders.decode_dequantized(contents(buf).stream, other,
                                            cuda.to_device(qt.scales), 64, False, covered=True)
         assert (other.copy_to_host() == 7).all()
     rng = np.random.default_rng(4)
@@ -221,7 +221,7 @@ def test_ans_contexts_on_the_device(sampled, monkeypatch):
     forged class ids included."""
     block_bits = 4 if SIMULATED else 8
     if sampled:                                  # every 6th of the 24 blocks is counted
-        monkeypatch.setattr(hh.encoders.ans, "SAMPLED_LEVELS", 4 << block_bits)
+        monkeypatch.setattr(hh.codec.encoders.ans, "SAMPLED_LEVELS", 4 << block_bits)
     rng = np.random.default_rng(8)
     scale = np.repeat(rng.choice([0.2, 1.0, 4.0], 24), 1 << block_bits)
     levels = np.clip(np.rint(rng.laplace(0, scale)), -16, 16).astype(np.int8)
@@ -274,7 +274,7 @@ def test_rla_contexts_on_the_device():
         assert (host_out is None) == (device is None)
 
 
-@pytest.mark.parametrize("name", hh.encoders.GROWING)
+@pytest.mark.parametrize("name", hh.codec.encoders.GROWING)
 def test_sparse_chunks_grow_on_the_device(name):
     """TernGrad-like levels (2% non-zero): the device estimates the stream as the host does,
     grows its chunks alike (16 times CHUNK), writes the host's bytes and decodes them."""
@@ -295,7 +295,7 @@ def test_rla_whose_grown_chunks_pass_the_token_limit_is_coded_on_the_host():
     (ANS_MAX_TOKENS) with chunks of 64 levels, 2049 with the grown ones, where one takes the
     escape. The device hands such levels to the host, as when its first count passes the
     limit: the host's bytes."""
-    from horovod_huffman.encoders.runlength import token_counts
+    from horovod_huffman.codec.encoders.runlength import token_counts
     from horovod_huffman.kernels.maxima import ANS_MAX_TOKENS, RUN_BUCKETS
     values = np.arange(1, 2048, dtype=np.int16)
     levels = np.zeros(8192, np.int16)
@@ -317,7 +317,7 @@ def test_rla_whose_grown_chunks_pass_the_token_limit_is_coded_on_the_host():
 def test_rla_past_its_token_limit_is_coded_on_the_host():
     """More distinct tokens than ANS_MAX_TOKENS: the rarer take the escape, which the device
     leaves to the host (the same bytes); the device decodes the escapes."""
-    from horovod_huffman.encoders.runlength import token_counts
+    from horovod_huffman.codec.encoders.runlength import token_counts
     from horovod_huffman.kernels.maxima import ANS_MAX_TOKENS
     rng = np.random.default_rng(5)
     values = rng.integers(-450, 451, 8000).astype(np.int16)      # within rlh's window
@@ -412,10 +412,10 @@ def test_exchanges_run_on_the_device(quantizer, kind, name):
     error feedback) sends exactly the host's bytes and sums to the host's result; biased
     TernGrad exercises error feedback on the device, whose residual contracts. With ``auto``
     the third step encodes with the encoder chosen at the second (Codec.encode)."""
-    from horovod_huffman.allreduce import Job, allgather_sum, two_phase_sum
-    from horovod_huffman.array_ops import DeviceOps, HostOps
-    from horovod_huffman.exchange import Codec
-    from horovod_huffman.local import LocalGroup, run_ranks
+    from horovod_huffman.exchange.allreduce import Job, allgather_sum, two_phase_sum
+    from horovod_huffman.exchange.array_ops import DeviceOps, HostOps
+    from horovod_huffman.exchange.codec_state import Codec
+    from horovod_huffman.exchange.local import LocalGroup, run_ranks
 
     rng = np.random.default_rng(5)
     grads = [rng.standard_normal(300).astype(np.float32) for _ in range(2)]
@@ -454,10 +454,10 @@ def test_device_error_feedback_keeps_its_residuals_through_an_overflow_step(kind
     0 and 2: those steps reduce to NaN on both; the device keeps every residual as it was
     (zeros where there was none) without reading the decision back; the residuals match the
     host's at every step (the contraction's sums differ only in rounding)."""
-    from horovod_huffman.allreduce import Job, allgather_sum, two_phase_sum
-    from horovod_huffman.array_ops import DeviceOps, HostOps
-    from horovod_huffman.exchange import Codec
-    from horovod_huffman.local import LocalGroup, run_ranks
+    from horovod_huffman.exchange.allreduce import Job, allgather_sum, two_phase_sum
+    from horovod_huffman.exchange.array_ops import DeviceOps, HostOps
+    from horovod_huffman.exchange.codec_state import Codec
+    from horovod_huffman.exchange.local import LocalGroup, run_ranks
 
     rng = np.random.default_rng(9)
     stream = cuda.stream()
@@ -500,8 +500,8 @@ def test_device_error_feedback_keeps_its_residuals_through_an_overflow_step(kind
 
 
 def test_device_benchmark_runs(capsys):
-    """``python -m horovod_huffman.bench --device cuda`` end to end, at a tiny size."""
-    from horovod_huffman.bench.run import main
+    """``python -m horovod_huffman.tools.bench --device cuda`` end to end, at a tiny size."""
+    from horovod_huffman.tools.bench.run import main
     assert main(["--device", "cuda", "--sizes", "2048", "--repeats", "1", "--encoders", "rlh",
                  "--trace", "mlp-digits", "--cpu-max", "2048", "--chunk-levels", "512"]) == 0
     out = capsys.readouterr().out

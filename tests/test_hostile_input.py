@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, strategies as st, HealthCheck, settings
 
 import horovod_huffman as hh
-from horovod_huffman import wire
-from horovod_huffman import fuzz
-from horovod_huffman.fuzz import ENCODER_IDS, reseal
+from horovod_huffman.codec import wire
+from horovod_huffman.tools import fuzz
+from horovod_huffman.tools.fuzz import ENCODER_IDS, reseal
 from strategies import chunked_encoder, deterministic_encoder as encoder, level_arrays
 from time_limits import DECODING
 
@@ -59,7 +59,7 @@ def test_bit_flips_are_caught_by_the_checksum(name):
 @given(data=st.data())
 def test_resealed_mutations_never_crash_or_overallocate(name, data):
     x = data.draw(level_arrays(max_size=500))
-    chunked = name in hh.encoders.CHUNKED and data.draw(st.booleans())
+    chunked = name in hh.codec.encoders.CHUNKED and data.draw(st.booleans())
     enc = chunked_encoder(name, data.draw(st.integers(1, 64))) if chunked else encoder(name)
     buf = bytearray(enc.encode(x))
     for _ in range(data.draw(st.integers(1, 8))):
@@ -76,7 +76,7 @@ def test_resealed_mutations_never_crash_or_overallocate(name, data):
     sealed = reseal(buf)
     out = decode_or_error(sealed, max_elements=10_000)
     if out is not None:                 # exactly what the (checked) header declares
-        assert out.size == hh.encoders.check(sealed, max_elements=10_000).n
+        assert out.size == hh.codec.encoders.check(sealed, max_elements=10_000).n
 
 
 @pytest.mark.parametrize("name", ["huffman", "rlh"])
@@ -171,7 +171,7 @@ def test_fuzzed_streams_reach_the_decoder(name):
     passed = 0
     for k in range(200):
         try:
-            hh.encoders.check(fuzz.hostile_stream(name, valid, 0, k), fuzz.MAX_ELEMENTS)
+            hh.codec.encoders.check(fuzz.hostile_stream(name, valid, 0, k), fuzz.MAX_ELEMENTS)
             passed += 1
         except hh.DecodeError as e:
             assert "max_elements" in str(e) or "empty stream" in str(e)
@@ -183,12 +183,12 @@ def test_fuzzed_streams_reach_the_decoder(name):
 @pytest.mark.decoding(seconds=1500)
 def test_every_decoder_stays_in_bounds_under_numba_bounds_checks():
     """Numba checks no bounds in the normal build, so the decoders' own checks are the only
-    ones: ``python -m horovod_huffman.fuzz`` decodes hostile streams of every encoder with
+    ones: ``python -m horovod_huffman.tools.fuzz`` decodes hostile streams of every encoder with
     NUMBA_BOUNDSCHECK=1, raw loads and stores checked too (kernels/checked.py), and every
     stream must decode or raise DecodeError. Compiling every kernel with the checks takes most
     of its time: 8 to 13 minutes cold on a 2-core VM, seconds once they are cached (apart from
     the unchecked ones: kernels/__init__.py)."""
-    proc = subprocess.run([sys.executable, "-m", "horovod_huffman.fuzz", "--streams", "3600",
+    proc = subprocess.run([sys.executable, "-m", "horovod_huffman.tools.fuzz", "--streams", "3600",
                            "--seed", "0"], env=dict(os.environ, PYTHONPATH=ROOT),
                           capture_output=True, text=True, timeout=1400)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]

@@ -6,19 +6,19 @@ import pytest
 from hypothesis import given, strategies as st
 
 import horovod_huffman as hh
-from horovod_huffman import wire
+from horovod_huffman.codec import wire
 from horovod_huffman.kernels.bits import READ_PAD_WORDS, bytes_to_words, words_to_bytes
 from horovod_huffman.kernels.huffman import (code_lengths, canonical_codes, decode_table,
                                              MAX_CODE_BITS, LENGTH_BITS, LENGTH_MASK)
 from horovod_huffman.kernels.stats import level_range
-from horovod_huffman.encoders.codes import Code, chunk_count
-from horovod_huffman.encoders.runlength import token_buffers
+from horovod_huffman.codec.encoders.codes import Code, chunk_count
+from horovod_huffman.codec.encoders.runlength import token_buffers
 from horovod_huffman.kernels import maxima, tokens, vector_runs
 from horovod_huffman.kernels.runs import (RUN_BUCKETS, LONG_RUN_SYMBOL, run_ends, rlh_histogram,
                                           count_symbols)
 from horovod_huffman.kernels.symbols import level_histogram, multi_symbol_tables
-from horovod_huffman.params import ParamReader, ParamWriter
-from horovod_huffman.wire import HEADER, CHECKSUM
+from horovod_huffman.codec.params import ParamReader, ParamWriter
+from horovod_huffman.codec.wire import HEADER, CHECKSUM
 from time_limits import DECODING                # beside this file
 
 pytestmark = DECODING

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import horovod_huffman as hh
-from horovod_huffman import wire
+from horovod_huffman.codec import wire
 
 # `horovod` puts these tests in the serial half of scripts/test.sh (`pytest -m horovod`, one
 # test at a time), not beside another xdist worker: each runs with the serial jobs, as it takes

@@ -143,7 +143,7 @@ def test_digits_job_across_two_containers(image, controller):
 
 def test_image_holds_kernels_compiled_in_the_build(image):
     """The build context leaves the host's Numba cache out (.dockerignore), so every cache index
-    in the image was written by its own `python -m horovod_huffman.compile`: a container's first
+    in the image was written by its own `python -m horovod_huffman.tools.compile`: a container's first
     training step loads the kernels instead of compiling them."""
     out = sh(["podman", "run", "--rm", "--entrypoint", "sh", image, "-c",
               "ls /opt/horovod-huffman/kernels/__pycache__"])

@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from horovod_huffman import lowrank
-from horovod_huffman.bench.traces import CharLSTM, cnn
+from horovod_huffman.tools.bench.traces import CharLSTM, cnn
 from horovod_huffman.torch import LowRankConv2d, LowRankLinear, LowRankLSTM, factorize
 
 

@@ -124,7 +124,7 @@ def test_the_reference_decoder_reads_every_encoders_stream(case):
     kind, dtype, n, chunk = CASES[case]
     levels = distribution(kind, n, dtype, np.random.default_rng(case))
     for name in hh.ENCODERS:
-        encoder = chunked_encoder(name, chunk) if chunk and name in hh.encoders.CHUNKED \
+        encoder = chunked_encoder(name, chunk) if chunk and name in hh.codec.encoders.CHUNKED \
             else deterministic_encoder(name)
         got = reference.decode(bytes(encoder.encode(levels)))
         assert got.dtype == levels.dtype and np.array_equal(got, levels), name

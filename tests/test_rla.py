@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import horovod_huffman as hh
-from horovod_huffman.encoders.rla import RLA
-from horovod_huffman.encoders.runlength import token_counts
+from horovod_huffman.codec.encoders.rla import RLA
+from horovod_huffman.codec.encoders.runlength import token_counts
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS
 from horovod_huffman.kernels.maxima import ANS_MAX_TOKENS, RUN_BUCKETS
 from horovod_huffman.kernels.ans_tokens import MARKED_RUN_SHIFT, MARKED_SYMBOL_MASK, PLAIN_BUCKETS
@@ -67,7 +67,7 @@ def test_payload_within_one_percent_of_the_tokens_entropy(density):
     levels = sparse_levels(500_000, density, seed=int(density * 10))
     buf = hh.get_encoder("rla").encode(levels)
     assert np.array_equal(hh.decode(buf), levels)
-    assert hh.encoders.check(buf).payload_bits <= 1.01 * token_information_bits(levels)
+    assert hh.codec.encoders.check(buf).payload_bits <= 1.01 * token_information_bits(levels)
 
 
 def test_a_table_after_zero_runs_saves_what_one_table_spends():

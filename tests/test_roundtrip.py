@@ -4,14 +4,14 @@ import pytest
 from hypothesis import given, strategies as st
 
 import horovod_huffman as hh
-from horovod_huffman.encoders import SEEDED
+from horovod_huffman.codec.encoders import SEEDED
 from strategies import chunked_encoder, level_arrays
 from time_limits import DECODING                # beside this file
 
 pytestmark = DECODING
 
 NAMES = list(hh.ENCODERS)
-CHUNKED = list(hh.encoders.CHUNKED)
+CHUNKED = list(hh.codec.encoders.CHUNKED)
 
 
 @pytest.mark.parametrize("name", NAMES)

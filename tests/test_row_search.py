@@ -5,11 +5,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import horovod_huffman as hh
-from horovod_huffman.encoders import row_search
-from horovod_huffman.encoders.ans import MODE_ROWS
-from horovod_huffman.encoders.row_search import (BLOCK_ROWS, find_layout, lag_scores,
+from horovod_huffman.codec.encoders import row_search
+from horovod_huffman.codec.encoders.ans import MODE_ROWS
+from horovod_huffman.codec.encoders.row_search import (BLOCK_ROWS, find_layout, lag_scores,
                                                  row_lengths)
-from horovod_huffman.encoders.rows import check_layout
+from horovod_huffman.codec.encoders.rows import check_layout
 from horovod_huffman.kernels.row_search import (pick_phases, profile_cosines,
                                                 relative_squares, row_phases)
 from test_rows import mode_of, rank_one            # beside this file
@@ -94,7 +94,7 @@ def test_auto_codes_flat_levels_as_with_their_layout():
     given = hh.get_encoder("auto").encode(levels, layout=layout)
     none = hh.get_encoder("auto").encode(levels, layout=())
     assert mode_of(searched) == MODE_ROWS
-    assert hh.encoders.check(bytes(none)).encoder_id != hh.get_encoder("ans").encoder_id or \
+    assert hh.codec.encoders.check(bytes(none)).encoder_id != hh.get_encoder("ans").encoder_id or \
         mode_of(none) != MODE_ROWS
     assert len(searched) <= 1.03 * len(given)
     assert len(searched) < 0.8 * len(none)

@@ -5,10 +5,10 @@ import pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
 
 import horovod_huffman as hh
-from horovod_huffman import wire
-from horovod_huffman.encoders.ans import MODE_ROWS, RowsPlan
-from horovod_huffman.fuzz import forged_parameters
-from horovod_huffman.params import ParamReader, ParamWriter
+from horovod_huffman.codec import wire
+from horovod_huffman.codec.encoders.ans import MODE_ROWS, RowsPlan
+from horovod_huffman.tools.fuzz import forged_parameters
+from horovod_huffman.codec.params import ParamReader, ParamWriter
 from strategies import chunked_encoder                # beside this file
 from time_limits import DECODING
 
@@ -24,7 +24,7 @@ def rank_one(rows, length, scale=6.0, noise=0.6, seed=0, dtype=np.int8, limit=12
 
 
 def mode_of(buf):
-    return ParamReader(hh.encoders.check(bytes(buf)).params).uint("mode", 0, 10)
+    return ParamReader(hh.codec.encoders.check(bytes(buf)).params).uint("mode", 0, 10)
 
 
 def test_rank_one_matrices_cost_far_less_with_their_layout():
@@ -193,8 +193,8 @@ def test_pack_takes_a_matrix_layout_from_its_shape():
 def test_forged_segments_past_the_levels_raise():
     """Segments whose rows times length, or whose sum, would pass the element count (or wrap
     a 64-bit product) are refused before anything is allocated."""
-    from horovod_huffman.encoders.rows import RowModel
-    from horovod_huffman.params import ParamWriter
+    from horovod_huffman.codec.encoders.rows import RowModel
+    from horovod_huffman.codec.params import ParamWriter
     for n, gaps, rows, lengths, match in [
             (2**40, [0], [2**39], [2**39], "more than"),
             (100, [0, 0], [60, 60], [1, 1], "past level"),

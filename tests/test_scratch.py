@@ -1,11 +1,11 @@
-"""Borrowed buffers (horovod_huffman/scratch.py) and the row model's use of them."""
+"""Borrowed buffers (horovod_huffman/codec/scratch.py) and the row model's use of them."""
 import threading
 
 import numpy as np
 
 import horovod_huffman as hh
-from horovod_huffman import scratch, wire
-from horovod_huffman.encoders.ans import RowsPlan, release
+from horovod_huffman.codec import scratch, wire
+from horovod_huffman.codec.encoders.ans import RowsPlan, release
 from time_limits import DECODING                # beside this file
 
 pytestmark = DECODING

@@ -1,17 +1,17 @@
-"""The watchdog behind the decoding tests' time limit (horovod_huffman/watchdog.py) ends a
+"""The watchdog behind the decoding tests' time limit (horovod_huffman/tools/watchdog.py) ends a
 process stuck in a kernel that holds no GIL, and does not count Numba's compiling."""
 import os
 import subprocess
 import sys
 import time
 
-from horovod_huffman.watchdog import HANG_EXIT_STATUS
+from horovod_huffman.tools.watchdog import HANG_EXIT_STATUS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SPIN = """
 import numba, time
-from horovod_huffman.watchdog import watchdog
+from horovod_huffman.tools.watchdog import watchdog
 
 @numba.njit(nogil=True, cache=False)
 def spin(x):                 # never returns for x > 0, and the optimizer cannot tell
@@ -28,7 +28,7 @@ spin(1)
 COMPILING = """
 import time
 from numba.core import event
-from horovod_huffman.watchdog import watchdog
+from horovod_huffman.tools.watchdog import watchdog
 
 dog = watchdog()
 dog.begin("compiling", 1)

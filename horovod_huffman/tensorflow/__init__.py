@@ -13,7 +13,7 @@ graph, the next stage takes the received bytes and runs to the next collective, 
 stage (in ``decompress``) returns the sum, scaled as the allreduce of the two-element placeholder
 says (Average or Sum). Works eagerly and inside ``tf.function``, which is where Horovod runs the
 tape's allreduce. With a GPU, the stages are ``tf.py_function`` calls that take the tensors
-through DLPack (horovod_huffman.dlpack) and run the CUDA kernels.
+through DLPack (horovod_huffman.codec.dlpack) and run the CUDA kernels.
 """
 import itertools
 from dataclasses import dataclass
@@ -26,12 +26,12 @@ import horovod.tensorflow as hvd
 from horovod.tensorflow.compression import Compression as _HorovodCompression
 
 from ..adapters import CodecStats, ReadyCompressors, make_codec, sent_uncompressed
-from ..allreduce import Job, allgather_sum, choose, two_phase_sum
-from ..array_ops import DeviceOps, HostOps
-from ..buckets import UNFUSED_MIN_NUMEL, BucketPlan, bucket_layout
-from ..device import SIMULATED, cuda_usable
-from ..dlpack import from_dlpack, to_dlpack
-from ..exchange import placeholder_values, reduction_scale
+from ..exchange.allreduce import Job, allgather_sum, choose, two_phase_sum
+from ..exchange.array_ops import DeviceOps, HostOps
+from ..exchange.buckets import UNFUSED_MIN_NUMEL, BucketPlan, bucket_layout
+from ..codec.device import SIMULATED, cuda_usable
+from ..codec.dlpack import from_dlpack, to_dlpack
+from ..exchange.frames import placeholder_values, reduction_scale
 
 __all__ = ["Compression", "HuffmanCompressor", "DistributedGradientTape", "tf_variables",
            "LowRankDense", "LowRankConv2D", "factorize", "switch_to_low_rank"]

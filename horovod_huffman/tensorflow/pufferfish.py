@@ -20,7 +20,6 @@ full-rank (horovod_huffman.lowrank). ``factorize`` returns a new model (Sequenti
 functional; subclassed models cannot be rebuilt from their layers) that shares the kept layers
 with the old one; ``switch_to_low_rank`` also makes every rank's copy equal.
 """
-import numpy as np
 import keras
 import horovod.tensorflow as hvd
 

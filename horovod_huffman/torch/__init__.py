@@ -10,7 +10,7 @@
 docs/torch-adapter.md has the design.
 """
 from ..adapters import ReadyCompressors, make_codec
-from ..buckets import DEFAULT_BUCKET_BYTES, DEFAULT_MIN_NUMEL
+from ..exchange.buckets import DEFAULT_BUCKET_BYTES, DEFAULT_MIN_NUMEL
 from .compressor import HuffmanCompressor
 from .horovod_ops import HorovodCompression as _HorovodCompression
 

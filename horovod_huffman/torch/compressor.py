@@ -18,14 +18,14 @@ import torch
 from numba import cuda
 
 from ..adapters import CodecStats, sent_uncompressed
-from ..allreduce import Job, allgather_sum, choose, two_phase_sum
-from ..array_ops import DeviceOps, HostOps
-from ..buckets import DEFAULT_BUCKET_BYTES, DEFAULT_MIN_NUMEL, BucketPlan, bucket_layout
-from ..device import cuda_usable
-from ..encoders import get_encoder
-from ..exchange import placeholder_values, reduction_scale
-from ..pipeline import Pipeline
-from ..routing import BUCKETS_KEY, FAST_ROUTE, Router, check_route_mode, is_encoded
+from ..exchange.allreduce import Job, allgather_sum, choose, two_phase_sum
+from ..exchange.array_ops import DeviceOps, HostOps
+from ..exchange.buckets import DEFAULT_BUCKET_BYTES, DEFAULT_MIN_NUMEL, BucketPlan, bucket_layout
+from ..codec.device import cuda_usable
+from ..codec.encoders import get_encoder
+from ..exchange.frames import placeholder_values, reduction_scale
+from ..exchange.pipeline import Pipeline
+from ..exchange.routing import BUCKETS_KEY, FAST_ROUTE, Router, check_route_mode, is_encoded
 from .horovod_ops import Collectives, hvd, needs_horovod
 
 __all__ = ["HuffmanCompressor"]

@@ -34,10 +34,10 @@ import torch
 import torch.distributed as dist
 
 from ..adapters import make_codec
-from ..allreduce import Job, allgather_sum, choose, run_to_end, two_phase_sum
-from ..array_ops import HostOps
-from ..encoders import get_encoder
-from ..routing import BUCKETS_KEY, FAST_ROUTE, Router, check_route_mode, is_encoded
+from ..exchange.allreduce import Job, allgather_sum, choose, run_to_end, two_phase_sum
+from ..exchange.array_ops import HostOps
+from ..codec.encoders import get_encoder
+from ..exchange.routing import BUCKETS_KEY, FAST_ROUTE, Router, check_route_mode, is_encoded
 from .process_group import Collectives
 
 __all__ = ["State", "hook"]

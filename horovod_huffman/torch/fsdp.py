@@ -22,15 +22,14 @@ changes, and ``install`` is one call after ``fully_shard``.
 """
 import zlib
 
-import numpy as np
 import torch
 import torch.distributed as dist
 from torch.distributed.fsdp import FSDPModule
 from torch.distributed.fsdp._fully_shard._fsdp_api import ReduceScatter as _FSDPReduceScatter
 
 from ..adapters import make_codec
-from ..allreduce import Job, reduce_scatter_sum, run_to_end
-from ..array_ops import HostOps
+from ..exchange.allreduce import Job, reduce_scatter_sum, run_to_end
+from ..exchange.array_ops import HostOps
 from .process_group import Collectives
 
 __all__ = ["State", "ReduceScatter", "install"]

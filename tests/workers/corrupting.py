@@ -1,7 +1,7 @@
 """A faulty link, shared by the fault tests: the bytes a rank hands the network differ from
 the bytes it checksummed."""
-from horovod_huffman import allreduce
-from horovod_huffman.exchange import FRAME
+from horovod_huffman.exchange import allreduce
+from horovod_huffman.exchange.frames import FRAME
 
 
 def flip_middles(data, sizes):

@@ -11,7 +11,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 import horovod_huffman as hh
-from horovod_huffman.routing import PROBE_ROUNDS, ROUTES
+from horovod_huffman.exchange.routing import PROBE_ROUNDS, ROUTES
 from horovod_huffman.torch import ddp
 
 

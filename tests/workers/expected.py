@@ -3,9 +3,9 @@ gradients with the public API only (shared by the torch and TensorFlow exactness
 import numpy as np
 
 import horovod_huffman as hh
-from horovod_huffman.array_ops import contract
-from horovod_huffman.buckets import shard_bounds
-from horovod_huffman.exchange import derive_seed
+from horovod_huffman.exchange.array_ops import contract
+from horovod_huffman.exchange.buckets import shard_bounds
+from horovod_huffman.exchange.frames import derive_seed
 
 
 def round_trip(x, seed, name, encoder, levels, bucket_size, quantizer="qsgd", step=0):

@@ -21,7 +21,7 @@ import tensorflow as tf              # noqa: E402
 import horovod.tensorflow as hvd     # noqa: E402
 import keras                         # noqa: E402
 
-from horovod_huffman.bench.traces import digits_data                 # noqa: E402
+from horovod_huffman.tools.bench.traces import digits_data                 # noqa: E402
 from horovod_huffman.tensorflow import Compression, DistributedGradientTape   # noqa: E402
 from overflow_steps import LR, OVERFLOW, STEPS, compression, result  # noqa: E402  (beside this file)
 

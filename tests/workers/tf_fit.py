@@ -22,8 +22,8 @@ import tensorflow as tf            # noqa: E402
 import horovod.tensorflow as htf   # noqa: E402
 
 import horovod_huffman as hh                                 # noqa: E402
-from horovod_huffman.allreduce import choose                  # noqa: E402
-from horovod_huffman.buckets import BucketPlan                # noqa: E402
+from horovod_huffman.exchange.allreduce import choose                  # noqa: E402
+from horovod_huffman.exchange.buckets import BucketPlan                # noqa: E402
 from horovod_huffman.tensorflow import (Compression, DistributedGradientTape,  # noqa: E402
                                         legacy_keras_requested, tf_variables)
 from expected import expected_sum, staged                     # noqa: E402  (beside this file)

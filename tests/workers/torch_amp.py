@@ -17,7 +17,7 @@ import sys
 import torch
 import horovod.torch as hvd
 
-from horovod_huffman.bench.traces import digits_data, mlp
+from horovod_huffman.tools.bench.traces import digits_data, mlp
 from horovod_huffman.torch import Compression
 from overflow_steps import LR, OVERFLOW, STEPS, compression, result   # beside this file
 

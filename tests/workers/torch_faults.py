@@ -14,7 +14,7 @@ import torch
 import horovod.torch as hvd
 
 import horovod_huffman as hh
-from horovod_huffman.exchange import MismatchError
+from horovod_huffman.exchange.frames import MismatchError
 from horovod_huffman.torch import Compression
 from corrupting import corrupt_outgoing_frames          # beside this file
 

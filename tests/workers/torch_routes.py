@@ -13,7 +13,7 @@ import torch
 import horovod.torch as hvd
 
 import horovod_huffman as hh
-from horovod_huffman.routing import BUCKETS_KEY, FAST_ROUTE, PROBE_ROUNDS, ROUTES
+from horovod_huffman.exchange.routing import BUCKETS_KEY, FAST_ROUTE, PROBE_ROUNDS, ROUTES
 from horovod_huffman.torch import Compression
 
 

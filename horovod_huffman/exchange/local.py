@@ -2,10 +2,10 @@
 exchanges run, and are tested and measured, without a cluster.
 
 >>> import numpy as np, horovod_huffman as hh
->>> from horovod_huffman.allreduce import Job, allgather_sum
->>> from horovod_huffman.array_ops import HostOps
->>> from horovod_huffman.exchange import Codec
->>> from horovod_huffman.local import LocalGroup, run_ranks
+>>> from horovod_huffman.exchange.allreduce import Job, allgather_sum
+>>> from horovod_huffman.exchange.array_ops import HostOps
+>>> from horovod_huffman.exchange.codec_state import Codec
+>>> from horovod_huffman.exchange.local import LocalGroup, run_ranks
 >>> group = LocalGroup(3)
 >>> grads = [np.full(1000, r + 1.0, np.float32) for r in range(3)]
 >>> sums = run_ranks([allgather_sum(Codec(seed=r), HostOps, group.member(r), Job("w", 0, 0), g)

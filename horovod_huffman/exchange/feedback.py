@@ -12,7 +12,7 @@ A step's new residuals are staged, and replace the kept ones only when the excha
 result is finite (``settle``): a step whose reduced bucket holds Inf or NaN, an overflow under
 a loss scaler that then skips the step, leaves every residual of that bucket as it was.
 """
-from .device import is_device_array
+from ..codec.device import is_device_array
 
 
 class ErrorFeedback:

@@ -1,4 +1,4 @@
-"""The array steps of exchange.Codec (error feedback, decoding, summing ranks), once for host
+"""The array steps of codec_state.Codec (error feedback, decoding, summing ranks), once for host
 NumPy arrays and once for GPU arrays, behind one interface, so the Codec has a single body.
 
 ``HostOps`` works on NumPy arrays; ``DeviceOps(stream)`` on Numba device arrays, with every
@@ -11,9 +11,9 @@ from numba import cuda
 from horovod_huffman.kernels import cuda_feedback as cf, cuda_quantize as cq, quantize as qk
 from horovod_huffman.kernels.cuda_bits import BLOCK
 
-from .device import grid_for, is_device_array
-from .message import encode as encode_message
-from .quantizers import QuantizedTensor, dequantize, device_scales
+from ..codec.device import grid_for, is_device_array
+from ..codec.message import encode as encode_message
+from ..codec.quantizers import QuantizedTensor, dequantize, device_scales
 
 
 def work_dtype(dtype):

@@ -1,5 +1,5 @@
 """Compile every Numba kernel the training path uses and write it to Numba's cache, ahead of
-training: ``python -m horovod_huffman.compile``.
+training: ``python -m horovod_huffman.tools.compile``.
 
 Run once per install (scripts/setup.sh and the Docker images do), so that neither the first
 training step on a fresh machine nor a new container compiles. Processes that share a cache
@@ -40,9 +40,9 @@ def cache_lock():
     directory = cache_dir()
     try:
         os.makedirs(directory, exist_ok=True)
-        handle = open(os.path.join(directory, "horovod_huffman.compile.lock"), "a+")
+        handle = open(os.path.join(directory, "horovod_huffman.tools.compile.lock"), "a+")
     except OSError:
-        handle = open(os.path.join(tempfile.gettempdir(), "horovod_huffman.compile.lock"), "a+")
+        handle = open(os.path.join(tempfile.gettempdir(), "horovod_huffman.tools.compile.lock"), "a+")
     with handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
@@ -54,8 +54,8 @@ def cache_lock():
 def warm_up():
     """Call every kernel of the training path once (compiling, or loading from the cache)."""
     import horovod_huffman as hh
-    from horovod_huffman.array_ops import HostOps
-    from horovod_huffman.exchange import Codec
+    from horovod_huffman.exchange.array_ops import HostOps
+    from horovod_huffman.exchange.codec_state import Codec
 
     rng = np.random.default_rng(0)
     grad = rng.standard_normal(WARM_UP_LEVELS).astype(np.float32)

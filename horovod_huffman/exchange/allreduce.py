@@ -8,7 +8,7 @@ for the network and returns the bucket's sum over ranks, a 1-D float32/64 array.
 bucket is encoded while another's bytes are in flight.
 
 The collectives are a small interface, so the same exchange runs over Horovod's torch or
-TensorFlow operations (the adapters) or over any other transport:
+TensorFlow operations (the adapters) or over any other transport::
 
     size, rank                         ranks in the group, this rank's index
     alltoall(data, splits, name)       send data[sum(splits[:j]):][:splits[j]] to rank j; the
@@ -20,7 +20,7 @@ TensorFlow operations (the adapters) or over any other transport:
 
 A ``Pending`` has ``done()`` (never blocks) and ``wait()`` (blocks; returns the received bytes).
 
-Exchanges, per rank and step, for n coordinates at b bits each over N ranks:
+Exchanges, per rank and step, for n coordinates at b bits each over N ranks::
 
     allgather   send n*b bits, receive (N - 1)*n*b; encode n levels, decode (N - 1)*n; exact
                 sum of what the ranks quantized
@@ -39,8 +39,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .buckets import shard_bounds
-from .errors import DecodeError
-from .exchange import MismatchError, error_frame, frame, frames, name_tag, split_frames
+from ..codec.errors import DecodeError
+from .frames import MismatchError, error_frame, frame, frames, name_tag, split_frames
 
 EXCHANGES = ("allgather", "two_phase", "auto")
 

@@ -1,6 +1,6 @@
-"""Every decoder on hostile streams under Numba's bounds checks: ``python -m horovod_huffman.fuzz``.
+"""Every decoder on hostile streams under Numba's bounds checks: ``python -m horovod_huffman.tools.fuzz``.
 
-    python -m horovod_huffman.fuzz --streams 100000 [--seed 0] [--encoders rlh ans ...]
+    python -m horovod_huffman.tools.fuzz --streams 100000 [--seed 0] [--encoders rlh ans ...]
 
 Valid streams of every encoder (dense, sparse and wide levels of each dtype, levels in small
 chunks, blocks of changing scale, a matrix with its layout) are mutated: bits flipped, bytes
@@ -28,8 +28,8 @@ import traceback
 import numpy as np
 
 import horovod_huffman as hh
-from horovod_huffman import wire
-from horovod_huffman.watchdog import watchdog
+from horovod_huffman.codec import wire
+from horovod_huffman.tools.watchdog import watchdog
 
 ENCODER_IDS = {name: wire.ENCODER_IDS[name] for name in hh.ENCODERS if name in wire.ENCODER_IDS}
 """Every encoder that writes streams of its own, by name: its id in the header."""
@@ -75,11 +75,11 @@ def encoder(name, chunk=None):
     """The encoder ``name``, in chunks of exactly ``chunk`` levels where it cuts chunks, with
     seed 0 where it samples."""
     kwargs = {}
-    if chunk and name in hh.encoders.CHUNKED:
+    if chunk and name in hh.codec.encoders.CHUNKED:
         kwargs["chunk_levels"] = chunk
-        if name in hh.encoders.GROWING:
+        if name in hh.codec.encoders.GROWING:
             kwargs["max_chunk_levels"] = chunk
-    if name in hh.encoders.SEEDED:
+    if name in hh.codec.encoders.SEEDED:
         kwargs["seed"] = 0
     return hh.get_encoder(name, **kwargs)
 
@@ -292,7 +292,7 @@ def fuzz(names, streams, seed, stall, out=sys.stdout, made=None):
           f"{os.cpu_count()} CPUs", file=out, flush=True)
     for name, k, error in others:
         print(f"{name} stream {k}: {type(error).__name__}: {error}; replay: python -m "
-              f"horovod_huffman.fuzz --seed {seed} --encoders {name} --replay {k}", file=out)
+              f"horovod_huffman.tools.fuzz --seed {seed} --encoders {name} --replay {k}", file=out)
     return others
 
 
@@ -325,13 +325,13 @@ def checked_or_reexecuted(argv, names, seed):
         raise SystemExit("NUMBA_BOUNDSCHECK=1 is set but Numba's bounds checks are off")
     env = dict(os.environ, NUMBA_BOUNDSCHECK="1")
     made = made_apart(names, seed)
-    os.execve(sys.executable, [sys.executable, "-m", "horovod_huffman.fuzz", *argv,
+    os.execve(sys.executable, [sys.executable, "-m", "horovod_huffman.tools.fuzz", *argv,
                                "--made", made], env)
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(prog="python -m horovod_huffman.fuzz",
+    parser = argparse.ArgumentParser(prog="python -m horovod_huffman.tools.fuzz",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--streams", type=int, default=1200,
                         help="hostile streams in all, shared among the encoders")

@@ -7,7 +7,7 @@ from horovod_huffman.kernels.codebook import write_codebook, read_codebook
 from horovod_huffman.kernels.errors import OK
 from horovod_huffman.kernels.huffman import (code_of_counts, code_of_lengths, limited_lengths,
                                              canonical_codes, canonical_codes_of, kraft_units)
-from horovod_huffman.kernels.maxima import MAX_CODE_BITS, MAX_CODED_SYMBOLS, MAX_SYMBOLS
+from horovod_huffman.kernels.maxima import MAX_CODE_BITS, MAX_CODED_SYMBOLS
 from horovod_huffman.kernels.symbols import pack_entries
 
 from ..errors import DecodeError

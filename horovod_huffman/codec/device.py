@@ -3,7 +3,7 @@ and streams.
 
 Anything exposing ``__cuda_array_interface__`` (a Numba device array, a torch CUDA tensor, a
 CuPy array) is a device array; TensorFlow GPU tensors come in through DLPack
-(``horovod_huffman.dlpack``). Under the Numba CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) the
+(``horovod_huffman.codec.dlpack``). Under the Numba CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) the
 simulator's own arrays count as device arrays, which is how the tests run without a GPU.
 """
 import functools

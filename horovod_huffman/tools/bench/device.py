@@ -1,4 +1,4 @@
-"""``python -m horovod_huffman.bench --device cuda``: GPU throughput of the whole pipeline.
+"""``python -m horovod_huffman.tools.bench --device cuda``: GPU throughput of the whole pipeline.
 
 For tensors of 1M to 256M fp32 coordinates (a real gradient trace, tiled on the device) and
 every encoder with device kernels, it times quantize+encode (gradient on the GPU -> message
@@ -11,17 +11,17 @@ import time
 import numpy as np
 
 import horovod_huffman as hh
-from horovod_huffman.bench import traces as tr
-from horovod_huffman.device import cuda_usable, stream_or_default
+from horovod_huffman.tools.bench import traces as tr
+from horovod_huffman.codec.device import cuda_usable, stream_or_default
 
-DEVICE_ENCODERS = list(hh.encoders.ON_DEVICE)
+DEVICE_ENCODERS = list(hh.codec.encoders.ON_DEVICE)
 DEFAULT_SIZES = [1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28]
 BEGIN, END = "<!-- bench-cuda:begin -->", "<!-- bench-cuda:end -->"
 
 
 def device_name():
     from numba import cuda
-    from horovod_huffman.device import SIMULATED
+    from horovod_huffman.codec.device import SIMULATED
     if SIMULATED:
         return "Numba CUDA simulator (not a GPU: figures are meaningless)"
     dev = cuda.get_current_device()
@@ -43,10 +43,10 @@ def best_time(fn, stream, repeats):
 def bench_encoder(name, chunk_levels=None):
     """Encoder ``name`` as the benchmark runs it: seeded where it samples, with
     ``chunk_levels`` levels per chunk (and no more) where it is chunked and that is given."""
-    kwargs = {"seed": 0} if name in hh.encoders.SEEDED else {}
-    if chunk_levels and name in hh.encoders.CHUNKED:
+    kwargs = {"seed": 0} if name in hh.codec.encoders.SEEDED else {}
+    if chunk_levels and name in hh.codec.encoders.CHUNKED:
         kwargs["chunk_levels"] = chunk_levels
-    if chunk_levels and name in hh.encoders.GROWING:
+    if chunk_levels and name in hh.codec.encoders.GROWING:
         kwargs["max_chunk_levels"] = chunk_levels
     return hh.get_encoder(name, **kwargs)
 
@@ -124,7 +124,7 @@ def gbps(n, seconds):
 
 def table(rows, args):
     lines = [f"Device: {device_name()}.",
-             f"Run: `python -m horovod_huffman.bench --device cuda --sizes "
+             f"Run: `python -m horovod_huffman.tools.bench --device cuda --sizes "
              f"{' '.join(str(s) for s in args.sizes)} --repeats {args.repeats}"
              f"{f' --chunk-levels {args.chunk_levels}' if args.chunk_levels else ''}` on "
              f"{time.strftime('%Y-%m-%d')}; trace {args.trace}, QSGD s = {args.levels}, buckets "

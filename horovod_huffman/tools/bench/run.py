@@ -1,4 +1,4 @@
-"""``python -m horovod_huffman.bench``: sizes and speeds of every encoder on real gradients.
+"""``python -m horovod_huffman.tools.bench``: sizes and speeds of every encoder on real gradients.
 
 For each trace (bench/traces.py) and quantizer (QSGD s in {1, 2, 4, 8, 16, 127}, TernGrad) it
 reports, per encoder: bits per coordinate, ratio to the levels' zeroth-order entropy, ratio to
@@ -20,9 +20,9 @@ import time
 import numpy as np
 
 import horovod_huffman as hh
-from horovod_huffman.bench import device as device_bench, traces as tr
-from horovod_huffman.encoders import check
-from horovod_huffman.params import value_bits
+from horovod_huffman.tools.bench import device as device_bench, traces as tr
+from horovod_huffman.codec.encoders import check
+from horovod_huffman.codec.params import value_bits
 
 QUANTIZERS = {f"qsgd-s{s}": (lambda s: lambda: hh.QSGD(levels=s, seed=0))(s)
               for s in (1, 2, 4, 8, 16, 127)}
@@ -182,7 +182,7 @@ def tables(results, compile_s, args):
     lines = []
     add = lines.append
     add(f"Machine: {machine()}.")
-    add(f"Run: `python -m horovod_huffman.bench --coords {args.coords} --repeats {args.repeats} "
+    add(f"Run: `python -m horovod_huffman.tools.bench --coords {args.coords} --repeats {args.repeats} "
         f"--passes {args.passes}` on {datetime.date.today().isoformat()}; {args.coords} "
         "coordinates per tensor; speeds are the best of the repeats of every pass, one core, "
         "including framing and the checksum.")
@@ -265,7 +265,7 @@ def write_markdown(path, lines, begin=BEGIN, end=END):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="python -m horovod_huffman.bench", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m horovod_huffman.tools.bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--coords", type=int, default=1 << 20, help="coordinates per tensor (1M)")
     p.add_argument("--repeats", type=int, default=5, help="timing repeats, best kept")

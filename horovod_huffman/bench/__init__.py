@@ -1,1 +1,0 @@
-"""Benchmarks: ``python -m horovod_huffman.bench --help``."""

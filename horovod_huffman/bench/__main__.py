@@ -1,5 +1,0 @@
-import sys
-
-from horovod_huffman.bench.run import main
-
-sys.exit(main())

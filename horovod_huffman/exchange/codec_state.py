@@ -1,0 +1,112 @@
+"""The codec state of the exchanges (allreduce.py): ``Codec`` quantizes (with error feedback),
+encodes and decodes a bucket's parts, and keeps each key's steps, statistics and ``auto``'s
+choices.
+"""
+from dataclasses import InitVar, dataclass, field
+
+import numpy as np
+
+from ..codec.encoders import as_encoder
+from ..codec.encoders.rows import slice_layout
+from ..codec.errors import DecodeError
+from ..codec.message import contents, verify
+from ..codec.quantizers import QSGD
+from .array_ops import work_dtype
+from .feedback import ErrorFeedback
+from .frames import MismatchError, derive_seed
+from .statistics import Statistics
+
+
+@dataclass
+class Codec:
+    """Quantizer + encoder + error feedback, keyed by parameter name.
+
+    error_feedback: add each parameter's last quantization error to its next gradient, with
+    the bucket scales contracted so that the residual never grows (feedback.py; None: on
+    exactly when the quantizer is biased). server_error_feedback: in the two-phase exchange,
+    keep the error of requantizing this rank's summed shard and add it to the next step's sum
+    (None: as ``error_feedback``). Both live on in ``feedback`` (``ErrorFeedback``: ``client``,
+    ``server`` and the residuals).
+    seed: None draws quantization randomness from the quantizer's own sequence; an integer makes
+    it a function of (seed, parameter name, step) only (``derive_seed``), reproducible whatever
+    order the gradient hooks fire in.
+    """
+    encoder: object = "rlh"
+    quantizer: object = field(default_factory=lambda: QSGD(levels=8))
+    error_feedback: InitVar[object] = None
+    server_error_feedback: InitVar[object] = None
+    seed: object = None
+    steps: dict = field(default_factory=dict)
+    statistics: Statistics = field(default_factory=Statistics)
+    choices: dict = field(default_factory=dict)
+    feedback: ErrorFeedback = field(init=False)
+
+    def __post_init__(self, error_feedback, server_error_feedback):
+        self.encoder = as_encoder(self.encoder)
+        if error_feedback is None:
+            error_feedback = bool(getattr(self.quantizer, "biased", False))
+        if server_error_feedback is None:
+            server_error_feedback = error_feedback
+        self.feedback = ErrorFeedback(error_feedback, server_error_feedback)
+
+    def begin(self, key):
+        """The step of ``key`` that starts now (0, 1, ...). A key's second step closes the
+        statistics of the current step first."""
+        self.statistics.begin(key)
+        step = self.steps.get(key, 0)
+        self.steps[key] = step + 1
+        return step
+
+    def quantize(self, ops, work, shape, seed_name, step, state=None):
+        """QuantizedTensor of the 1-D work array ``work`` (float32/64) in ``shape``.
+
+        seed_name, step: the quantization seed (``derive_seed``) when the codec has a seed.
+        state: None, or the key of an error-feedback residual: ``feedback`` adds it to ``work``
+        first, contracts the bucket scales and stages the new residual, which replaces the kept
+        one when the exchange settles (``ErrorFeedback.settle``).
+        """
+        seed = None if self.seed is None else derive_seed(self.seed, seed_name, step)
+        if state is not None:
+            return self.feedback.quantize(ops, self.quantizer, work, shape, seed, state)
+        return self.quantizer.quantize(work.reshape(shape), seed=seed, stream=ops.stream)
+
+    def encode(self, ops, qt, job, part, start=0):
+        """The message of ``qt``, ``part`` ("all", "shard<j>", "sum") of the exchange ``job``
+        (allreduce.Job), which holds the bucket's coordinates from ``start``, encoded with
+        ``job.encoder_of(self)`` and the part's share of ``job.layout``. The encoder's
+        ``encode_part`` decides what codes it: ``auto`` reuses its choice for (job.key, part)
+        over several steps of that key, kept in ``choices``."""
+        layout = None if job.layout is None else \
+            slice_layout(job.layout, start, start + qt.numel)
+        return job.encoder_of(self).encode_part(
+            lambda encoder, layout: ops.encode(qt, encoder, layout), self.choices,
+            (job.key, part), job.step, qt.shape, layout)
+
+    def decode_into(self, ops, message, total, add, numel, dtype, what, rank):
+        """``total`` (a 1-D work array; None: a new one) with the tensor of ``rank``'s message
+        for ``what`` dequantized into it, assigned or with ``add`` added
+        (``ops.decode_into``). The message must hold ``numel`` coordinates of the work dtype
+        ``dtype`` (``array_ops.work_dtype``); DecodeError or MismatchError naming both when it
+        is malformed or of another size or dtype, raised before ``total`` is written."""
+        try:
+            found = contents(message, max_elements=numel)
+        except DecodeError as e:
+            raise DecodeError(f"{what!r} from rank {rank}: {e}") from e
+        if found.numel != numel or work_dtype(found.dtype) != dtype:
+            raise MismatchError(f"rank {rank} sent {found.numel} coordinates of {found.dtype} "
+                                f"for {what!r}, expected {numel} of {np.dtype(dtype)}")
+        try:
+            return ops.decode_into(found, total, add)
+        except DecodeError as e:
+            raise DecodeError(f"{what!r} from rank {rank}: {e}") from e
+
+    def own(self, message, qt, numel, what, rank):
+        """This rank's own message as it came back from a collective: checked without decoding
+        (``message.verify``: fields and the checksum, so bytes corrupted after encoding fail
+        here as on every other rank); returns ``qt``, the QuantizedTensor it encodes
+        losslessly."""
+        try:
+            verify(message, max_elements=numel)
+        except DecodeError as e:
+            raise DecodeError(f"{what!r} from rank {rank} (this rank): {e}") from e
+        return qt

@@ -1,0 +1,1 @@
+"""Benchmarks: ``python -m horovod_huffman.tools.bench --help``."""

@@ -1,0 +1,5 @@
+import sys
+
+from horovod_huffman.tools.bench.run import main
+
+sys.exit(main())
