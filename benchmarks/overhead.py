@@ -1,10 +1,20 @@
 """What compression costs per training step on a real model where it cannot win on bandwidth:
-ResNet-50 (25.6M parameters) trained on random images by 2 ranks on this machine over loopback,
-through the stock ``hvd.DistributedOptimizer`` (PyTorch) and ``hvd.DistributedGradientTape``
-(TensorFlow, Keras's ResNet50 without weights).
+ResNet-50 (25.6M parameters) trained on random images by 2 ranks on this machine over loopback.
 
-    .venv/bin/python benchmarks/overhead.py            # runs every job under horovodrun, prints
-                                                       # step times and the compressor's cost
+Jobs (TensorFlow's is Keras's ResNet50 without weights):
+
+- ``torch``: the stock ``hvd.DistributedOptimizer``;
+- ``tf``: ``horovod_huffman.tensorflow.DistributedGradientTape`` (fused buckets) in a
+  ``tf.function``;
+- ``keras``: Keras 3 ``model.fit`` with ``horovod_huffman.tensorflow.keras.DistributedOptimizer``
+  (fused buckets);
+- ``tf-horovod``: Horovod's own ``hvd.DistributedGradientTape`` (one exchange per gradient);
+- ``keras-legacy``: legacy Keras (tf-keras) ``model.fit`` with Horovod's own
+  ``horovod.tensorflow.keras.DistributedOptimizer`` (one exchange per gradient).
+
+    .venv/bin/python benchmarks/overhead.py            # torch and tf under horovodrun: step
+                                                       # times and the compressor's cost
+    .venv/bin/python benchmarks/overhead.py --jobs tf keras tf-horovod keras-legacy
     .venv/bin/python benchmarks/overhead.py --jobs torch --repeats 5   # the median of 5 pairs
     horovodrun --gloo -np 2 python benchmarks/overhead.py --job torch --compression rlh
 
@@ -82,31 +92,28 @@ def torch_job(args):
 
 
 def tf_job(args):
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-    import horovod.tensorflow as hvd
-    from horovod_huffman.tensorflow import Compression
-
-    hvd.init()
-    tf.config.threading.set_intra_op_parallelism_threads(1)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
-    tf.random.set_seed(0)
+    """The project's tape (``tf``) or Horovod's (``tf-horovod``) in a ``tf.function``."""
+    tf, hvd, compression = tf_setup(args)
     model = tf.keras.applications.ResNet50(weights=None, input_shape=(args.image, args.image, 3))
-    compression = getattr(Compression, args.compression) if args.exchange == "auto" else \
-        Compression.build(encoder=args.compression, exchange=args.exchange)
     opt = tf.keras.optimizers.SGD(0.01)
     x = tf.random.normal((args.batch, args.image, args.image, 3))
     y = tf.random.uniform((args.batch,), 0, 1000, dtype=tf.int64)
     variables = model.trainable_variables
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=False)
+    if args.job == "tf":
+        from horovod_huffman.tensorflow import DistributedGradientTape
+        sources = variables
+    else:
+        DistributedGradientTape = hvd.DistributedGradientTape
+        # Keras 3 variables: Horovod 0.28's tape takes the underlying tf.Variables.
+        sources = [v.value for v in variables]
 
     @tf.function
     def step():
         with tf.GradientTape() as tape:
             loss = loss_fn(y, model(x, training=True))
-        tape = hvd.DistributedGradientTape(tape, compression=compression)
-        # Keras 3 variables: Horovod 0.28's tape takes the underlying tf.Variables.
-        grads = tape.gradient(loss, [v.value for v in variables])
+        tape = DistributedGradientTape(tape, compression=compression)
+        grads = tape.gradient(loss, sources)
         opt.apply_gradients(zip(grads, variables))
 
     times = []
@@ -117,6 +124,58 @@ def tf_job(args):
     params = int(sum(v.shape.num_elements() for v in variables))
     report(hvd.rank(), hvd.size(), args, times, params, compression,
            lambda v: hvd.allgather_object(v))
+
+
+def keras_job(args):
+    """``model.fit``: Keras 3 through horovod_huffman.tensorflow.keras (``keras``), or legacy
+    Keras through Horovod's own horovod.tensorflow.keras (``keras-legacy``). A step's time is
+    the time between two batches' ends."""
+    os.environ["TF_USE_LEGACY_KERAS"] = "1" if args.job == "keras-legacy" else "0"
+    tf, htf, compression = tf_setup(args)
+    if args.job == "keras-legacy":
+        import horovod_huffman.tensorflow.legacy_keras  # noqa: F401
+        import horovod.tensorflow.keras as hvd
+    else:
+        import horovod_huffman.tensorflow.keras as hvd
+    model = tf.keras.applications.ResNet50(weights=None, input_shape=(args.image, args.image, 3))
+    x = tf.random.normal((args.batch, args.image, args.image, 3))
+    y = tf.random.uniform((args.batch,), 0, 1000, dtype=tf.int64)
+    model.compile(optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.SGD(0.01),
+                                                     compression=compression),
+                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=False))
+    ends = []
+
+    class Clock(tf.keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            ends.append(time.perf_counter())
+
+    start = time.perf_counter()
+    data = tf.data.Dataset.from_tensors((x, y)).repeat()
+    model.fit(data, steps_per_epoch=args.steps, epochs=1, verbose=0, callbacks=[Clock()])
+    times = [b - a for a, b in zip([start] + ends[:-1], ends)]
+    params = int(sum(v.shape.num_elements() for v in model.trainable_variables))
+    report(htf.rank(), htf.size(), args, times, params, compression,
+           lambda v: htf.allgather_object(v))
+
+
+def tf_setup(args):
+    """TensorFlow on one thread, Horovod started, and the compression of ``args``."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+    import horovod.tensorflow as hvd
+    from horovod_huffman.tensorflow import Compression
+
+    hvd.init()
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    tf.random.set_seed(0)
+    compression = getattr(Compression, args.compression) if args.exchange == "auto" else \
+        Compression.build(encoder=args.compression, exchange=args.exchange)
+    return tf, hvd, compression
+
+
+JOBS = {"torch": torch_job, "tf": tf_job, "tf-horovod": tf_job, "keras": keras_job,
+        "keras-legacy": keras_job}
 
 
 def report(rank, size, args, times, params, compression, gather):
@@ -145,8 +204,8 @@ def run(job, compression, exchange, args):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--job", choices=["torch", "tf"], help="run one rank of one job")
-    p.add_argument("--jobs", nargs="+", default=["torch", "tf"], choices=["torch", "tf"])
+    p.add_argument("--job", choices=list(JOBS), help="run one rank of one job")
+    p.add_argument("--jobs", nargs="+", default=["torch", "tf"], choices=list(JOBS))
     p.add_argument("--compression", default="rlh")
     p.add_argument("--exchange", default="auto")
     p.add_argument("--steps", type=int, default=8)
@@ -158,10 +217,10 @@ def main():
                         "the cost reported is the median of the pairs'")
     args = p.parse_args()
     if args.job:
-        return (torch_job if args.job == "torch" else tf_job)(args)
+        return JOBS[args.job](args)
     print(f"ResNet-50, 2 ranks on this machine (loopback), batch {args.batch} of "
           f"{args.image}x{args.image} per rank, {args.steps - args.warmup} timed steps")
-    print("| framework | none step s | rlh step s | compressor cost per step |")
+    print("| job | none step s | rlh step s | compressor cost per step |")
     print("|---|---:|---:|---:|")
     for job in args.jobs:
         costs = []

@@ -69,3 +69,17 @@ def expected_sum(buffers, seeds, bucket, exchange, encoder, levels, bucket_size,
         residuals[j] = piece - hh.dequantize(summed)
         out[a:b] = hh.dequantize(summed if feedback else qt)
     return out, residuals, clients
+
+
+def fused_means(plan, everyone, seeds, exchange, encoder, levels, bucket_size, scale, step=0):
+    """name -> what a fused exchange of ``plan``'s buckets gives that gradient: its slice of the
+    bucket's sum (``expected_sum``) times ``scale``, flat. everyone: every rank's
+    {name: gradient}, in rank order."""
+    out = {}
+    for bucket in plan.buckets:
+        buffers = [staged(grads, bucket) for grads in everyone]
+        total, _, _ = expected_sum(buffers, seeds, bucket, exchange, encoder, levels, bucket_size,
+                                   step=step)
+        for slot in bucket.slots:
+            out[slot.name] = total[slot.offset:slot.offset + slot.numel] * np.float32(scale)
+    return out

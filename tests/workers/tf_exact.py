@@ -2,9 +2,13 @@
 reduced gradient is exactly what the compressed exchange defines (expected.py; each gradient is
 a bucket of its own), and that variables end identical.
 
-Usage: tf_exact.py MODE[:EXCHANGE] ..., MODE in tape (tf.function), eager, optimizer
-(tf.compat.v1 optimizer), sum (op=hvd.Sum), EXCHANGE in allgather, two_phase, auto (the
-default). Prints "OK <n> checks" on rank 0.
+Usage: tf_exact.py MODE[:EXCHANGE][@ENCODERS] ..., MODE in tape (tf.function), eager, optimizer
+(tf.compat.v1 optimizer), sum (op=hvd.Sum), all through Horovod's tape or optimizer; or fused,
+fused_eager, fused_sum, the same through horovod_huffman.tensorflow.DistributedGradientTape,
+whose fused buckets here are [b2], [w2] and [b1, w1] (every gradient encoded, 2048 coordinates
+per bucket). EXCHANGE in allgather, two_phase, auto (the default). ENCODERS (after "@",
+comma-separated; default: every encoder) limits a case to those encoders. Prints "OK <n>
+checks" on rank 0.
 """
 import os
 import sys
@@ -18,10 +22,12 @@ import horovod.tensorflow as hvd   # noqa: E402
 import horovod_huffman as hh                           # noqa: E402
 from horovod_huffman.exchange.allreduce import choose            # noqa: E402
 from horovod_huffman.exchange.buckets import BucketPlan          # noqa: E402
-from expected import expected_sum, staged               # noqa: E402  (beside this file)
-from horovod_huffman.tensorflow import Compression     # noqa: E402
+from expected import expected_sum, fused_means, staged  # noqa: E402  (beside this file)
+from horovod_huffman.tensorflow import Compression, DistributedGradientTape  # noqa: E402
+from horovod_huffman.tensorflow.fused import variable_names  # noqa: E402
 
 LEVELS, BUCKET, MIN_NUMEL, SEED = 4, 64, 100, 1000
+FUSED_BUCKET_BYTES = 4 * 2048
 
 
 class MLP(tf.Module):
@@ -53,7 +59,43 @@ def loss_of(model, x, y):
     return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(y, model(x)))
 
 
+def run_fused(encoder, mode, exchange):
+    """Our tape: every gradient (biases too) in fused buckets; each equals its slice of its
+    bucket's exact sum, scaled by the op."""
+    rank, n = hvd.rank(), hvd.size()
+    model, x, y = model_and_data(rank)
+    with tf.GradientTape() as tape:
+        loss = loss_of(model, x, y)
+    local = [g.numpy() for g in tape.gradient(loss, model.weights())]
+    comp = Compression.build(encoder=encoder, quantizer=hh.QSGD(levels=LEVELS, bucket_size=BUCKET),
+                             error_feedback=False, min_numel=0, seed=SEED + rank,
+                             exchange=exchange, bucket_bytes=FUSED_BUCKET_BYTES)
+    op = hvd.Sum if mode == "fused_sum" else hvd.Average
+
+    def reduce():
+        with tf.GradientTape() as tape:
+            loss = loss_of(model, x, y)
+        return DistributedGradientTape(tape, compression=comp, op=op).gradient(
+            loss, model.weights())
+    reduced = [g.numpy() for g in (reduce() if mode == "fused_eager" else tf.function(reduce)())]
+    names = variable_names(model.weights())
+    (fused,) = comp.fused.values()
+    (plan,) = fused.plans
+    assert [[s.name for s in b.slots] for b in plan.buckets] == \
+        [[names[3]], [names[2]], [names[1], names[0]]], plan.buckets
+    everyone = hvd.allgather_object(dict(zip(names, local)))
+    means = fused_means(plan, everyone, [SEED + r for r in range(n)], choose(exchange, n), encoder,
+                        LEVELS, BUCKET, 1.0 if op == hvd.Sum else 1.0 / n)
+    for name, g, got in zip(names, local, reduced):
+        expected = means[name].reshape(g.shape)
+        assert got.dtype == g.dtype and np.array_equal(got, expected), \
+            (encoder, mode, name, np.abs(got - expected).max())
+    return len(names)
+
+
 def run_case(encoder, mode, exchange):
+    if mode.startswith("fused"):
+        return run_fused(encoder, mode, exchange)
     rank, n = hvd.rank(), hvd.size()
     model, x, y = model_and_data(rank)
     with tf.GradientTape() as tape:
@@ -101,8 +143,9 @@ def main():
     hvd.init()
     checks = 0
     for case in sys.argv[1:]:
+        case, _, encoders = case.partition("@")
         mode, _, exchange = case.partition(":")
-        for encoder in hh.ENCODERS:
+        for encoder in encoders.split(",") if encoders else hh.ENCODERS:
             checks += run_case(encoder, mode, exchange or "auto")
     if hvd.rank() == 0:
         print(f"OK {checks} checks", flush=True)

@@ -10,6 +10,10 @@ horovod_huffman.tensorflow.legacy_keras). Checks, on every rank:
 - horovod_huffman.tensorflow.DistributedGradientTape on the Keras model's variables: exactly
   the mean of the ranks' decoded gradients.
 
+The Keras 3 optimizer and the tape reduce in fused buckets (the expected values follow the
+compressor's bucket plan); Horovod's legacy Keras optimizer reduces each gradient as a bucket of
+its own.
+
 Usage: tf_fit.py [exchange=allgather|two_phase|auto]. Prints "OK <route>" on rank 0.
 """
 import os
@@ -26,7 +30,8 @@ from horovod_huffman.exchange.allreduce import choose                  # noqa: E
 from horovod_huffman.exchange.buckets import BucketPlan                # noqa: E402
 from horovod_huffman.tensorflow import (Compression, DistributedGradientTape,  # noqa: E402
                                         legacy_keras_requested, tf_variables)
-from expected import expected_sum, staged                     # noqa: E402  (beside this file)
+from horovod_huffman.tensorflow.fused import variable_names  # noqa: E402
+from expected import expected_sum, fused_means, staged        # noqa: E402  (beside this file)
 
 LEGACY = legacy_keras_requested()
 if LEGACY:
@@ -75,13 +80,24 @@ def compression(exchange):
                              exchange=exchange)
 
 
-def expected_means(local, comp, exchange):
+def expected_means(local, comp, exchange, names=None):
     """The mean over ranks of every rank's decoded gradient (encoded ones: expected.py; the
-    small ones ride Horovod's allreduce), for this rank's ``local`` gradients."""
+    small ones ride Horovod's allreduce), for this rank's ``local`` gradients. ``names``: the
+    gradients' names in fused buckets (the compressor's one plan); None: each gradient a bucket
+    of its own."""
     n = htf.size()
+    kind = choose(exchange, n)
+    if names is not None:
+        everyone = htf.allgather_object(dict(zip(names, local)))
+        (reduce,) = comp.fused.values()
+        (plan,) = reduce.plans
+        fused = fused_means(plan, everyone, [SEED + r for r in range(n)], kind, "rlh", LEVELS,
+                            BUCKET, 1.0 / n)
+        return [fused[name].reshape(g.shape) if name in fused else
+                sum(grads[name] for grads in everyone) / np.float32(n)
+                for name, g in zip(names, local)]
     key_of = {shape: key for key, shape in comp.parameter_shapes.items()}
     everyone = htf.allgather_object({g.shape: g for g in local})
-    kind = choose(exchange, n)
     means = []
     for g in local:
         if g.size >= MIN_NUMEL:
@@ -106,7 +122,9 @@ def check_exact_reduction(exchange):
     local = local_gradients(model, x, y)
     model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0)
     after = model.get_weights()
-    for g, w0, w1, mean in zip(local, before, after, expected_means(local, comp, exchange)):
+    names = None if LEGACY else variable_names(tf_variables(model.trainable_variables))
+    for g, w0, w1, mean in zip(local, before, after,
+                               expected_means(local, comp, exchange, names)):
         expected = w0 - np.float32(LR) * mean
         np.testing.assert_allclose(w1, expected, rtol=1e-6, atol=1e-7, err_msg=str(g.shape))
     assert_identical(after, "after one step")
@@ -129,7 +147,8 @@ def check_tape(exchange):
         return tape.gradient(loss, model.trainable_variables)
 
     got = [g.numpy() for g in reduced()]
-    for g, mean, value in zip(local, expected_means(local, comp, exchange), got):
+    names = variable_names(tf_variables(model.trainable_variables))
+    for g, mean, value in zip(local, expected_means(local, comp, exchange, names), got):
         if g.size >= MIN_NUMEL:
             assert np.array_equal(value, mean), (g.shape, np.abs(value - mean).max())
         else:

@@ -24,6 +24,8 @@ from horovod.tensorflow import (Average, Sum, allgather, allgather_object, allre
                                 is_initialized, local_rank, local_size, rank, shutdown, size)
 
 from .. import Compression
+from ..compressor import HuffmanCompressor
+from ..fused import fused_reduce
 from ..keras_routes import is_keras_3_optimizer
 from ..variables import tf_variables
 from . import callbacks                                                    # noqa: F401
@@ -45,7 +47,10 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
     variables. Local gradient aggregation (``backward_passes_per_step`` > 1) is Horovod's
     legacy-Keras feature: here it raises; Keras 3's own ``gradient_accumulation_steps`` option
     of the optimizer accumulates reduced gradients instead. ``scale_local_gradients`` has no
-    effect: this optimizer has no local variables.
+    effect: this optimizer has no local variables. With a ``HuffmanCompressor``
+    (``Compression.<encoder>``, ``Compression.build``) the gradients are reduced in fused buckets
+    (horovod_huffman.tensorflow.fused), each exchanged as soon as its gradients exist; ``groups``
+    then has no effect.
     """
     if not is_keras_3_optimizer(optimizer):
         raise TypeError(
@@ -62,9 +67,15 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
         groups = groups if groups is not None else num_groups
     if isinstance(groups, list):
         groups = [tf_variables(group) for group in groups]
-    reduce = _hvd._make_allreduce_grads_fn(
-        name or f"Distributed{type(optimizer).__name__}", device_dense, device_sparse,
-        compression, sparse_as_dense, op, gradient_predivide_factor, groups, process_set)
+    name = name or f"Distributed{type(optimizer).__name__}"
+    if isinstance(compression, HuffmanCompressor):
+        reduce = fused_reduce(compression, op=op, process_set=process_set,
+                             sparse_as_dense=sparse_as_dense,
+                             gradient_predivide_factor=gradient_predivide_factor, name=name)
+    else:
+        reduce = _hvd._make_allreduce_grads_fn(name, device_dense, device_sparse, compression,
+                                               sparse_as_dense, op, gradient_predivide_factor,
+                                               groups, process_set)
     base = type(optimizer)
 
     def apply(self, grads, trainable_variables=None):
