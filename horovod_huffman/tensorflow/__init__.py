@@ -41,14 +41,14 @@ class Compression(ReadyCompressors):
     @staticmethod
     def build(encoder="rlh", quantizer=None, error_feedback=None, min_numel=None,
               process_set=None, seed=None, exchange="auto", bucket_bytes=DEFAULT_BUCKET_BYTES,
-              **encoder_kwargs):
+              route="encoded", **encoder_kwargs):
         """A HuffmanCompressor; see horovod_huffman.torch.Compression.build (the same
-        arguments but ``named_parameters`` and ``route``). min_numel None: 1024 where Horovod's
-        own tape or optimizer hands over one gradient at a time, 0 in fused buckets.
-        bucket_bytes: bytes of float32 gradients per fused bucket."""
+        arguments but ``named_parameters``). min_numel None: 1024 where Horovod's own tape or
+        optimizer hands over one gradient at a time, 0 in fused buckets. bucket_bytes: bytes
+        of float32 gradients per fused bucket. route "adaptive": fused buckets only."""
         codec = make_codec(encoder, quantizer, error_feedback, seed, **encoder_kwargs)
         return HuffmanCompressor(codec, min_numel=min_numel, process_set=process_set,
-                                 exchange=exchange, bucket_bytes=bucket_bytes)
+                                 exchange=exchange, bucket_bytes=bucket_bytes, route=route)
 
 
 # Horovod's tape taking Keras 3 variables (tape.py); the tf.Variables behind Keras variables.

@@ -28,11 +28,13 @@ import horovod.tensorflow as hvd
 from ..adapters import CodecStats, sent_uncompressed
 from ..codec.device import SIMULATED, cuda_usable
 from ..codec.dlpack import from_dlpack, to_dlpack
+from ..codec.encoders import get_encoder
 from ..exchange.allreduce import Job, allgather_sum, choose, two_phase_sum
 from ..exchange.array_ops import DeviceOps, HostOps
 from ..exchange.buckets import (DEFAULT_BUCKET_BYTES, DEFAULT_MIN_NUMEL, UNFUSED_MIN_NUMEL,
                                 BucketPlan, bucket_layout)
 from ..exchange.frames import placeholder_values, reduction_scale
+from ..exchange.routing import FAST_ROUTE, check_route_mode
 
 __all__ = ["HuffmanCompressor"]
 
@@ -92,10 +94,13 @@ class HuffmanCompressor(CodecStats):
     min_numel: gradients with fewer elements ride Horovod's allreduce; None: 1024 where each
     gradient is a bucket of its own (``compress``), 0 in fused buckets (every floating-point
     gradient joins one). bucket_bytes: bytes of float32 gradients per fused bucket.
+    route: "encoded", or "adaptive" (fused buckets only): each step's buckets go encoded,
+    encoded with ``rlh``, or as float16 or float32 through Horovod's allreduce, whichever gave
+    the ranks the fastest steps (routing.Router).
     """
 
     def __init__(self, codec, min_numel=None, process_set=None, exchange="auto",
-                 bucket_bytes=DEFAULT_BUCKET_BYTES):
+                 bucket_bytes=DEFAULT_BUCKET_BYTES, route="encoded"):
         self.codec = codec
         self.min_numel = UNFUSED_MIN_NUMEL if min_numel is None else int(min_numel)
         self.fused_min_numel = DEFAULT_MIN_NUMEL if min_numel is None else int(min_numel)
@@ -103,6 +108,10 @@ class HuffmanCompressor(CodecStats):
         choose(exchange, 1)                         # reject a bad name at build time
         self.exchange = exchange
         self.bucket_bytes = int(bucket_bytes)
+        self.route = check_route_mode(route)
+        self.fast_encoder = None if getattr(codec.encoder, "name", None) == FAST_ROUTE else \
+            get_encoder(FAST_ROUTE)
+        """The encoder of the ``rlh`` route: None (the codec's) where the codec's is rlh."""
         self.lock = threading.Lock()
         """Held by every stage: one stage of this compressor runs at a time."""
         self._eager_keys = itertools.count()
@@ -118,6 +127,10 @@ class HuffmanCompressor(CodecStats):
     # ---- Horovod's Compressor API: one gradient per bucket ----------------------------------
 
     def compress(self, tensor):
+        if self.route != "encoded":
+            raise ValueError("route='adaptive' routes fused buckets: use "
+                             "horovod_huffman.tensorflow.DistributedGradientTape or "
+                             "horovod_huffman.tensorflow.keras.DistributedOptimizer")
         numel = tensor.shape.num_elements()
         if sent_uncompressed(numel, tensor.dtype.is_floating, self.min_numel):
             if tensor.dtype == tf.bfloat16:
@@ -157,11 +170,13 @@ class HuffmanCompressor(CodecStats):
 
     # ---- the stages of one bucket's exchange -------------------------------------------------
 
-    def exchange_stages(self, bucket, layout, grads, sizes, work, process_set, stateful):
+    def exchange_stages(self, bucket, layout, grads, sizes, work, process_set, stateful,
+                        encoder=None):
         """The graph of ``bucket``'s exchange up to its last collective: the gathered bytes that
         ``finish`` takes. ``grads``: the bucket's gradients in slot order, as ``work`` tensors;
         ``sizes``: their bytes as the caller had them (the statistics' raw bytes). ``stateful``
-        stages keep their order in the graph; stateless ones are ordered by their data only."""
+        stages keep their order in the graph; stateless ones are ordered by their data only.
+        ``encoder``: None for the codec's."""
         n = process_set.size()
         exchange = choose(self.exchange, n)
         align = getattr(self.codec.quantizer, "bucket_size", None) or 1
@@ -176,7 +191,7 @@ class HuffmanCompressor(CodecStats):
                 for slot, grad in zip(bucket.slots, arrays):
                     ops.assign(buffer, slot.offset, self._incoming(grad))
                 job = Job(bucket.key, bucket.tag, self.codec.begin(bucket.key),
-                          len(bucket.slots), bucket.numel, raw_bytes, layout=layout)
+                          len(bucket.slots), bucket.numel, raw_bytes, encoder, layout)
                 run = two_phase_sum(self.codec, ops, coll, job, buffer, align) \
                     if exchange == "two_phase" else \
                     allgather_sum(self.codec, ops, coll, job, buffer)

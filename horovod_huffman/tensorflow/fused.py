@@ -17,16 +17,27 @@ encoded while Horovod's background thread moves the bytes of the one before. The
 buckets share one lock: one runs at a time. Eagerly, the reduction runs as a ``tf.function``, as
 Horovod's own does.
 
+With ``route="adaptive"`` every step's buckets take one route, the same on every rank, as in the
+PyTorch adapter (routing.Router): encoded, encoded with ``rlh``, or Horovod's allreduce in
+float16 or float32. A stateful stage at the step's start times the step and plans its route;
+at a decision step the ranks' probe times are summed by a Horovod allreduce in the graph (under
+a ``tf.cond`` that is true on every rank at once); each bucket is a ``tf.switch_case`` on the
+route.
+
 Gradients that skip the codec (not floating point, of unknown size, under ``min_numel``) and
 ``tf.IndexedSlices`` (unless ``sparse_as_dense``) go through Horovod's own allreduce with the
 op, fused by Horovod.
 """
+import time
+
+import numpy as np
 import tensorflow as tf
 
 import horovod.tensorflow as hvd
 
 from ..adapters import sent_uncompressed
 from ..exchange.buckets import BucketPlan, bucket_layout
+from ..exchange.routing import BUCKETS_KEY, ROUTES, Router
 from .compressor import op_name
 
 __all__ = ["FusedReduce", "fused_reduce", "variable_names"]
@@ -90,7 +101,12 @@ class FusedReduce:
     @property
     def plans(self):
         """The ``BucketPlan`` of every list of gradients reduced so far."""
-        return [plan for plan, _ in self._plans.values()]
+        return [state.plan for state in self._plans.values()]
+
+    @property
+    def routers(self):
+        """With ``route="adaptive"``, the ``routing.Router`` of every plan (``plans``' order)."""
+        return [state.router for state in self._plans.values()]
 
     # ---- the graph ---------------------------------------------------------------------------
 
@@ -101,15 +117,27 @@ class FusedReduce:
                          for g in grads]
             out = list(grads)
             encoded = [i for i, g in enumerate(grads) if self._encodes(g)]
-            plan, rows = self._plan(names, grads, encoded)
+            state = self._plan(names, grads, encoded)
             index = {names[i]: i for i in encoded}
             skipped = [i for i, g in enumerate(grads) if g is not None and names[i] not in index]
-            for bucket in plan.buckets:
+            route = None if state.router is None or not state.plan.buckets else \
+                self._route(state)
+            for bucket in state.plan.buckets:
                 members = [index[slot.name] for slot in bucket.slots]
-                sums = self._bucket(bucket, bucket_layout(bucket, rows),
-                                    [grads[i] for i in members])
+                member_grads = [grads[i] for i in members]
+                layout = bucket_layout(bucket, state.rows)
+                if route is None:
+                    sums = self._encoded(bucket, layout, member_grads)
+                else:
+                    sums = tf.switch_case(route, [
+                        lambda: self._encoded(bucket, layout, member_grads),
+                        lambda: self._encoded(bucket, layout, member_grads,
+                                              self.compressor.fast_encoder),
+                        lambda: self._dense(member_grads, tf.float16),
+                        lambda: self._dense(member_grads, tf.float32)],
+                        name=op_name(bucket.key) + "_route")
                 for i, total in zip(members, sums):
-                    out[i] = tf.cast(tf.reshape(total, tf.shape(grads[i])), grads[i].dtype)
+                    out[i] = total
             # Horovod's own allreduce for the rest, after the buckets' collectives in the graph.
             for i in skipped:
                 out[i] = self._horovod_allreduce(grads[i])
@@ -122,8 +150,8 @@ class FusedReduce:
                                      self.compressor.fused_min_numel)
 
     def _plan(self, names, grads, encoded):
-        """The bucket plan and rows of the encoded gradients ``encoded`` (indices), built once
-        per list of names and shapes: the PyTorch adapter's plan for the same entries."""
+        """The ``_PlanState`` of the encoded gradients ``encoded`` (indices), built once per
+        list of names and shapes: the PyTorch adapter's plan for the same entries."""
         key = tuple((names[i], tuple(grads[i].shape), grads[i].dtype.name) for i in encoded)
         found = self._plans.get(key)
         if found is None:
@@ -135,11 +163,13 @@ class FusedReduce:
                               align=align)
             rows = {names[i]: grads[i].shape[0] if grads[i].shape.rank > 1 else 1
                     for i in encoded}
-            found = self._plans[key] = (plan, rows)
+            found = self._plans[key] = _PlanState(
+                plan, rows, Router() if self.compressor.route == "adaptive" else None)
         return found
 
-    def _bucket(self, bucket, layout, members):
-        """The graph of one bucket's exchange: its members' slices of the scaled sum."""
+    def _encoded(self, bucket, layout, members, encoder=None):
+        """The graph of one bucket's compressed exchange with ``encoder`` (None: the codec's):
+        every member's reduced gradient, in its shape and dtype."""
         comp = self.compressor
         work = _work(members[0].dtype)
         scale = 1.0 / self.process_set.size() if self.op == hvd.Average else 1.0
@@ -152,10 +182,56 @@ class FusedReduce:
         gathered = comp.exchange_stages(
             bucket, layout, [tf.cast(m, work) for m in members],
             [m.shape.num_elements() * m.dtype.size for m in members], work, self.process_set,
-            stateful=False)
+            stateful=False, encoder=encoder)
         sums = comp.stage(finish, [gathered], [work] * len(members),
                           op_name(bucket.key) + "_decode", stateful=False)
-        return list(sums)
+        return [tf.cast(tf.reshape(total, tf.shape(m)), m.dtype)
+                for total, m in zip(sums, members)]
+
+    def _dense(self, members, dtype):
+        """Horovod's allreduce of a bucket's gradients as ``dtype`` (the float16 and float32
+        routes), fused by Horovod, with the op; back in each gradient's dtype."""
+        sent = [tf.cast(m, dtype) for m in members]
+        out = hvd.grouped_allreduce(sent, op=self.op, prescale_factor=self._prescale,
+                                    postscale_factor=self._postscale,
+                                    process_set=self.process_set)
+        return [tf.cast(o, m.dtype) for o, m in zip(out, members)]
+
+    def _route(self, state):
+        """The graph of the step's route (an int32 index into ``routing.ROUTES``), the same on
+        every rank: a stateful stage times the step and plans its route (routing.Router), at a
+        decision step Horovod's allreduce sums the ranks' probe times, and a second stage
+        decides."""
+        comp, router = self.compressor, state.router
+
+        def begin():
+            with comp.lock:
+                step, start = state.steps, time.perf_counter()
+                state.steps += 1
+                router.observe(BUCKETS_KEY, step, start)
+                route = router.plan(BUCKETS_KEY, step)
+                state.started = (step, start)
+                if route is None:
+                    return router.local_times(BUCKETS_KEY), True
+                return np.full(len(ROUTES), ROUTES.index(route), np.float64), False
+
+        def end(times, agree):
+            with comp.lock:
+                step, start = state.started
+                route = router.decide(BUCKETS_KEY, times) if agree else ROUTES[int(times[0])]
+                router.started(BUCKETS_KEY, step, route, start)
+                return np.int32(ROUTES.index(route))
+
+        name = op_name(f"{self.name}.route")
+        times, agree = comp.stage(begin, [], [tf.float64, tf.bool], name + "_plan",
+                                  stateful=True)
+        times.set_shape([len(ROUTES)])
+        summed = tf.cond(agree, lambda: hvd.allreduce(times, op=hvd.Sum, name=name + "_agree",
+                                                      process_set=self.process_set),
+                         lambda: times)
+        route = comp.stage(end, [summed, agree], tf.int32, name + "_decide", stateful=True)
+        route.set_shape([])
+        return route
 
     def _horovod_allreduce(self, grad):
         cast = grad.dtype == tf.bfloat16 and not isinstance(grad, tf.IndexedSlices)
@@ -163,6 +239,16 @@ class FusedReduce:
         out = hvd.allreduce(sent, op=self.op, prescale_factor=self._prescale,
                             postscale_factor=self._postscale, process_set=self.process_set)
         return tf.cast(out, tf.bfloat16) if cast else out
+
+
+class _PlanState:
+    """One list of gradients' bucket ``plan``, each gradient's ``rows``, and with adaptive
+    routing its ``router`` and step count."""
+
+    def __init__(self, plan, rows, router):
+        self.plan, self.rows, self.router = plan, rows, router
+        self.steps = 0
+        self.started = None
 
 
 def _work(dtype):
