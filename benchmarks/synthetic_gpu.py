@@ -23,9 +23,9 @@ only their encoded bytes reach the host.
 import argparse
 import json
 import re
-import runpy
-import sys
 import types
+
+from run_script import run_capturing
 
 
 def main():
@@ -49,15 +49,7 @@ def main():
         compressor = getattr(Compression, args.compression)
         hvd.Compression = types.SimpleNamespace(none=compressor, fp16=compressor)
 
-    lines = []
-    real_print = print
-
-    def capture(*values, **kwargs):
-        real_print(*values, **kwargs)
-        lines.append(" ".join(str(v) for v in values))
-
-    sys.argv = [args.script, *rest]
-    runpy.run_path(args.script, init_globals={"print": capture}, run_name="__main__")
+    lines = run_capturing(args.script, rest)
     if hvd.rank() != 0:
         return
     result = {"compression": args.compression, "ranks": hvd.size(),
@@ -69,7 +61,7 @@ def main():
             result["ci"] = float(m.group(2))
     if compressor is not None:
         result["stats"] = compressor.stats()["total"]
-    real_print("RESULT " + json.dumps(result), flush=True)
+    print("RESULT " + json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":

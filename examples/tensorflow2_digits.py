@@ -7,8 +7,8 @@ Huffman-coded gradients.
     horovodrun --gloo -np 2 python examples/tensorflow2_digits.py --pufferfish --warmup-epochs 2 \
         --compression rlh                  # Pufferfish's low-rank model, its gradients coded
 
---mode tape:      a tf.function train step with DistributedGradientTape (Horovod's, taking
-                  Keras 3 variables: horovod_huffman.tensorflow.DistributedGradientTape);
+--mode tape:      a tf.function train step with horovod_huffman.tensorflow.DistributedGradientTape
+                  (Horovod's arguments, Keras 3 variables, gradients in fused buckets);
 --mode keras:     a Keras model whose custom train_step uses the tape, trained with model.fit;
 --mode optimizer: hvd.DistributedOptimizer around a tf.compat.v1 optimizer;
 --mode fit:       model.compile/model.fit with Horovod's Keras API (a DistributedOptimizer and

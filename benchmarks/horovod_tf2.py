@@ -1,0 +1,89 @@
+"""Horovod's own TensorFlow 2 synthetic benchmarks (``examples/tensorflow2/`` of Horovod's
+repository: ``tensorflow2_synthetic_benchmark.py``, a tape in a ``tf.function``, and
+``tensorflow2_keras_synthetic_benchmark.py``, ``model.fit``) with a horovod-huffman compressor,
+changed only as the README says, from outside the script:
+
+    horovodrun --gloo -np 2 python benchmarks/horovod_tf2.py --script PATH \\
+        --compression rlh --route fused [-- BENCHMARK ARGS]
+
+- ``--compression ENCODER``: the script's ``hvd.Compression.none`` is this package's
+  ``Compression.<ENCODER>``; ``none`` and ``fp16`` leave Horovod's own (``fp16`` passes
+  ``--fp16-allreduce``).
+- ``--route fused``: the tape script's ``hvd.DistributedGradientTape`` is
+  ``horovod_huffman.tensorflow.DistributedGradientTape``, and the Keras script's
+  ``import horovod.tensorflow.keras as hvd`` is ``horovod_huffman.tensorflow.keras`` (Keras 3);
+  ``--route horovod``: Horovod's own tape, or Horovod's own Keras module (legacy Keras: run
+  with ``TF_USE_LEGACY_KERAS=1``).
+
+Keras 3's ``compile`` rejects the Keras script's ``experimental_run_tf_function`` argument,
+which legacy Keras ignores; it is dropped. TensorFlow runs on one thread per rank. Rank 0
+prints the script's own output (img/sec) and then ``RESULT {json}``: the compression, route,
+ranks and images per second.
+"""
+import argparse
+import json
+import os
+import re
+import sys
+import types
+
+from run_script import run_capturing
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--script", required=True, help="one of Horovod's tensorflow2 benchmarks")
+    p.add_argument("--compression", default="none", help="none, fp16 or an encoder name")
+    p.add_argument("--route", choices=["fused", "horovod"], default="fused")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help="-- then the benchmark's arguments")
+    args = p.parse_args()
+    rest = args.rest[1:] if args.rest[:1] == ["--"] else args.rest
+    keras_script = "keras" in os.path.basename(args.script)
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+    import horovod.tensorflow as hvd
+    import horovod_huffman.tensorflow as hh_tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    if keras_script:
+        if args.route == "fused":
+            import horovod_huffman.tensorflow.keras as module
+            sys.modules["horovod.tensorflow.keras"] = module
+            _drop_compile_argument(tf, "experimental_run_tf_function")
+        else:
+            import horovod_huffman.tensorflow.legacy_keras  # noqa: F401 (tf-keras for Horovod)
+            import horovod.tensorflow.keras as module
+    else:
+        module = hvd
+        if args.route == "fused":
+            hvd.DistributedGradientTape = hh_tf.DistributedGradientTape
+    if args.compression == "fp16":
+        rest = ["--fp16-allreduce", *rest]
+    elif args.compression != "none":
+        compressor = getattr(hh_tf.Compression, args.compression)
+        module.Compression = types.SimpleNamespace(none=compressor, fp16=compressor)
+
+    lines = run_capturing(args.script, rest)
+    if hvd.rank() == 0:
+        total = next((l for l in lines if l.startswith("Total img/sec")), "")
+        match = re.search(r": ([0-9.]+) \+-", total)
+        print("RESULT " + json.dumps({
+            "script": os.path.basename(args.script), "compression": args.compression,
+            "route": args.route, "ranks": hvd.size(),
+            "img_per_s": float(match.group(1)) if match else None}), flush=True)
+
+
+def _drop_compile_argument(tf, name):
+    """Keras 3's ``Model.compile`` without the legacy-only keyword ``name``."""
+    compile_ = tf.keras.Model.compile
+
+    def compile(self, *args, **kwargs):
+        kwargs.pop(name, None)
+        return compile_(self, *args, **kwargs)
+    tf.keras.Model.compile = compile
+
+
+if __name__ == "__main__":
+    sys.exit(main())
