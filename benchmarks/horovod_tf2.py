@@ -15,8 +15,10 @@ changed only as the README says, from outside the script:
   ``--route horovod``: Horovod's own tape, or Horovod's own Keras module (legacy Keras: run
   with ``TF_USE_LEGACY_KERAS=1``).
 
-Keras 3's ``compile`` rejects the Keras script's ``experimental_run_tf_function`` argument,
-which legacy Keras ignores; it is dropped. TensorFlow runs on one thread per rank. Rank 0
+The tape script calls Keras 2's ``opt.variables()`` and broadcasts Keras variables, so it runs
+under legacy Keras only (``TF_USE_LEGACY_KERAS=1``), on either route. Keras 3's ``compile``
+rejects the Keras script's ``experimental_run_tf_function`` argument, which legacy Keras
+ignores; on the fused route it is dropped. TensorFlow runs on one thread per rank. Rank 0
 prints the script's own output (img/sec) and then ``RESULT {json}``: the compression, route,
 ranks and images per second.
 """
@@ -47,23 +49,24 @@ def main():
 
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
+    compressor = None if args.compression in ("none", "fp16") else \
+        getattr(hh_tf.Compression, args.compression)
+    if args.compression == "fp16":
+        rest = ["--fp16-allreduce", *rest]
+    names = {} if compressor is None else \
+        {"Compression": types.SimpleNamespace(none=compressor, fp16=compressor)}
     if keras_script:
         if args.route == "fused":
             import horovod_huffman.tensorflow.keras as module
-            sys.modules["horovod.tensorflow.keras"] = module
             _drop_compile_argument(tf, "experimental_run_tf_function")
         else:
             import horovod_huffman.tensorflow.legacy_keras  # noqa: F401 (tf-keras for Horovod)
             import horovod.tensorflow.keras as module
+        _as_seen_by_script("horovod.tensorflow.keras", module, names)
     else:
-        module = hvd
         if args.route == "fused":
-            hvd.DistributedGradientTape = hh_tf.DistributedGradientTape
-    if args.compression == "fp16":
-        rest = ["--fp16-allreduce", *rest]
-    elif args.compression != "none":
-        compressor = getattr(hh_tf.Compression, args.compression)
-        module.Compression = types.SimpleNamespace(none=compressor, fp16=compressor)
+            names["DistributedGradientTape"] = hh_tf.DistributedGradientTape
+        _as_seen_by_script("horovod.tensorflow", hvd, names)
 
     lines = run_capturing(args.script, rest)
     if hvd.rank() == 0:
@@ -73,6 +76,17 @@ def main():
             "script": os.path.basename(args.script), "compression": args.compression,
             "route": args.route, "ranks": hvd.size(),
             "img_per_s": float(match.group(1)) if match else None}), flush=True)
+
+
+def _as_seen_by_script(name, module, names):
+    """Make ``import <name>`` give the script a copy of ``module`` with ``names`` replaced; the
+    packages imported before (horovod_huffman's included) keep the module itself."""
+    seen = types.ModuleType(name)
+    seen.__dict__.update(module.__dict__)
+    seen.__dict__.update(names)
+    sys.modules[name] = seen
+    parent, _, child = name.rpartition(".")
+    setattr(sys.modules[parent], child, seen)
 
 
 def _drop_compile_argument(tf, name):

@@ -28,9 +28,9 @@ def test_every_rank_gets_the_exact_reduction_of_all_round_trips(n_ranks, modes):
     assert rc == 0 and "OK" in out, excerpt(out)
 
 
-@pytest.mark.parametrize("n_ranks,encoder", [(2, "auto"), (3, "mixed")])
+@pytest.mark.parametrize("n_ranks,encoder", [(3, "mixed")])
 def test_adaptive_routing_of_fused_buckets_agrees_on_every_rank(n_ranks, encoder):
-    """Our tape with route="adaptive": every route probed, the float32 one equal to Horovod's
+    """Our tape with route="adaptive" (rlh, ans and auto by rank): every route probed, the float32 one equal to Horovod's
     allreduce, each encoded route written by its encoder, one route chosen by every rank,
     variables identical at every step (tests/workers/tf_routes.py)."""
     rc, out = horovodrun(n_ranks, "tests/workers/tf_routes.py", encoder, timeout=300)
