@@ -19,8 +19,9 @@ The tape script calls Keras 2's ``opt.variables()`` and broadcasts Keras variabl
 under legacy Keras only (``TF_USE_LEGACY_KERAS=1``), on either route. Keras 3's ``compile``
 rejects the Keras script's ``experimental_run_tf_function`` argument, which legacy Keras
 ignores; on the fused route it is dropped. TensorFlow runs on one thread per rank. Rank 0
-prints the script's own output (img/sec) and then ``RESULT {json}``: the compression, route,
-ranks and images per second.
+prints the script's own output and then ``RESULT {json}``: the compression, route, ranks and
+images per second per rank, from the times of the script's iteration lines (the first one,
+which holds the warm-up in the Keras script, left out).
 """
 import argparse
 import json
@@ -70,12 +71,23 @@ def main():
 
     lines = run_capturing(args.script, rest)
     if hvd.rank() == 0:
-        total = next((l for l in lines if l.startswith("Total img/sec")), "")
-        match = re.search(r": ([0-9.]+) \+-", total)
+        # The scripts print img/sec to 0.1; the times of their "Iter #k" lines give more
+        # digits: images per iteration over the time between two iterations' ends.
+        ends = [t for t, line in lines if re.match(r"Iter #\d+:", line)]
+        batch = int(next(re.search(r"(\d+)", l).group(1) for _, l in lines
+                         if l.startswith("Batch size")))
+        per_iter = batch * _option(rest, "--num-batches-per-iter", 10)
+        rates = [per_iter / (b - a) for a, b in zip(ends, ends[1:])]
         print("RESULT " + json.dumps({
             "script": os.path.basename(args.script), "compression": args.compression,
             "route": args.route, "ranks": hvd.size(),
-            "img_per_s": float(match.group(1)) if match else None}), flush=True)
+            "img_per_s_per_rank": sum(rates) / len(rates) if rates else None,
+            "iterations": len(rates)}), flush=True)
+
+
+def _option(argv, name, default):
+    """The integer value of ``name`` in ``argv``, else ``default``."""
+    return int(argv[argv.index(name) + 1]) if name in argv else default
 
 
 def _as_seen_by_script(name, module, names):

@@ -54,7 +54,7 @@ def main():
         return
     result = {"compression": args.compression, "ranks": hvd.size(),
               "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"}
-    for line in lines:
+    for _, line in lines:
         m = re.search(r"Img/sec per GPU: ([\d.]+) \+-([\d.]+)", line)
         if m:
             result["img_per_sec_per_rank"] = float(m.group(1))
