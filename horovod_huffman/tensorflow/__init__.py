@@ -16,7 +16,6 @@ The same core as the PyTorch adapter (horovod_huffman.exchange), run as graph st
 
 docs/tensorflow-adapter.md has the design.
 """
-import horovod.tensorflow as hvd  # noqa: F401 (Horovod's TensorFlow ops, loaded first)
 from horovod.tensorflow.compression import Compression as _HorovodCompression
 
 from ..adapters import ReadyCompressors, make_codec

@@ -145,7 +145,7 @@ class HuffmanCompressor(CodecStats):
         rows = tensor.shape[0] if tensor.shape.rank and tensor.shape.rank > 1 else 1
         layout = bucket_layout(bucket, {key: rows})
         received = self.exchange_stages(bucket, layout, [tf.cast(tensor, work)],
-                                        [numel * tensor.dtype.size], work, process_set,
+                                        [numel * tensor.dtype.size], process_set,
                                         stateful=True)
         placeholder = tf.constant(placeholder_values(process_set.rank()), dtype=tf.float32)
         return placeholder, _Pending(received, bucket.key, tf.shape(tensor), tensor.dtype,
@@ -170,10 +170,10 @@ class HuffmanCompressor(CodecStats):
 
     # ---- the stages of one bucket's exchange -------------------------------------------------
 
-    def exchange_stages(self, bucket, layout, grads, sizes, work, process_set, stateful,
+    def exchange_stages(self, bucket, layout, grads, sizes, process_set, stateful,
                         encoder=None):
         """The graph of ``bucket``'s exchange up to its last collective: the gathered bytes that
-        ``finish`` takes. ``grads``: the bucket's gradients in slot order, as ``work`` tensors;
+        ``finish`` takes. ``grads``: the bucket's gradients in slot order, as work-dtype tensors;
         ``sizes``: their bytes as the caller had them (the statistics' raw bytes). ``stateful``
         stages keep their order in the graph; stateless ones are ordered by their data only.
         ``encoder``: None for the codec's."""

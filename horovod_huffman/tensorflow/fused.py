@@ -181,7 +181,7 @@ class FusedReduce:
 
         gathered = comp.exchange_stages(
             bucket, layout, [tf.cast(m, work) for m in members],
-            [m.shape.num_elements() * m.dtype.size for m in members], work, self.process_set,
+            [m.shape.num_elements() * m.dtype.size for m in members], self.process_set,
             stateful=False, encoder=encoder)
         sums = comp.stage(finish, [gathered], [work] * len(members),
                           op_name(bucket.key) + "_decode", stateful=False)

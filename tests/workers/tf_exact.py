@@ -55,6 +55,14 @@ def model_and_data(rank):
     return model, rng.standard_normal((16, 24)).astype(np.float32), rng.integers(0, 40, 16)
 
 
+def model_data_and_gradients(rank):
+    """``model_and_data(rank)`` and this rank's local gradients (NumPy) of its loss."""
+    model, x, y = model_and_data(rank)
+    with tf.GradientTape() as tape:
+        loss = loss_of(model, x, y)
+    return model, x, y, [g.numpy() for g in tape.gradient(loss, model.weights())]
+
+
 def loss_of(model, x, y):
     return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(y, model(x)))
 
@@ -63,10 +71,7 @@ def run_fused(encoder, mode, exchange):
     """Our tape: every gradient (biases too) in fused buckets; each equals its slice of its
     bucket's exact sum, scaled by the op."""
     rank, n = hvd.rank(), hvd.size()
-    model, x, y = model_and_data(rank)
-    with tf.GradientTape() as tape:
-        loss = loss_of(model, x, y)
-    local = [g.numpy() for g in tape.gradient(loss, model.weights())]
+    model, x, y, local = model_data_and_gradients(rank)
     comp = Compression.build(encoder=encoder, quantizer=hh.QSGD(levels=LEVELS, bucket_size=BUCKET),
                              error_feedback=False, min_numel=0, seed=SEED + rank,
                              exchange=exchange, bucket_bytes=FUSED_BUCKET_BYTES)
@@ -97,10 +102,7 @@ def run_case(encoder, mode, exchange):
     if mode.startswith("fused"):
         return run_fused(encoder, mode, exchange)
     rank, n = hvd.rank(), hvd.size()
-    model, x, y = model_and_data(rank)
-    with tf.GradientTape() as tape:
-        loss = loss_of(model, x, y)
-    local = [g.numpy() for g in tape.gradient(loss, model.weights())]
+    model, x, y, local = model_data_and_gradients(rank)
     comp = Compression.build(encoder=encoder, quantizer=hh.QSGD(levels=LEVELS, bucket_size=BUCKET),
                              error_feedback=False, min_numel=MIN_NUMEL, seed=SEED + rank,
                              exchange=exchange)

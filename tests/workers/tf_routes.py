@@ -19,6 +19,7 @@ import horovod_huffman as hh                                               # noq
 from horovod_huffman.exchange.routing import (BUCKETS_KEY, FAST_ROUTE, PROBE_ROUNDS,  # noqa: E402
                                               ROUTES)
 from horovod_huffman.tensorflow import Compression, DistributedGradientTape  # noqa: E402
+from route_checks import check_agreed, counted, expected_writers  # noqa: E402 (beside this file)
 
 
 def main():
@@ -71,31 +72,14 @@ def main():
             for i, (g, r) in enumerate(zip(local, reduced)):
                 ref = hvd.allreduce(g, op=hvd.Average, name=f"ref.{k}.{i}")
                 np.testing.assert_allclose(r.numpy(), ref.numpy(), rtol=1e-6, atol=1e-7)
-        if encoder.name != FAST_ROUTE:
-            expect = {"own": route == "encoded", "rlh": route == FAST_ROUTE}
-        else:
-            expect = {"own": route in ("encoded", FAST_ROUTE), "rlh": False}
+        expect = expected_writers(encoder.name, route)
         assert {key: n > 0 for key, n in written.items()} == expect, (k, route, written)
         for w, g in zip(weights, reduced):
             w.assign_sub(0.05 * g)
         flat = np.concatenate([w.numpy().reshape(-1) for w in weights])
         assert all(np.array_equal(flat, o) for o in hvd.allgather_object(flat)), k
-    assert seen == set(ROUTES), seen
-    chosen = router.chosen
-    assert list(chosen) == [BUCKETS_KEY], chosen
-    assert all(c == chosen for c in hvd.allgather_object(chosen)), chosen
-    if hvd.rank() == 0:
-        print("OK routes", sorted(chosen.items()), flush=True)
+    check_agreed(seen, router, hvd.rank(), hvd.allgather_object)
 
-
-def counted(encoder, written, key):
-    """Count the streams ``encoder`` writes under ``written[key]``."""
-    encoded = encoder.encoded
-
-    def counting(*args, **kwargs):
-        written[key] += 1
-        return encoded(*args, **kwargs)
-    encoder.encoded = counting
 
 
 if __name__ == "__main__":

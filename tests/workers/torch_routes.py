@@ -15,6 +15,7 @@ import horovod.torch as hvd
 import horovod_huffman as hh
 from horovod_huffman.exchange.routing import BUCKETS_KEY, FAST_ROUTE, PROBE_ROUNDS, ROUTES
 from horovod_huffman.torch import Compression
+from route_checks import check_agreed, counted, expected_writers  # beside this file
 
 
 def main():
@@ -64,31 +65,14 @@ def main():
                 same = torch.equal(p.grad, ref) if hvd.size() == 2 else \
                     torch.allclose(p.grad, ref, rtol=1e-6, atol=1e-7)
                 assert same, (step, name, (p.grad - ref).abs().max())
-        if encoder.name != FAST_ROUTE:
-            expect = {"own": route == "encoded", "rlh": route == FAST_ROUTE}
-        else:
-            expect = {"own": route in ("encoded", FAST_ROUTE), "rlh": False}
+        expect = expected_writers(encoder.name, route)
         assert {k: n > 0 for k, n in written.items()} == expect, (step, route, written)
         with opt.skip_synchronize():
             opt.step()
         flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
         assert all(torch.equal(flat, o) for o in hvd.allgather_object(flat)), step
-    assert seen == set(ROUTES), seen
-    chosen = state.router.chosen
-    assert list(chosen) == [BUCKETS_KEY], chosen
-    assert all(c == chosen for c in hvd.allgather_object(chosen)), chosen
-    if hvd.rank() == 0:
-        print("OK routes", sorted(chosen.items()), flush=True)
+    check_agreed(seen, state.router, hvd.rank(), hvd.allgather_object)
 
-
-def counted(encoder, written, key):
-    """Count the streams ``encoder`` writes under ``written[key]``."""
-    encoded = encoder.encoded
-
-    def counting(*args, **kwargs):
-        written[key] += 1
-        return encoded(*args, **kwargs)
-    encoder.encoded = counting
 
 
 if __name__ == "__main__":
