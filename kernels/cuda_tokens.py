@@ -6,13 +6,22 @@ READ ME FIRST
    levels [t * seg, (t + 1) * seg) of its chunk, seg = ceil(chunk / BLOCK), and every token that
    ENDS there. A token's run begins after the previous token's end, which a block max-scan finds
    (``segment_prev``) however many segments a run spans.
-2. Passes, one kernel each: ``segment_prev`` (run starts), ``count_tokens`` (symbol histogram,
-   only for codes built from the full tensor), ``segment_bits`` (bits per segment, a block sum
-   scan gives every segment's bit offset and every chunk's bits), ``write_tokens``. Between the
-   last two the host lays chunks out on 32-bit words exactly as the CPU encoder does.
-3. A segment's words are its own except its first (the previous segment may end inside it) and
+2. A launch codes a batch: several tensors (parts) laid end to end in one flat levels array,
+   each with its own window and code. The chunk table ``chunks`` has a row per chunk of every
+   part (CHUNK_LO, CHUNK_HI: its first level and end in the flat array; CHUNK_PART), and
+   ``parts`` a row per part (PART_*: its window, escape symbol, where its code's entries start
+   in ``entries`` and its histogram in ``counts``; an escape symbol of -1: a part the launch
+   does not code). A part's chunks are those of the tensor alone, so each part's stream is
+   the one the tensor alone gives.
+3. Passes, one kernel each, every chunk of every part in one grid: ``chunk_ranges`` (each
+   part's least and greatest level), ``segment_prev`` (run starts), ``count_tokens`` (symbol
+   histograms, only for codes built from the full tensor), ``segment_bits`` (bits per segment,
+   a block sum scan gives every segment's bit offset and every chunk's bits), ``write_tokens``.
+   Between the last two the host lays each part's chunks out on 32-bit words exactly as the CPU
+   encoder does, every part from a word of its own.
+4. A segment's words are its own except its first (the previous segment may end inside it) and
    its last partial one: those two are ORed atomically into a zeroed buffer, the others stored.
-4. Modes: LEVELS, every level is a token (huffman, sh); RUNS, maximal runs of equal levels
+5. Modes: LEVELS, every level is a token (huffman, sh); RUNS, maximal runs of equal levels
    (rlh); ZERO_RUNS, maximal zero runs, every non-zero level its own token (shs). Symbols and
    escapes are those of symbols.py and runs.py; ``entries`` are their length entries
    (``code << LENGTH_BITS | length``, maxima.py).
@@ -28,6 +37,9 @@ LEVELS, RUNS, ZERO_RUNS = 0, 1, 2
 # Shared-memory histogram bins (int32, 16 KiB): every rlh and shs alphabet (<= 4096 symbols
 # plus the escape); wider huffman windows count straight into global memory.
 SHARED_BINS = 4097
+# Columns of the chunk table and of the parts table (note 2).
+CHUNK_LO, CHUNK_HI, CHUNK_PART, CHUNK_FIELDS = 0, 1, 2, 3
+PART_BASE, PART_WINDOW, PART_ESC, PART_ENTRIES, PART_COUNTS, PART_FIELDS = 0, 1, 2, 3, 4, 5
 
 
 @cuda.jit(device=True, inline=True)
@@ -37,11 +49,12 @@ def bit_length32(x):
 
 
 @cuda.jit(device=True, inline=True)
-def _segment(chunk, n):
-    """(first level, end) of this thread's segment, and the chunk's first level and end."""
-    c = int64(cuda.blockIdx.x)
-    chunk_lo = c * chunk
-    chunk_hi = min(n, chunk_lo + chunk)
+def _segment(chunk, chunks):
+    """(first level, end) of this thread's segment, and its chunk's first level and end (this
+    block's row of the chunk table; ``chunk``: the most levels a chunk holds)."""
+    c = cuda.blockIdx.x
+    chunk_lo = chunks[c, CHUNK_LO]
+    chunk_hi = chunks[c, CHUNK_HI]
     seg = (chunk + BLOCK - 1) // BLOCK
     lo = min(chunk_hi, chunk_lo + int64(cuda.threadIdx.x) * seg)
     return lo, min(chunk_hi, lo + seg), chunk_lo, chunk_hi
@@ -143,11 +156,44 @@ def _write_token(out, acc, pending, word_pos, shared, mode, level, run, base, wi
     return acc, pending, word_pos
 
 
+@cuda.jit(device=True, inline=True)
+def _part_code(chunks, parts, all_entries):
+    """(base, window, entries, escape symbol) of this block's part."""
+    part = chunks[cuda.blockIdx.x, CHUNK_PART]
+    return (parts[part, PART_BASE], parts[part, PART_WINDOW],
+            all_entries[parts[part, PART_ENTRIES]:], parts[part, PART_ESC])
+
+
 @cuda.jit
-def segment_prev(levels, chunk, mode, seg_prev):
+def chunk_ranges(levels, chunks, lo_hi):
+    """lo_hi[part, 0] = min, lo_hi[part, 1] = max of every part's levels (int64; start at
+    +/- extremes). Grid: a block per chunk."""
+    c = cuda.blockIdx.x
+    t = cuda.threadIdx.x
+    lo = int64(0x7FFFFFFFFFFFFFFF)
+    hi = -lo - 1
+    for i in range(chunks[c, CHUNK_LO] + t, chunks[c, CHUNK_HI], BLOCK):
+        v = int64(levels[i])
+        lo = min(lo, v)
+        hi = max(hi, v)
+    scratch = cuda.shared.array((2, BLOCK), int64)
+    scratch[0, t] = lo
+    scratch[1, t] = hi
+    cuda.syncthreads()
+    if t == 0:
+        for j in range(1, BLOCK):
+            lo = min(lo, scratch[0, j])
+            hi = max(hi, scratch[1, j])
+        part = chunks[c, CHUNK_PART]
+        cuda.atomic.min(lo_hi, (part, 0), lo)
+        cuda.atomic.max(lo_hi, (part, 1), hi)
+
+
+@cuda.jit
+def segment_prev(levels, chunk, chunks, mode, seg_prev):
     """seg_prev[block * BLOCK + t] = the last token end before segment t (chunk start - 1 if
     none). Grid: one block per chunk."""
-    lo, hi, chunk_lo, chunk_hi = _segment(chunk, levels.shape[0])
+    lo, hi, chunk_lo, chunk_hi = _segment(chunk, chunks)
     last = chunk_lo - 1
     i = hi - 1
     while i >= lo:
@@ -164,12 +210,18 @@ def segment_prev(levels, chunk, mode, seg_prev):
 
 
 @cuda.jit
-def count_tokens(levels, chunk, mode, seg_prev, base, window, counts):
-    """Add every LEVELS or RUNS token's symbol to ``counts`` (int64). Grid: a block per chunk."""
-    lo, hi, chunk_lo, chunk_hi = _segment(chunk, levels.shape[0])
+def count_tokens(levels, chunk, chunks, mode, seg_prev, parts, counts):
+    """Add every LEVELS or RUNS token's symbol to its part's histogram in ``counts`` (int64:
+    a part's starts at its PART_COUNTS and has a bin per symbol and one for the escape).
+    Grid: a block per chunk."""
+    lo, hi, chunk_lo, chunk_hi = _segment(chunk, chunks)
+    part = chunks[cuda.blockIdx.x, CHUNK_PART]
+    base = parts[part, PART_BASE]
+    window = parts[part, PART_WINDOW]
+    first = parts[part, PART_COUNTS]
     t = cuda.threadIdx.x
     bins = cuda.shared.array(SHARED_BINS, int32)
-    n_bins = counts.shape[0]
+    n_bins = (window * RUN_BUCKETS if mode == RUNS else window) + 1
     in_shared = n_bins <= SHARED_BINS
     if in_shared:
         for b in range(t, n_bins, BLOCK):
@@ -183,22 +235,26 @@ def count_tokens(levels, chunk, mode, seg_prev, base, window, counts):
             if in_shared:
                 cuda.atomic.add(bins, s, int32(1))
             else:
-                cuda.atomic.add(counts, s, int64(1))
+                cuda.atomic.add(counts, first + s, int64(1))
     cuda.syncthreads()
     if in_shared:
         for b in range(t, n_bins, BLOCK):
             if bins[b] != 0:
-                cuda.atomic.add(counts, b, int64(bins[b]))
+                cuda.atomic.add(counts, first + b, int64(bins[b]))
 
 
 @cuda.jit
-def segment_bits(levels, chunk, mode, seg_prev, base, window, entries, esc, vbits, bucket_extra,
+def segment_bits(levels, chunk, chunks, mode, seg_prev, parts, all_entries, vbits, bucket_extra,
                  k, seg_offset, chunk_bits):
-    """Bit offset of every segment in its chunk, and every chunk's bits. Grid: block per chunk."""
-    lo, hi, chunk_lo, chunk_hi = _segment(chunk, levels.shape[0])
+    """Bit offset of every segment in its chunk, and every chunk's bits, each chunk coded with
+    its part's code (its entries from PART_ENTRIES in ``all_entries``). Grid: block per chunk."""
+    lo, hi, chunk_lo, chunk_hi = _segment(chunk, chunks)
+    base, window, entries, esc = _part_code(chunks, parts, all_entries)
     idx = int64(cuda.blockIdx.x) * BLOCK + cuda.threadIdx.x
     prev = seg_prev[idx]
     bits = int64(0)
+    if esc < 0:                                 # a part not coded in this launch: no bits
+        hi = lo
     for i in range(lo, hi):
         if _is_end(levels, i, chunk_hi, mode):
             bits += _token_bits(mode, levels[i], i - prev, base, window, entries, esc, vbits,
@@ -212,11 +268,14 @@ def segment_bits(levels, chunk, mode, seg_prev, base, window, entries, esc, vbit
 
 
 @cuda.jit
-def write_tokens(levels, chunk, mode, seg_prev, base, window, entries, esc, vbits, bucket_extra,
+def write_tokens(levels, chunk, chunks, mode, seg_prev, parts, all_entries, vbits, bucket_extra,
                  k, seg_offset, chunk_start, out):
-    """Write every segment's tokens from chunk_start[chunk] + its offset into ``out`` (uint32,
-    zeroed). Grid: one block per chunk."""
-    lo, hi, chunk_lo, chunk_hi = _segment(chunk, levels.shape[0])
+    """Write every segment's tokens from chunk_start[chunk] + its offset (bits of ``out``)
+    into ``out`` (uint32, zeroed). Grid: one block per chunk."""
+    lo, hi, chunk_lo, chunk_hi = _segment(chunk, chunks)
+    base, window, entries, esc = _part_code(chunks, parts, all_entries)
+    if esc < 0:                                 # a part not coded in this launch
+        return
     idx = int64(cuda.blockIdx.x) * BLOCK + cuda.threadIdx.x
     start = chunk_start[cuda.blockIdx.x] + seg_offset[idx]
     word_pos = start >> WORD_SHIFT

@@ -73,6 +73,77 @@ def test_device_encode_writes_the_host_bytes(name, pattern):
     assert bytes(device) == bytes(host)
 
 
+def batch_parts(pattern):
+    """Parts of one dtype for a batch: empty ones, one level, one just past a chunk, a
+    constant one, two chunks; slices of ``pattern``'s levels at different offsets."""
+    levels = PATTERNS[pattern]
+    return [levels[:0], levels[7:CHUNK + 10], levels[:1], np.full(5, levels[3], levels.dtype),
+            levels[:0], levels[-2 * CHUNK:], levels[40:57]]
+
+
+@pytest.mark.parametrize("pattern", ["sparse", "escapes"])
+@pytest.mark.parametrize("name", DEVICE_ENCODERS)
+def test_a_batch_of_parts_gives_each_part_the_bytes_it_has_alone(name, pattern):
+    """``encode_parts`` of parts laid end to end gives each part the host bytes of the part
+    alone (encoded one after another by one encoder: a sampling encoder draws its samples in
+    part order), on the device (one batch for the Huffman family) and on the host alike."""
+    parts = batch_parts(pattern)
+    sizes = [p.size for p in parts]
+    alone = encoder(name)
+    want = [bytes(alone.encode(p)) for p in parts]
+    flat = np.concatenate(parts)
+    assert [bytes(b) for b in encoder(name).encode_parts(cuda.to_device(flat), sizes)] == want
+    assert [bytes(b) for b in encoder(name).encode_parts(flat, sizes)] == want
+    with pytest.raises(ValueError, match="add up"):
+        encoder(name).encode_parts(flat, sizes[:-1])
+
+
+class _Counted:
+    """A module whose kernel launches (``kernel[grid, block, stream](...)``), ``to_device``
+    copies and ``copy_to_host`` calls are counted in ``counts``."""
+
+    def __init__(self, module, counts):
+        self._module, self._counts = module, counts
+
+    def __getattr__(self, name):
+        attr = getattr(self._module, name)
+        counts = self._counts
+
+        def counted(kind, call):
+            def run(*args, **kwargs):
+                counts[kind] = counts.get(kind, 0) + 1
+                return call(*args, **kwargs)
+            return run
+        if name in ("to_device", "copy_to_host"):
+            return counted(name, attr)
+        if hasattr(attr, "__getitem__") and callable(attr):       # a kernel
+            return type("Launch", (), {"__getitem__": lambda _, config: counted(
+                "launch", attr[config])})()
+        return attr
+
+
+@pytest.mark.parametrize("name", ["huffman", "sh", "rlh", "shs"])
+def test_a_batch_takes_the_same_launches_and_copies_whatever_its_parts(name, monkeypatch):
+    """The Huffman family codes a batch in a fixed number of kernel launches, uploads and
+    copies to the host: a batch of seven parts takes as many as a batch of one."""
+    from horovod_huffman.codec.encoders import gpu
+    levels = PATTERNS["sparse"]
+
+    def counted(parts):
+        counts = {}
+        monkeypatch.setattr(gpu, "cuda_tokens", _Counted(gpu.cuda_tokens, counts))
+        monkeypatch.setattr(gpu, "cuda", _Counted(gpu.cuda, counts))
+        monkeypatch.setattr(gpu, "copy_to_host", _Counted(gpu, counts).copy_to_host)
+        flat = cuda.to_device(np.concatenate(parts))
+        encoder(name).encode_parts(flat, [p.size for p in parts])
+        monkeypatch.undo()
+        return counts
+
+    one = counted([levels[:2 * CHUNK]])
+    assert one["launch"] >= 3 and one["copy_to_host"] >= 2
+    assert counted(batch_parts("sparse")) == one
+
+
 @pytest.mark.parametrize("pattern", ["sparse", "dense", "escapes", "int32", "one"])
 @pytest.mark.parametrize("name", DEVICE_ENCODERS + ["elias_gamma", "qsgd_elias"])
 def test_device_decode_reads_host_streams(name, pattern):

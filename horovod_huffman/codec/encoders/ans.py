@@ -362,8 +362,8 @@ class Ans(GrowingChunks):
         base, window = lo, hi - lo + 1
         block_bits = self._block_bits(levels.size)
         if not self._tries_contexts(levels.size, lo, hi, block_bits):
-            counts = gpu.token_counts(gpu.Tokens(levels, gpu.LEVELS, stream, self.chunk_levels),
-                                      base, window, window + 1)
+            batch = gpu.Batch(levels, [levels.size], stream, self.chunk_levels)
+            counts, = gpu.token_counts(gpu.Tokens(batch, gpu.LEVELS), [(base, window)])
             plan, _ = self.plan_from(levels.size, base, window, None, counts[None, :])
             return plan
         stride = _stride(levels.size)

@@ -91,6 +91,32 @@ class Encoder:
         """
         return wire.frame(self.encoded(levels, stream, layout))
 
+    def encode_parts(self, levels, sizes, stream=None):
+        """``encode`` of each part of ``levels``, the consecutive slices of ``sizes`` levels
+        (non-negative integers adding up to levels.size): a list of uint8 arrays, each the
+        bytes the part alone gives (``encoded_parts``)."""
+        return [wire.frame(e) for e in self.encoded_parts(levels, sizes, stream)]
+
+    def encoded_parts(self, levels, sizes, stream=None):
+        """As ``encode_parts``, unframed: a list of ``wire.Encoded``.
+
+        On the device, huffman, sh, rlh and shs code all the parts as one batch: each pass is
+        one launch over every chunk of every part, and the copies to the host are a fixed few
+        (the parts' level ranges, their histograms, their chunks' bits, their payloads),
+        whatever the number of parts (gpu.Batch). The other encoders code part by part."""
+        sizes = np.asarray(sizes, dtype=np.int64).reshape(-1)
+        if sizes.size and (sizes.min() < 0 or int(sizes.sum()) != len(levels)):
+            raise ValueError(f"part sizes must be non-negative and add up to the {len(levels)} "
+                             f"levels, got {sizes.size} parts of {int(sizes.sum())}")
+        if is_device_array(levels) and self.on_device:
+            levels, stream = as_device_array(levels), stream_or_default(stream)
+            check_device_levels(levels, stream)
+            results = iter(self._encode_device_parts(levels, sizes, stream))
+            return [self._empty(levels.dtype) if n == 0 else
+                    self._result(levels.dtype, int(n), *next(results)) for n in sizes]
+        ends = np.cumsum(sizes)
+        return [self.encoded(levels[int(end - n):int(end)], stream) for n, end in zip(sizes, ends)]
+
     def encode_part(self, encode, memory, slot, step, shape, layout):
         """The message of one part of an exchange (a bucket, a shard, a sum) of ``shape``:
         ``encode(encoder, layout)`` with this encoder. ``memory`` is a dict the caller keeps
@@ -136,6 +162,14 @@ class Encoder:
     def _encode_device(self, levels, stream):
         """As ``_encode`` for a device array (non-empty, checked), kernels on ``stream``."""
         raise NotImplementedError
+
+    def _encode_device_parts(self, levels, sizes, stream):
+        """``_encode_device`` of every non-empty part of device ``levels`` (checked): a list of
+        ``_encode`` results in part order. This one codes part by part; an encoder whose
+        kernels code a batch (``Batched``) overrides it."""
+        ends = np.cumsum(sizes)
+        return [self._encode_device(levels[int(end - n):int(end)], stream)
+                for n, end in zip(sizes, ends) if n]
 
     @classmethod
     def _decode(cls, reader, words, payload_bits, out, stream=None):
@@ -216,6 +250,14 @@ class GrowingChunks(Chunked):
         return chunk
 
 
+class Batched:
+    """An on-device encoder whose kernels code a batch of parts (gpu.Batch): it implements
+    ``_encode_device_parts``, and a tensor alone is a batch of one part."""
+
+    def _encode_device(self, levels, stream):
+        return self._encode_device_parts(levels, np.array([levels.size]), stream)[0]
+
+
 class Sampled:
     """Plans from a uniform sample of positions (``sh``, ``shs``): the subclass sets
     ``sample_size`` and ``_rng`` and implements ``sampled_plan(lo, hi, sample)``."""
@@ -229,7 +271,19 @@ class Sampled:
         return self.sampled_plan(*level_range(levels),
                                  levels[self.positions(levels.size)])
 
-    def plan_device(self, levels, stream):
-        """The code for device ``levels``: range and sample gathered on the GPU."""
-        lo, hi = gpu_range(levels, stream)
-        return self.sampled_plan(lo, hi, gpu_gather(levels, self.positions(levels.size), stream))
+    def plan_device_parts(self, batch):
+        """The code of every part of a gpu.Batch (None for an empty part): ranges and samples
+        gathered on the GPU, a launch and a copy to the host each for the whole batch."""
+        ranges = batch.ranges()
+        offsets = np.cumsum(batch.sizes) - batch.sizes
+        positions = [self.positions(int(n)) + at for n, at in zip(batch.sizes, offsets) if n]
+        sample = gpu_gather(batch.levels, np.concatenate(positions), batch.stream) \
+            if positions else None
+        plans, at = [], 0
+        for (lo, hi), n in zip(ranges, batch.sizes):
+            if n == 0:
+                plans.append(None)
+                continue
+            plans.append(self.sampled_plan(int(lo), int(hi), sample[at:at + self.sample_size]))
+            at += self.sample_size
+        return plans

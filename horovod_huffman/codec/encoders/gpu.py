@@ -23,6 +23,7 @@ from horovod_huffman.kernels.chunks import CHUNK_LEVELS, chunk_starts
 from horovod_huffman.kernels.cuda_bits import BLOCK
 from horovod_huffman.kernels.cuda_rla import RLA_BLOCK
 from horovod_huffman.kernels.cuda_tokens import LEVELS, RUNS, ZERO_RUNS  # noqa: F401 (modes)
+from horovod_huffman.kernels.maxima import RUN_BUCKETS
 from horovod_huffman.kernels.runs import BUCKET_BASE, BUCKET_EXTRA
 
 from ..device import SIMULATED, copy_to_host, grid_for
@@ -133,47 +134,145 @@ def gather(levels, positions, stream):
     return copy_to_host(out, stream)
 
 
+class Batch:
+    """Device levels of several parts (tensors) laid end to end in one flat array, ``sizes``
+    levels each, cut into chunks of ``chunk`` levels part by part, so that a part's chunks are
+    the ones the tensor alone has; the chunk table goes to the device in one copy
+    (kernels/cuda_tokens.py, note 2). An empty part has no chunk."""
+
+    def __init__(self, levels, sizes, stream, chunk=CHUNK_LEVELS):
+        self.levels, self.stream, self.chunk = levels, stream, int(chunk)
+        self.sizes = np.asarray(sizes, dtype=np.int64).reshape(-1)
+        if self.sizes.sum() != levels.size:
+            raise ValueError(f"parts of {int(self.sizes.sum())} levels in all, for "
+                             f"{levels.size} levels")
+        offsets = np.concatenate(([0], np.cumsum(self.sizes)))
+        rows = []
+        for part, n in enumerate(self.sizes):
+            lo = offsets[part] + np.arange(0, n, self.chunk, dtype=np.int64)
+            rows.append(np.stack([lo, np.minimum(lo + self.chunk, offsets[part + 1]),
+                                  np.full(lo.size, part, dtype=np.int64)], axis=1))
+        table = np.concatenate(rows) if rows else np.zeros((0, cuda_tokens.CHUNK_FIELDS),
+                                                             np.int64)
+        # Each part's chunks are the rows [first[part], first[part + 1]) of the table.
+        self.first = np.concatenate(([0], np.cumsum([r.shape[0] for r in rows])))
+        self.n_chunks = table.shape[0]
+        self.chunks = cuda.to_device(np.ascontiguousarray(table), stream=stream)
+
+    @property
+    def n_parts(self):
+        return self.sizes.size
+
+    def ranges(self):
+        """Host int64 (parts, 2): every part's least and greatest level (an empty part's:
+        0 and 0). One launch, one copy to the host."""
+        extremes = [np.iinfo(np.int64).max, np.iinfo(np.int64).min]
+        lo_hi = cuda.to_device(np.tile(np.array(extremes, dtype=np.int64), (self.n_parts, 1)),
+                               stream=self.stream)
+        if self.n_chunks:
+            cuda_tokens.chunk_ranges[self.n_chunks, BLOCK, self.stream](self.levels,
+                                                                         self.chunks, lo_hi)
+        lo_hi = copy_to_host(lo_hi, self.stream)
+        lo_hi[self.sizes == 0] = 0
+        return lo_hi
+
+
 class Tokens:
-    """Device levels cut into tokens of one mode, chunk by chunk: the segment layout every
-    token kernel shares (kernels/cuda_tokens.py), computed once per tensor."""
+    """A batch's levels cut into tokens of one mode, chunk by chunk: the segment layout every
+    token kernel shares (kernels/cuda_tokens.py), computed once per batch in one launch."""
 
-    def __init__(self, levels, mode, stream, chunk=CHUNK_LEVELS):
-        self.levels, self.mode, self.stream, self.chunk = levels, mode, stream, chunk
-        self.n_chunks = chunk_count(levels.size, chunk)
+    def __init__(self, batch, mode):
+        self.batch, self.mode = batch, mode
+        stream, n_chunks = batch.stream, batch.n_chunks
         # Where every segment's first run starts; LEVELS tokens are single levels, so unused.
-        self.seg_prev = cuda.device_array(self.n_chunks * BLOCK, dtype=np.int64, stream=stream)
-        if mode != LEVELS:
-            cuda_tokens.segment_prev[self.n_chunks, BLOCK, stream](levels, chunk, mode,
-                                                                   self.seg_prev)
+        self.seg_prev = cuda.device_array(max(n_chunks, 1) * BLOCK, dtype=np.int64,
+                                          stream=stream)
+        if mode != LEVELS and n_chunks:
+            cuda_tokens.segment_prev[n_chunks, BLOCK, stream](batch.levels, batch.chunk,
+                                                              batch.chunks, mode, self.seg_prev)
+
+    def n_bins(self, window):
+        """Histogram bins of a part with ``window`` levels: a symbol each, and the escape."""
+        return (window * RUN_BUCKETS if self.mode == RUNS else window) + 1
+
+    def _parts(self, columns):
+        """The parts table (int64, kernels/cuda_tokens.py note 2) with ``columns``: a dict of
+        PART_* -> a value per part."""
+        parts = np.zeros((self.batch.n_parts, cuda_tokens.PART_FIELDS), dtype=np.int64)
+        for column, values in columns.items():
+            parts[:, column] = values
+        return parts
 
 
-def token_counts(tokens, base, window, n_symbols):
-    """Host int64 histogram of LEVELS or RUNS token symbols (as level_histogram/rlh_histogram)."""
-    stream = tokens.stream
-    counts = cuda.to_device(np.zeros(n_symbols, dtype=np.int64), stream=stream)
-    cuda_tokens.count_tokens[tokens.n_chunks, BLOCK, stream](
-        tokens.levels, tokens.chunk, tokens.mode, tokens.seg_prev, base, window, counts)
-    return copy_to_host(counts, stream)
+def token_counts(tokens, windows):
+    """Host int64 histograms of LEVELS or RUNS token symbols, one per part (as
+    level_histogram/rlh_histogram): ``windows`` gives each part's (base, window). One launch,
+    one copy to the host."""
+    batch = tokens.batch
+    bins = np.array([tokens.n_bins(w) for _, w in windows], dtype=np.int64)
+    first = np.concatenate(([0], np.cumsum(bins)))
+    parts = tokens._parts({cuda_tokens.PART_BASE: [b for b, _ in windows],
+                           cuda_tokens.PART_WINDOW: [w for _, w in windows],
+                           cuda_tokens.PART_COUNTS: first[:-1]})
+    counts = cuda.to_device(np.zeros(max(int(first[-1]), 1), dtype=np.int64),
+                            stream=batch.stream)
+    if batch.n_chunks:
+        cuda_tokens.count_tokens[batch.n_chunks, BLOCK, batch.stream](
+            batch.levels, batch.chunk, batch.chunks, tokens.mode, tokens.seg_prev,
+            cuda.to_device(parts, stream=batch.stream), counts)
+    counts = copy_to_host(counts, batch.stream)
+    return [counts[first[p]:first[p + 1]] for p in range(batch.n_parts)]
 
 
-def token_payload(tokens, base, window, entries, esc, vbits, k=1):
-    """Encode the tokens as a chunked stream: (host uint32 words, words used, host chunk bits),
-    laid out exactly as the CPU encoders lay them out. ``entries``: the code's host encoder
-    entries (codes.Code.entries)."""
-    stream, n_chunks = tokens.stream, tokens.n_chunks
-    entries = cuda.to_device(entries, stream=stream)
-    seg_offset = cuda.device_array(n_chunks * BLOCK, dtype=np.int64, stream=stream)
-    bits = cuda.device_array(n_chunks, dtype=np.int64, stream=stream)
-    args = (tokens.levels, tokens.chunk, tokens.mode, tokens.seg_prev, base, window, entries, esc,
-            vbits, _bucket_tables().extra, k, seg_offset)
-    cuda_tokens.segment_bits[n_chunks, BLOCK, stream](*args, bits)
-    chunk_bits = copy_to_host(bits, stream)
-    starts = chunk_starts(chunk_bits)
-    n_words = -(-int(starts[-1] + chunk_bits[-1]) // WORD_BITS)
-    out = _zeroed_words(n_words + 1, stream)          # + 1: a flush may OR into the next word
-    cuda_tokens.write_tokens[n_chunks, BLOCK, stream](*args, cuda.to_device(starts, stream=stream),
-                                                      out)
-    return copy_to_host(out, stream), n_words, chunk_bits
+TokenCode = namedtuple("TokenCode", "base window entries escape")
+TokenCode.__doc__ = """A part's code for ``token_payload``: its window, the code's host encoder
+entries (codes.Code.entries) and the escape symbol."""
+
+
+def token_payload(tokens, codes, vbits, k=1):
+    """Encode every part whose ``codes`` entry is a ``TokenCode`` (None: a part not coded
+    here, an empty or constant one) as a chunked stream: a list, per part, of (host uint32
+    words, words used, host chunk bits), laid out exactly as the CPU encoders lay them out, or
+    None. Two launches and two copies to the host for the whole batch: every chunk's bits,
+    then every part's words, each part from a word of its own."""
+    batch = tokens.batch
+    stream, n_chunks, n_parts = batch.stream, batch.n_chunks, batch.n_parts
+    coded = [c for c in codes if c is not None]
+    entries = np.concatenate([c.entries for c in coded]) if coded else np.zeros(1, np.uint32)
+    first_entry = np.concatenate(([0], np.cumsum([c.entries.size for c in coded])))
+    at = iter(first_entry)
+    parts = tokens._parts({
+        cuda_tokens.PART_BASE: [0 if c is None else c.base for c in codes],
+        cuda_tokens.PART_WINDOW: [0 if c is None else c.window for c in codes],
+        cuda_tokens.PART_ESC: [-1 if c is None else c.escape for c in codes],
+        cuda_tokens.PART_ENTRIES: [0 if c is None else next(at) for c in codes]})
+    parts, entries = upload(stream, parts, entries)
+    seg_offset = cuda.device_array(max(n_chunks, 1) * BLOCK, dtype=np.int64, stream=stream)
+    bits = cuda.device_array(max(n_chunks, 1), dtype=np.int64, stream=stream)
+    args = (batch.levels, batch.chunk, batch.chunks, tokens.mode, tokens.seg_prev, parts,
+            entries, vbits, _bucket_tables().extra, k, seg_offset)
+    if n_chunks:
+        cuda_tokens.segment_bits[n_chunks, BLOCK, stream](*args, bits)
+    chunk_bits = copy_to_host(bits, stream)[:n_chunks]
+    starts = np.zeros(max(n_chunks, 1), dtype=np.int64)
+    layout, at_word = [], 0                  # per part: (first word, words, its chunk bits)
+    for p in range(n_parts):
+        rows = slice(batch.first[p], batch.first[p + 1])
+        if codes[p] is None:
+            layout.append(None)
+            continue
+        part_starts = chunk_starts(chunk_bits[rows])
+        n_words = -(-int(part_starts[-1] + chunk_bits[rows][-1]) // WORD_BITS)
+        starts[rows] = at_word * WORD_BITS + part_starts
+        layout.append((at_word, n_words, chunk_bits[rows].copy()))
+        at_word += n_words + 1                 # + 1: a flush may OR into the next word
+    out = _zeroed_words(max(at_word, 1), stream)
+    if n_chunks and coded:
+        cuda_tokens.write_tokens[n_chunks, BLOCK, stream](
+            *args, cuda.to_device(starts, stream=stream), out)
+    host = copy_to_host(out, stream)
+    return [None if part is None else (host[part[0]:part[0] + part[1] + 1], part[1], part[2])
+            for part in layout]
 
 
 def fixed_payload(levels, base, width, stream):

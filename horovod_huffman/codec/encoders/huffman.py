@@ -21,7 +21,7 @@ from .. import wire
 from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
 from . import gpu
-from .base import Chunked, Sampled, out_words, check_status
+from .base import Batched, Chunked, Sampled, out_words, check_status
 from .codes import (Code, read_lengths, code_cost_bits, chunk_count,
                     write_chunks, read_chunks)
 
@@ -62,7 +62,7 @@ def level_window(lo, hi):
     return lo, min(hi - lo + 1, HUFFMAN_MAX_WINDOW)
 
 
-class Huffman(Chunked):
+class Huffman(Batched, Chunked):
     """Canonical Huffman over the levels, code from the full histogram.
 
     >>> import numpy as np, horovod_huffman as hh
@@ -81,18 +81,20 @@ class Huffman(Chunked):
         level_histogram(levels, base, window, counts)
         return LevelPlan.from_counts(base, window, counts, self.chunk_levels)
 
-    def plan_device(self, levels, stream):
-        """``plan`` for device levels: the histogram is counted on the GPU."""
-        base, window = level_window(*gpu.level_range(levels, stream))
-        counts = gpu.token_counts(gpu.Tokens(levels, gpu.LEVELS, stream, self.chunk_levels),
-                                  base, window, window + 1)
-        return LevelPlan.from_counts(base, window, counts, self.chunk_levels)
+    def plan_device_parts(self, batch):
+        """``plan`` of every part of a gpu.Batch (None for an empty part): the histograms are
+        counted on the GPU, in one launch for the whole batch."""
+        windows = [level_window(int(lo), int(hi)) for lo, hi in batch.ranges()]
+        counts = gpu.token_counts(gpu.Tokens(batch, gpu.LEVELS), windows)
+        return [LevelPlan.from_counts(base, window, c, self.chunk_levels) if n else None
+                for (base, window), c, n in zip(windows, counts, batch.sizes)]
 
     def _encode(self, levels):
         return emit(levels, self.plan(levels))
 
-    def _encode_device(self, levels, stream):
-        return emit_device(levels, self.plan_device(levels, stream), stream)
+    def _encode_device_parts(self, levels, sizes, stream):
+        batch = gpu.Batch(levels, sizes, stream, self.chunk_levels)
+        return emit_device_parts(batch, self.plan_device_parts(batch))
 
     @classmethod
     def _decode(cls, reader, words, payload_bits, out, stream=None):
@@ -152,14 +154,25 @@ def emit(levels, plan):
     return _coded_params(plan, chunk_bits), out32, n_words, payload_bits(chunk_bits)
 
 
-def emit_device(levels, plan, stream):
-    """``emit`` for device levels, kernels on ``stream``; the same result."""
-    if plan.constant:
-        return _constant_params(plan)
-    out32, n_words, chunk_bits = gpu.token_payload(
-        gpu.Tokens(levels, gpu.LEVELS, stream, plan.chunk), plan.base, plan.window,
-        plan.code.entries(), plan.window, value_bits(levels.dtype))
-    return _coded_params(plan, chunk_bits), out32, n_words, payload_bits(chunk_bits)
+def emit_device_parts(batch, plans):
+    """``emit`` of every non-empty part of a gpu.Batch with its plan (``plans``: one per part,
+    None for an empty one), as one batch on the device; the same results, in part order."""
+    codes = [None if plan is None or plan.constant else
+             gpu.TokenCode(plan.base, plan.window, plan.code.entries(), plan.window)
+             for plan in plans]
+    payloads = gpu.token_payload(gpu.Tokens(batch, gpu.LEVELS), codes,
+                                 value_bits(batch.levels.dtype))
+    results = []
+    for plan, payload in zip(plans, payloads):
+        if plan is None:
+            continue
+        if plan.constant:
+            results.append(_constant_params(plan))
+            continue
+        out32, n_words, chunk_bits = payload
+        results.append((_coded_params(plan, chunk_bits), out32, n_words,
+                        payload_bits(chunk_bits)))
+    return results
 
 
 def plan_bits(plan, counts, vbits):

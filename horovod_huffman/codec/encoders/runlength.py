@@ -32,13 +32,13 @@ from .. import wire
 from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
 from . import gpu
-from .base import Chunked, Sampled, out_words, check_status
+from .base import Batched, Chunked, Sampled, out_words, check_status
 from .codes import (Code, weights_from_probabilities, read_lengths, chunk_count, write_chunks,
                     read_chunks)
 
 
 
-class RLH(Chunked):
+class RLH(Batched, Chunked):
     """Run-length Huffman: joint (level, run-length bucket) tokens, Huffman-coded.
 
     >>> import numpy as np, horovod_huffman as hh
@@ -70,16 +70,22 @@ class RLH(Chunked):
             n_words, \
             payload_bits(chunk_bits)
 
-    def _encode_device(self, levels, stream):
-        lo, hi = gpu.level_range(levels, stream)
-        base, window = lo, min(hi - lo + 1, RLH_MAX_WINDOW)
-        escape = window * RUN_BUCKETS
-        tokens = gpu.Tokens(levels, gpu.RUNS, stream, self.chunk_levels)
-        code = Code.from_counts(gpu.token_counts(tokens, base, window, escape + 1), escape)
-        out32, n_words, chunk_bits = gpu.token_payload(tokens, base, window, code.entries(),
-                                                       escape, value_bits(levels.dtype))
-        return _params(base, window, None, self.chunk_levels, chunk_bits, code), out32, \
-            n_words, payload_bits(chunk_bits)
+    def _encode_device_parts(self, levels, sizes, stream):
+        batch = gpu.Batch(levels, sizes, stream, self.chunk_levels)
+        tokens = gpu.Tokens(batch, gpu.RUNS)
+        windows = [(int(lo), min(int(hi - lo) + 1, RLH_MAX_WINDOW)) for lo, hi in batch.ranges()]
+        codes = [Code.from_counts(counts, window * RUN_BUCKETS) if n else None
+                 for counts, (_, window), n in zip(gpu.token_counts(tokens, windows), windows,
+                                                   batch.sizes)]
+        payloads = gpu.token_payload(
+            tokens, [None if code is None else
+                     gpu.TokenCode(base, window, code.entries(), window * RUN_BUCKETS)
+                     for code, (base, window) in zip(codes, windows)],
+            value_bits(levels.dtype))
+        return [(_params(base, window, None, self.chunk_levels, chunk_bits, code), out32, n_words,
+                 payload_bits(chunk_bits))
+                for code, (base, window), (out32, n_words, chunk_bits) in
+                ((c, w, p) for c, w, p in zip(codes, windows, payloads) if c is not None)]
 
     @classmethod
     def _decode(cls, reader, words, payload_bits, out, stream=None):
@@ -215,7 +221,7 @@ def window_with_zero(lo, hi, max_window):
     return base, min(max_window, hi - base + 1)
 
 
-class SHS(Sampled, Chunked):
+class SHS(Sampled, Batched, Chunked):
     """Sample Huffman with sparsity (paper: SHS), sparsity factor ``k`` (paper: 200)."""
     name = "shs"
     encoder_id = wire.ENCODER_IDS[name]
@@ -263,8 +269,9 @@ class SHS(Sampled, Chunked):
     def _encode(self, levels):
         return emit_shs(levels, self.plan(levels))
 
-    def _encode_device(self, levels, stream):
-        return emit_shs_device(levels, self.plan_device(levels, stream), stream)
+    def _encode_device_parts(self, levels, sizes, stream):
+        batch = gpu.Batch(levels, sizes, stream, self.chunk_levels)
+        return emit_shs_device_parts(batch, self.plan_device_parts(batch))
 
     @classmethod
     def _decode(cls, reader, words, payload_bits, out, stream=None):
@@ -299,11 +306,25 @@ def emit_shs(levels, plan):
         n_words, payload_bits(chunk_bits)
 
 
-def emit_shs_device(levels, plan, stream):
-    """``emit_shs`` for device levels, kernels on ``stream``; the same result."""
-    code = plan.code
-    out32, n_words, chunk_bits = gpu.token_payload(
-        gpu.Tokens(levels, gpu.ZERO_RUNS, stream, plan.chunk), plan.base, plan.window,
-        code.entries(), plan.window + plan.k, value_bits(levels.dtype), k=plan.k)
-    return _params(plan.base, plan.window, plan.k, plan.chunk, chunk_bits, code), out32, \
-        n_words, payload_bits(chunk_bits)
+def emit_shs_device_parts(batch, plans):
+    """``emit_shs`` of every non-empty part of a gpu.Batch with its SHS plan (``plans``: one
+    per part, None for an empty one), as one batch on the device; the same results, in part
+    order."""
+    payloads = gpu.token_payload(
+        gpu.Tokens(batch, gpu.ZERO_RUNS),
+        [None if plan is None else
+         gpu.TokenCode(plan.base, plan.window, plan.code.entries(), plan.window + plan.k)
+         for plan in plans],
+        value_bits(batch.levels.dtype), k=batch_k(plans))
+    return [(_params(plan.base, plan.window, plan.k, plan.chunk, chunk_bits, plan.code), out32,
+             n_words, payload_bits(chunk_bits))
+            for plan, (out32, n_words, chunk_bits) in
+            ((p, q) for p, q in zip(plans, payloads) if p is not None)]
+
+
+def batch_k(plans):
+    """The one sparsity factor k of a batch's SHS plans (1 when every part is empty)."""
+    ks = {plan.k for plan in plans if plan is not None}
+    if len(ks) > 1:
+        raise ValueError(f"one batch codes with one k, got {sorted(ks)}")
+    return ks.pop() if ks else 1
