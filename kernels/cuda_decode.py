@@ -24,6 +24,14 @@ READ ME FIRST
    chunk's status into ``status``; the host raises the first non-zero.
 4. Every decoder puts its levels through cuda_quantize.put_level: into a levels array, or
    dequantized into a float total, assigned or added (that module's note 4).
+5. ``decode_streams`` decodes a group of streams of the same length, chunk size and level
+   dtype in one launch: the N ranks' streams of one bucket, summed into its total in rank
+   order. A stream table (STREAM_*) gives each stream its words, chunk offsets and bits,
+   code kind, window, escape widths, scales and put mode (the first assigns, the others add);
+   the words, chunk arrays and scales of all streams are concatenated. Block c decodes chunk
+   c of stream 0, then of stream 1 and so on, a barrier between them, so that every level's
+   additions come in stream order (a level may be written by another thread of the block
+   for each stream), as the host sums them.
 Units: positions are int64 bits of the payload; ``chunk`` is levels per chunk.
 """
 from numba import cuda, int64, uint32, uint64
@@ -101,13 +109,20 @@ def _walk(words, tab, tokens, entry, stop_bit, end_bit, base, window, vbits, esc
     return OK, count, bit_pos
 
 
+# Columns of a group's stream table (int64, a row per stream, note 5).
+(STREAM_WORDS, STREAM_CHUNKS, STREAM_TOKENS, STREAM_BASE, STREAM_WINDOW, STREAM_VBITS,
+ STREAM_ESC_HAS_RUN, STREAM_SCALES, STREAM_MODE, STREAM_FIELDS) = range(10)
+
+
 @cuda.jit
-def decode_chunks(words, starts, chunk_bits, chunk, table, tokens, base, window, vbits,
-                  esc_has_run, lo, hi, n, out, total, scales, bucket, mode, status):
-    """huffman/sh (``tokens`` False) or rlh/shs (True) payload of ``n`` levels -> level j put
-    by put_level(out, total, scales, bucket, mode, j, level). One block of BLOCK threads per
-    chunk; grid: one block per chunk. ``table``: the 4096-entry lookup table (uint32 or uint64
-    entries, as ``_token`` reads them)."""
+def decode_streams(words, streams, starts, chunk_bits, tables, chunk, lo, hi, n, out, total,
+                   scales, bucket, status):
+    """A group of huffman/sh or rlh/shs payloads of ``n`` levels each, in order (note 5):
+    level j of stream s put by put_level(out, total, scales[its first scale:], bucket, its
+    mode, j, level). Block c decodes chunk c of every stream, one after another, with a
+    barrier between them. ``tables``: a 4096-entry lookup table per stream (uint64 entries,
+    as ``_token`` reads them); ``status[s * chunks + c]``: chunk c of stream s. Grid: one
+    block of BLOCK threads per chunk."""
     tab = cuda.shared.array(TABLE_SIZE, uint64)
     exits = cuda.shared.array(BLOCK, int64)
     scratch = cuda.shared.array(BLOCK, int64)
@@ -115,16 +130,35 @@ def decode_chunks(words, starts, chunk_bits, chunk, table, tokens, base, window,
     verdict = cuda.shared.array(1, int64)
     changed = cuda.shared.array(1, int64)
     t = cuda.threadIdx.x
-    for j in range(t, TABLE_SIZE, BLOCK):
-        tab[j] = uint64(table[j])
     c = cuda.blockIdx.x
-    first, stop, start, end = _chunk(c, starts, chunk_bits, chunk, n)
-    dest = (out, total, scales, bucket, mode)
+    for s in range(streams.shape[0]):
+        cuda.syncthreads()                  # the stream before is written, its table unused
+        for j in range(t, TABLE_SIZE, BLOCK):
+            tab[j] = tables[s, j]
+        row = streams[s]
+        at = row[STREAM_CHUNKS]
+        first, stop, start, end = _chunk(c, starts[at:], chunk_bits[at:], chunk, n)
+        dest = (out, total, scales[row[STREAM_SCALES]:], bucket, row[STREAM_MODE])
+        cuda.syncthreads()
+        _decode_chunk(words[row[STREAM_WORDS]:], tab, row[STREAM_TOKENS] != 0,
+                      row[STREAM_BASE], row[STREAM_WINDOW], row[STREAM_VBITS],
+                      row[STREAM_ESC_HAS_RUN] != 0, lo, hi, first, stop, start, end, dest,
+                      exits, scratch, errors, verdict, changed)
+        if t == 0:
+            status[s * cuda.gridDim.x + c] = verdict[0]
+
+
+@cuda.jit(device=True, inline=True)
+def _decode_chunk(words, tab, tokens, base, window, vbits, esc_has_run, lo, hi, first, stop,
+                  start, end, dest, exits, scratch, errors, verdict, changed):
+    """Decode the chunk of levels [first, stop) at bits [start, end) (note 1), every thread of
+    the block; its status in verdict[0]. The shared arrays: ``exits``, ``scratch``,
+    ``errors`` (BLOCK entries each), ``verdict`` and ``changed`` (one)."""
+    t = cuda.threadIdx.x
     # Thread t's slice of the chunk's bits: it decodes the codes that start in it.
     per = max(int64(1), (end - start + BLOCK - 1) // BLOCK)
     stop_bit = min(start + (t + 1) * per, end)
     entry = min(start + t * per, end)
-    cuda.syncthreads()
     # Rounds: a slice entered at a code boundary ends at one, which is where the next slice
     # enters; slice 0 enters at the chunk's first bit, so after round r slices 0..r are right,
     # and a slice that enters mid-code falls into step with the true codes within a few
@@ -153,8 +187,6 @@ def decode_chunks(words, starts, chunk_bits, chunk, table, tokens, base, window,
     if verdict[0] == OK:
         _walk(words, tab, tokens, entry, stop_bit, end, base, window, vbits, esc_has_run, lo,
               hi, stop - first, dest, first + ends - count)
-    if t == 0:
-        status[c] = verdict[0]
 
 
 @cuda.jit(device=True, inline=True)

@@ -181,6 +181,61 @@ def test_device_decode_dequantizes_and_sums_in_the_decoding_pass(name, work):
     assert (got[:5] == 7).all() and (got[N + 5:] == 7).all()
 
 
+@pytest.mark.parametrize("names", [("rlh",) * 3, ("huffman", "sh", "shs", "rlh"),
+                                   ("rlh", "ans", "rlh", "rlh"), ("rlh", "huffman")],
+                         ids="-".join)
+def test_a_decode_group_sums_the_ranks_in_one_launch_as_the_host_does(names, monkeypatch):
+    """The ranks' streams of one total decoded through a gpu.StreamGroup (DeviceOps.decode_group)
+    give, bit for bit, the host's dequantize-then-add sum in rank order; the Huffman family's
+    streams between two streams of other encoders decode in one launch (the last case: a
+    constant huffman stream, which is written at once, in its turn)."""
+    from horovod_huffman.codec.encoders import gpu
+    from horovod_huffman.codec.message import contents
+    from horovod_huffman.exchange.array_ops import DeviceOps
+    rng = np.random.default_rng(5)
+    levels = [np.roll(PATTERNS["sparse"], 17 * r) for r in range(len(names))]
+    if names == ("rlh", "huffman"):
+        levels[1] = np.full(N, -3, np.int8)
+    expected = None
+    messages = []
+    for name, tensor in zip(names, levels):
+        qt = hh.QuantizedTensor(tensor, rng.random(-(-N // 64)).astype(np.float32), (N,),
+                                np.dtype(np.float32), 64)
+        part = hh.dequantize(qt).astype(np.float32)
+        expected = part if expected is None else expected + part
+        messages.append(contents(hh.pack(qt, encoder(name))))
+    counts = {}
+    monkeypatch.setattr(gpu, "cuda_decode", _Counted(gpu.cuda_decode, counts))
+    ops = DeviceOps(cuda.stream())
+    total = None
+    with ops.decode_group() as group:
+        for rank, message in enumerate(messages):
+            total = ops.decode_into(message, total, rank > 0, group, f"rank {rank}")
+    assert total.copy_to_host().tobytes() == expected.tobytes()
+    grouped = [name in ("huffman", "sh", "shs", "rlh") and levels[i].min() != levels[i].max()
+               for i, name in enumerate(names)]
+    runs = sum(1 for i, g in enumerate(grouped) if g and (i == 0 or not grouped[i - 1]))
+    assert counts.get("launch", 0) >= runs
+    if all(grouped):
+        assert counts["launch"] == 1
+
+
+def test_a_decode_group_names_the_stream_it_cannot_decode():
+    """A corrupted stream in a group raises DecodeError naming that stream's label."""
+    from horovod_huffman.codec.message import contents
+    from horovod_huffman.exchange.array_ops import DeviceOps
+    qt = hh.QuantizedTensor(PATTERNS["sparse"], np.ones(-(-N // 64), np.float32), (N,),
+                            np.dtype(np.float32), 64)
+    good = hh.pack(qt, encoder("rlh"))
+    bad = good.copy()
+    bad[-40] ^= 0x5A                           # inside the payload's last chunk
+    ops = DeviceOps(cuda.stream())
+    with pytest.raises(hh.DecodeError, match="rank 1"):
+        with ops.decode_group() as group:
+            total = ops.decode_into(contents(good), None, False, group, "rank 0")
+            ops.decode_into(contents(reseal(bad)), total, True, group, "rank 1")
+
+
 @pytest.mark.parametrize("name", ["rlh", "raw"])
 def test_dequantizing_decode_checks_its_input(name):
     """A stream of another length raises DecodeError before anything is written; a resealed

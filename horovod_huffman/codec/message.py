@@ -20,7 +20,6 @@ from collections import namedtuple
 from dataclasses import dataclass
 
 import numpy as np
-from numba import cuda
 
 from horovod_huffman.kernels.maxima import MAX_NDIM
 
@@ -124,13 +123,13 @@ class Contents(namedtuple("Contents", "shape dtype bucket_size scales stream num
                               f"{self.numel}")
         return QuantizedTensor(levels, self.scales, self.shape, self.dtype, self.bucket_size)
 
-    def dequantize_into(self, total, add, stream):
+    def dequantize_into(self, total, add, stream, group=None, label=""):
         """Decode on the GPU, dequantized into the float32/float64 device array ``total`` of
         ``numel`` elements in the decoding pass: total = (or += with ``add``) the tensor, 1-D,
-        in the total's precision, as ``dequantize`` (then a sum in rank order) computes it."""
-        scales = cuda.to_device(self.scales.astype(total.dtype), stream=stream)
-        decode_dequantized(self.stream, total, scales, self.bucket_size, add, stream,
-                           covered=True)
+        in the total's precision, as ``dequantize`` (then a sum in rank order) computes it.
+        ``group``, ``label``: as for ``encoders.decode_dequantized``."""
+        decode_dequantized(self.stream, total, self.scales.astype(total.dtype), self.bucket_size,
+                           add, stream, covered=True, group=group, label=label)
 
 
 def contents(buf, max_elements=None):

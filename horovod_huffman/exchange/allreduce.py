@@ -112,14 +112,9 @@ def allgather_sum(codec, ops, coll, job, work):
         pending = coll.allgather(data, f"{key}.all")
         yield pending
     with codec.statistics.span(key, "decode"):
-        total = None
-        for rank, message in enumerate(split_frames(pending.wait(), coll.size, tag, job.step,
-                                                    key)):
-            if rank == coll.rank:
-                total = ops.add_dequantized(total, codec.own(message, qt, work.size, key, rank))
-            else:
-                total = codec.decode_into(ops, message, total, total is not None, work.size,
-                                          work.dtype, key, rank)
+        total = _rank_sum(codec, ops, coll, split_frames(pending.wait(), coll.size, tag,
+                                                         job.step, key),
+                          qt, work.size, work.dtype, key)
         codec.feedback.settle(ops, [state], total)
     codec.statistics.count(job.coords, job.raw_bytes, data.size, job.tensors)
     return total
@@ -256,16 +251,27 @@ def _shard_total(codec, ops, coll, job, received, mine, bounds, work_dtype):
     key, me = job.key, coll.rank
     size = bounds[me + 1] - bounds[me]
     with codec.statistics.span(key, "decode"):
-        total = None
         pieces = split_frames(received, coll.size, phase_tag(job.tag, "scatter", me), job.step,
                               key)
-        for rank, message in enumerate(pieces):
-            if rank == me:
-                total = ops.add_dequantized(total, mine)
+        return _rank_sum(codec, ops, coll, pieces, mine, size, work_dtype, key, checked=False)
+
+
+def _rank_sum(codec, ops, coll, messages, mine, size, work_dtype, key, checked=True):
+    """The sum in rank order of every rank's tensor of ``size`` coordinates: this rank's own
+    from its quantized ``mine`` (with ``checked``, its message as it came back verified,
+    ``Codec.own``), the others' decoded from ``messages``; on a GPU the streams between two
+    of this rank's own additions decode in one launch (``ops.decode_group``)."""
+    total = None
+    with ops.decode_group() as group:
+        for rank, message in enumerate(messages):
+            if rank == coll.rank:
+                group.flush()
+                own = codec.own(message, mine, size, key, rank) if checked else mine
+                total = ops.add_dequantized(total, own)
             else:
                 total = codec.decode_into(ops, message, total, total is not None, size,
-                                          work_dtype, key, rank)
-        return total
+                                          work_dtype, key, rank, group)
+    return total
 
 
 def _summed_shard(codec, ops, coll, job, received, mine, bounds, work_dtype):

@@ -12,6 +12,7 @@ from horovod_huffman.kernels import cuda_feedback as cf, cuda_quantize as cq, qu
 from horovod_huffman.kernels.cuda_bits import BLOCK
 
 from ..codec.device import grid_for, is_device_array
+from ..codec.encoders.gpu import StreamGroup
 from ..codec.message import encode as encode_message
 from ..codec.quantizers import QuantizedTensor, dequantize, device_scales
 
@@ -30,6 +31,20 @@ def contract(x, qt):
     with np.errstate(over="ignore"):
         qk.contract_scales(flat, qt.levels, qt.scales, qt.bucket_size, scales)
     return type(qt)(qt.levels, scales, qt.shape, qt.dtype, qt.bucket_size)
+
+
+class Ungrouped:
+    """HostOps' decode group: on the host every stream decodes at once, so there is nothing
+    to flush."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def flush(self):
+        pass
 
 
 class HostOps:
@@ -61,9 +76,18 @@ class HostOps:
         return encode_message(qt, encoder, layout=layout)
 
     @staticmethod
-    def decode_into(contents, total, add):
+    def decode_group():
+        """A context giving the ``group`` that ``decode_into`` takes for the streams of one
+        total; every stream joined to it is decoded when the context ends, or at its
+        ``flush()``, which must come before anything else writes that total."""
+        return Ungrouped()
+
+    @staticmethod
+    def decode_into(contents, total, add, group=None, label=""):
         """The tensor of a checked message (message.Contents) dequantized into the 1-D work
-        array ``total``: assigned, or with ``add`` added; ``total`` None: a new array."""
+        array ``total``: assigned, or with ``add`` added; ``total`` None: a new array.
+        ``group``: from ``decode_group``; ``label`` names the stream in a DecodeError that
+        the group raises."""
         qt = contents.unpack()
         if total is None or add:
             return HostOps.add_dequantized(total, qt)
@@ -149,12 +173,17 @@ class DeviceOps:
     def encode(self, qt, encoder, layout=None):
         return encode_message(qt, encoder, stream=self.stream, layout=layout)
 
-    def decode_into(self, contents, total, add):
+    def decode_group(self):
+        """As HostOps.decode_group: a gpu.StreamGroup, which decodes the Huffman family's
+        streams of one total (the ranks' streams of a bucket) in one launch."""
+        return StreamGroup(self.stream)
+
+    def decode_into(self, contents, total, add, group=None, label=""):
         """As HostOps.decode_into, decoding, dequantizing and adding in one pass on the device
         (message.Contents.dequantize_into): no levels array."""
         if total is None:
             total, add = self.empty(contents.numel, work_dtype(contents.dtype)), False
-        contents.dequantize_into(total, add, self.stream)
+        contents.dequantize_into(total, add, self.stream, group, label)
         return total
 
     def dequantize(self, qt):

@@ -82,12 +82,13 @@ class Codec:
             lambda encoder, layout: ops.encode(qt, encoder, layout), self.choices,
             (job.key, part), job.step, qt.shape, layout)
 
-    def decode_into(self, ops, message, total, add, numel, dtype, what, rank):
+    def decode_into(self, ops, message, total, add, numel, dtype, what, rank, group=None):
         """``total`` (a 1-D work array; None: a new one) with the tensor of ``rank``'s message
         for ``what`` dequantized into it, assigned or with ``add`` added
-        (``ops.decode_into``). The message must hold ``numel`` coordinates of the work dtype
-        ``dtype`` (``array_ops.work_dtype``); DecodeError or MismatchError naming both when it
-        is malformed or of another size or dtype, raised before ``total`` is written."""
+        (``ops.decode_into``; with ``group``, from ``ops.decode_group``, once the group is
+        flushed). The message must hold ``numel`` coordinates of the work dtype ``dtype``
+        (``array_ops.work_dtype``); DecodeError or MismatchError naming both when it is
+        malformed or of another size or dtype, raised before ``total`` is written."""
         try:
             found = contents(message, max_elements=numel)
         except DecodeError as e:
@@ -96,7 +97,7 @@ class Codec:
             raise MismatchError(f"rank {rank} sent {found.numel} coordinates of {found.dtype} "
                                 f"for {what!r}, expected {numel} of {np.dtype(dtype)}")
         try:
-            return ops.decode_into(found, total, add)
+            return ops.decode_into(found, total, add, group, f"{what!r} from rank {rank}")
         except DecodeError as e:
             raise DecodeError(f"{what!r} from rank {rank}: {e}") from e
 

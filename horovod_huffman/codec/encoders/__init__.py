@@ -121,19 +121,25 @@ def decode(buf, max_elements=None, device=None, stream=None, covered=False):
     return out
 
 
-def decode_dequantized(buf, total, scales, bucket, add, stream=None, covered=False):
+def decode_dequantized(buf, total, scales, bucket, add, stream=None, covered=False, group=None,
+                       label=""):
     """Decode a stream of ``total.size`` levels on the GPU, dequantized into the float32 or
     float64 device array ``total`` in the same pass: total[j] = scales[j // bucket] * level j,
-    or += with ``add`` (``scales``: a device array of the total's dtype). The levels never
-    exist as an array for the encoders that decode on the device (gpu.Output). Treats ``buf``
-    as ``decode`` does; a stream of another length raises DecodeError before anything is
-    written."""
+    or += with ``add`` (``scales``: a host or device array of the total's dtype). The levels
+    never exist as an array for the encoders that decode on the device (gpu.Output). Treats
+    ``buf`` as ``decode`` does; a stream of another length raises DecodeError before anything
+    is written.
+
+    ``group``: a gpu.StreamGroup that the Huffman family's streams join, to be decoded with
+    the group's others in one launch when it is flushed (None: at once); ``label`` names the
+    stream in the group's DecodeError."""
     frame = check(buf, total.size, covered)
     if frame.n != total.size:
         raise DecodeError(f"stream holds {frame.n} levels, {total.size} expected")
     stream = stream_or_default(stream)
     _decode_on_device(_BY_ID[frame.encoder_id], frame,
-                      gpu.Output(frame.n, frame.dtype, stream, total, scales, bucket, add), stream)
+                      gpu.Output(frame.n, frame.dtype, stream, total, scales, bucket, add, group,
+                                 label), stream)
 
 
 def _decode_on_device(cls, frame, out, stream):
@@ -142,8 +148,12 @@ def _decode_on_device(cls, frame, out, stream):
     if frame.n == 0:
         return
     if cls.on_device:
-        cls._decode(ParamReader(frame.params), gpu.to_device_words(frame.payload, stream),
-                    frame.payload_bits, out, stream)
+        if cls.decodes_in_groups:
+            words = bytes_to_words(frame.payload)
+        else:
+            out.group.flush()
+            words = gpu.to_device_words(frame.payload, stream)
+        cls._decode(ParamReader(frame.params), words, frame.payload_bits, out, stream)
         return
     host = np.empty(frame.n, dtype=frame.dtype)
     cls._decode(ParamReader(frame.params), bytes_to_words(frame.payload), frame.payload_bits,

@@ -74,6 +74,9 @@ class Encoder:
     # Whether ``_encode_device`` and ``_decode(..., stream)`` run on the GPU (else a device
     # array goes through a host copy).
     on_device = False
+    # Whether the device decoder takes host words and decodes through its output's
+    # gpu.StreamGroup (else it takes device words and writes the output at once).
+    decodes_in_groups = False
 
     def encode(self, levels, stream=None, layout=None):
         """Encode ``levels`` (1-D signed integer array) into a uint8 array (docs/wire-format.md).

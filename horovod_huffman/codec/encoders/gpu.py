@@ -27,7 +27,7 @@ from horovod_huffman.kernels.maxima import RUN_BUCKETS
 from horovod_huffman.kernels.runs import BUCKET_BASE, BUCKET_EXTRA
 
 from ..device import SIMULATED, copy_to_host, grid_for
-from ..errors import check_status
+from ..errors import DecodeError, check_status
 from .codes import chunk_count
 
 # Threads per block of the grid-stride kernels (range, gather, fill, raw).
@@ -68,23 +68,45 @@ class Output:
 
     Without ``total``: into ``levels``, a new device array. With ``total``, a float32 or
     float64 device array of ``size`` elements: total[j] = scales[j // bucket] * level j, or
-    += with ``add`` (``scales``: a device array of the total's dtype); ``levels`` is None and
-    no levels array exists unless the decoder needs one (``staging``)."""
+    += with ``add`` (``scales``: of the total's dtype, a host array or a device array);
+    ``levels`` is None and no levels array exists unless the decoder needs one (``staging``).
 
-    def __init__(self, size, dtype, stream, total=None, scales=None, bucket=1, add=False):
+    The Huffman family's decoders add their stream to ``group`` (a ``StreamGroup``; None: one
+    of the output's own, flushed before the decode returns). A shared group decodes the
+    streams of several outputs into one total in one launch; every other write into the
+    output flushes the group first, so that the writes keep their order. ``label`` names the
+    stream in a DecodeError the group raises."""
+
+    def __init__(self, size, dtype, stream, total=None, scales=None, bucket=1, add=False,
+                 group=None, label=""):
         self.size, self.dtype, self.stream = int(size), np.dtype(dtype), stream
-        self.total, self.add = total, add
+        self.total, self.scales, self.bucket, self.add = total, scales, int(bucket), add
+        self.own_group = group is None
+        self.group = StreamGroup(stream) if group is None else group
+        self.label = label
         if total is None:
             self.levels = cuda.device_array(self.size, dtype=self.dtype, stream=stream)
-            self.args = (self.levels, _placeholder(np.float32), _placeholder(np.float32), 1,
-                         cuda_quantize.PUT_LEVEL)
+            self.mode = cuda_quantize.PUT_LEVEL
         else:
             if total.size != self.size:
                 raise ValueError(f"a total of {total.size} elements for {self.size} levels")
-            mode = cuda_quantize.PUT_DEQUANTIZED | (cuda_quantize.PUT_ADD if add else 0) | \
+            self.mode = cuda_quantize.PUT_DEQUANTIZED | \
+                (cuda_quantize.PUT_ADD if add else 0) | \
                 (cuda_quantize.PUT_WIDE if total.dtype == np.float64 else 0)
             self.levels = None
-            self.args = (_placeholder(self.dtype), total, scales, int(bucket), mode)
+
+    @property
+    def args(self):
+        """put_level's (out, total, scales, bucket, mode) for a kernel that writes the output
+        now: the group is flushed first, and host scales go to the device."""
+        self.group.flush()
+        if self.total is None:
+            return (self.levels, _placeholder(np.float32), _placeholder(np.float32), 1,
+                    self.mode)
+        scales = self.scales
+        if isinstance(scales, np.ndarray):
+            scales = self.scales = cuda.to_device(scales, stream=self.stream)
+        return (_placeholder(self.dtype), self.total, scales, self.bucket, self.mode)
 
     def staging(self):
         """A device array for a decoder that writes levels itself, to ``put`` afterwards."""
@@ -105,6 +127,7 @@ class Output:
     def zero(self):
         """Zero what a decoder that writes no level 0 leaves unwritten: the levels, or a total
         it assigns to (a total it adds to stays: adding 0 changes nothing)."""
+        self.group.flush()
         if self.levels is not None:
             fill(self.levels, 0, self.stream)
         elif not self.add:
@@ -115,6 +138,85 @@ class Output:
         if self.size:
             cuda_decode.put_constant[grid_for(self.size, STRIDE_BLOCK), STRIDE_BLOCK,
                                      self.stream](int(level), self.size, *self.args)
+
+
+class StreamGroup:
+    """Huffman-family streams of the same length, chunk size and level dtype, decoded into
+    one destination in one launch when flushed (kernels/cuda_decode.py ``decode_streams``,
+    note 5): the N ranks' streams of a bucket, summed into its total in their order. The
+    host arrays of all of them (words, chunk offsets and bits, tables, scales) go to the
+    device in one copy, and their statuses come back in one. A stream that does not fit with
+    those before (another length, chunk size, dtype or destination) flushes them first."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.items = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        if kind is None:
+            self.flush()
+
+    def add(self, out, words, starts, chunk_bits, chunk, table, tokens, base, window, vbits,
+            esc_has_run, lo, hi, name):
+        """Add a stream (host uint64 ``words``: bits.bytes_to_words of its payload; its chunk
+        starts and bits; its 4096-entry table) that decodes into the Output ``out``."""
+        key = (out.size, int(chunk), out.dtype, out.total is None,
+               id(out.levels if out.total is None else out.total), out.bucket, int(lo), int(hi))
+        if self.items and self.items[0][0] != key:
+            self.flush()
+        self.items.append((key, out, words, np.asarray(starts, np.int64),
+                           np.asarray(chunk_bits, np.int64), table, tokens, base, window, vbits,
+                           esc_has_run, name))
+        if out.own_group:
+            self.flush()
+
+    def flush(self):
+        """Decode every stream added since the last flush; DecodeError (with its stream's
+        label) for the first stream, in order, that a chunk of rejects."""
+        items, self.items = self.items, []
+        if not items:
+            return
+        stream = self.stream
+        (n, chunk, _, _, _, bucket, lo, hi), first = items[0][0], items[0][1]
+        n_chunks = len(items[0][3])
+        if any(len(item[3]) != n_chunks for item in items):
+            raise DecodeError(f"{items[0][-1]}: streams of {n} levels with other chunk counts")
+        table = np.zeros((len(items), cuda_decode.STREAM_FIELDS), dtype=np.int64)
+        words, scales, at_word, at_scale = [], [], 0, 0
+        for s, (_, out, w, _, _, _, tokens, base, window, vbits, esc_has_run, _) in \
+                enumerate(items):
+            table[s] = (at_word, s * n_chunks, tokens, base, window, vbits, esc_has_run,
+                        at_scale, out.mode)
+            words.append(w)
+            at_word += w.size
+            if out.total is not None:
+                scales.append(np.asarray(out.scales, dtype=out.total.dtype))
+                at_scale += scales[-1].size
+        tables = np.stack([np.asarray(item[5], dtype=np.uint64) for item in items])
+        dtype = first.total.dtype if first.total is not None else np.float32
+        scales = np.concatenate(scales) if scales else np.zeros(1, dtype)
+        words, table, starts, chunk_bits, tables, scales = upload(
+            stream, np.concatenate(words), table, np.concatenate([item[3] for item in items]),
+            np.concatenate([item[4] for item in items]), tables, scales)
+        status = cuda.device_array(len(items) * n_chunks, dtype=np.int64, stream=stream)
+        if first.total is None:
+            dest = (first.levels, _placeholder(np.float32), _placeholder(np.float32), 1)
+        else:
+            dest = (_placeholder(first.dtype), first.total, scales, bucket)
+        cuda_decode.decode_streams[n_chunks, BLOCK, stream](
+            words, table, starts, chunk_bits, tables, chunk, lo, hi, n, *dest, status)
+        status = copy_to_host(status, stream).reshape(len(items), n_chunks)
+        for item, row in zip(items, status):
+            bad = row[row != 0]
+            if bad.size:
+                label = item[1].label
+                try:
+                    check_status(int(bad[0]), item[-1])
+                except DecodeError as e:
+                    raise DecodeError(f"{label}: {e}" if label else str(e)) from e
 
 
 def level_range(levels, stream):
@@ -328,31 +430,27 @@ def _check(status, name, stream):
 
 
 def _decode_chunks(words, starts, chunk_bits, chunk, table, tokens, base, window, vbits,
-                   esc_has_run, lo, hi, out, name, stream):
-    """One block per chunk (kernels/cuda_decode.py ``decode_chunks``) into the ``Output``
-    ``out``; raises DecodeError like the CPU decoder."""
-    n_chunks = len(starts)
-    status = cuda.device_array(n_chunks, dtype=np.int64, stream=stream)
-    if n_chunks:
-        starts, chunk_bits, table = upload(stream, starts, chunk_bits, table)
-        cuda_decode.decode_chunks[n_chunks, BLOCK, stream](
-            words, starts, chunk_bits, chunk, table, tokens, base, window, vbits, esc_has_run,
-            lo, hi, out.size, *out.args, status)
-    _check(status, name, stream)
+                   esc_has_run, lo, hi, out, name):
+    """A chunked huffman/sh/rlh/shs payload (host uint64 ``words``) into the ``Output``
+    ``out``, through its group (one block per chunk, kernels/cuda_decode.py
+    ``decode_streams``); raises DecodeError like the CPU decoder when the group is flushed."""
+    if len(starts):
+        out.group.add(out, words, starts, chunk_bits, chunk, table, tokens, base, window, vbits,
+                      esc_has_run, lo, hi, name)
 
 
 def decode_levels(words, starts, chunk_bits, chunk, table, base, window, vbits, lo, hi, out,
-                  name, stream):
-    """huffman/sh payload -> the ``Output`` ``out``."""
+                  name):
+    """huffman/sh payload (host uint64 words) -> the ``Output`` ``out``."""
     _decode_chunks(words, starts, chunk_bits, chunk, table, False, base, window, vbits, False,
-                   lo, hi, out, name, stream)
+                   lo, hi, out, name)
 
 
 def decode_tokens(words, starts, chunk_bits, chunk, table, base, vbits, esc_has_run, lo, hi,
-                  out, name, stream):
-    """rlh/shs payload -> the ``Output`` ``out``."""
+                  out, name):
+    """rlh/shs payload (host uint64 words) -> the ``Output`` ``out``."""
     _decode_chunks(words, starts, chunk_bits, chunk, table, True, base, -1, vbits, esc_has_run,
-                   lo, hi, out, name, stream)
+                   lo, hi, out, name)
 
 
 def decode_fixed(words, base, width, hi, out, name, stream):

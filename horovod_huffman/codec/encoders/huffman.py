@@ -73,6 +73,7 @@ class Huffman(Batched, Chunked):
     name = "huffman"
     encoder_id = wire.ENCODER_IDS[name]
     on_device = True
+    decodes_in_groups = True
 
     def plan(self, levels):
         """The code this encoder would use for ``levels``."""
@@ -115,7 +116,7 @@ class Huffman(Batched, Chunked):
         vbits = value_bits(out.dtype)
         if stream is not None:
             gpu.decode_levels(words, starts, chunk_bits, chunk, table, base, window, vbits, lo,
-                              hi, out, cls.name, stream)
+                              hi, out, cls.name)
             return
         tables = multi_symbol_tables(table, window, base, out.itemsize)
         status = decode_levels(words, starts, chunk_bits, chunk,

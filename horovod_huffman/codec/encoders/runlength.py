@@ -49,6 +49,7 @@ class RLH(Batched, Chunked):
     name = "rlh"
     encoder_id = wire.ENCODER_IDS[name]
     on_device = True
+    decodes_in_groups = True
 
     def _encode(self, levels):
         base, window, counts, ends, symbols, chunk_runs, *_ = token_counts(levels,
@@ -188,7 +189,7 @@ def _decode_tokens(name, words, starts, chunk_bits, chunk, table, base, out, esc
     vbits = value_bits(out.dtype)
     if stream is not None:
         gpu.decode_tokens(words, starts, chunk_bits, chunk, table, base, vbits, esc_has_run, lo,
-                          hi, out, name, stream)
+                          hi, out, name)
         return
     status = decode_tokens(words, starts, chunk_bits, chunk,
                            (table, base, vbits, esc_has_run, lo, hi),
@@ -226,6 +227,7 @@ class SHS(Sampled, Batched, Chunked):
     name = "shs"
     encoder_id = wire.ENCODER_IDS[name]
     on_device = True
+    decodes_in_groups = True
 
     def __init__(self, sample_size=1000, k=200, seed=None, chunk_levels=CHUNK_LEVELS):
         if not isinstance(sample_size, (int, np.integer)) or sample_size < 1:
