@@ -1,4 +1,5 @@
-"""Compile the device decoders for a real GPU without one: PTX from numba-cuda, then ptxas.
+"""Compile the device decoders (and the batch kernels of the token encoders) for a real GPU
+without one: PTX from numba-cuda, then ptxas.
 
 Checks what the CUDA simulator cannot: that the kernels type and compile for the real target,
 that their products stay unfused (no ``fma.rn``: the decoders' sums must equal the host's), and
@@ -23,20 +24,30 @@ import types as pytypes
 
 
 def kernels(types):
-    """(name, kernel, signature) of every decoder, for float32 and float64 totals."""
-    from horovod_huffman.kernels import cuda_decode
-    i64, u64 = types.int64, types.uint64
+    """(name, kernel, signature) of every decoder, for float32 and float64 totals, and of the
+    token encoders' batch kernels, for int8 levels."""
+    from horovod_huffman.kernels import cuda_decode, cuda_tokens
+    i64, u32, u64 = types.int64, types.uint32, types.uint64
 
-    def arr(t):
-        return types.Array(t, 1, "C")
+    def arr(t, dims=1):
+        return types.Array(t, dims, "C")
 
-    out = []
+    levels, table = arr(types.int8), arr(i64, 2)
+    head = (levels, i64, table, i64, arr(i64))             # levels, chunk, chunks, mode, prev
+    code = (table, arr(u32), i64, arr(i64), i64, arr(i64))  # parts ... k, seg_offset
+    out = [
+        ("chunk_ranges", cuda_tokens.chunk_ranges, (levels, table, table)),
+        ("segment_prev", cuda_tokens.segment_prev, head),
+        ("count_tokens", cuda_tokens.count_tokens, head + (table, arr(i64))),
+        ("segment_bits", cuda_tokens.segment_bits, head + code + (arr(i64),)),
+        ("write_tokens", cuda_tokens.write_tokens, head + code + (arr(i64), arr(u32))),
+    ]
     for total in (types.float32, types.float64):
         put = (arr(types.int8), arr(total), arr(total), i64, i64)      # put_level's arguments
         out += [
-            (f"decode_chunks/{total}", cuda_decode.decode_chunks,
-             (arr(u64), arr(i64), arr(i64), i64, arr(types.uint32), types.boolean, i64, i64,
-              i64, types.boolean, i64, i64, i64) + put + (arr(i64),)),
+            (f"decode_streams/{total}", cuda_decode.decode_streams,
+             (arr(u64), table, arr(i64), arr(i64), arr(u64, 2), i64, i64, i64, i64) +
+             put[:4] + (arr(i64),)),
             (f"decode_fixed/{total}", cuda_decode.decode_fixed,
              (arr(u64), i64, i64, i64, i64) + put + (arr(i64),)),
             (f"put_levels/{total}", cuda_decode.put_levels, (arr(types.int8),) + put),

@@ -73,6 +73,10 @@ def test_device_encode_writes_the_host_bytes(name, pattern):
     assert bytes(device) == bytes(host)
 
 
+# The encoders whose device kernels code a batch of parts (gpu.Batch).
+BATCHED = ["huffman", "sh", "rlh", "shs"]
+
+
 def batch_parts(pattern):
     """Parts of one dtype for a batch: empty ones, one level, one just past a chunk, a
     constant one, two chunks; slices of ``pattern``'s levels at different offsets."""
@@ -81,12 +85,13 @@ def batch_parts(pattern):
             levels[:0], levels[-2 * CHUNK:], levels[40:57]]
 
 
-@pytest.mark.parametrize("pattern", ["sparse", "escapes"])
-@pytest.mark.parametrize("name", DEVICE_ENCODERS)
+@pytest.mark.parametrize("name,pattern", [(name, "sparse") for name in BATCHED + ["ans"]] +
+                         [("rlh", "escapes"), ("huffman", "escapes")])
 def test_a_batch_of_parts_gives_each_part_the_bytes_it_has_alone(name, pattern):
     """``encode_parts`` of parts laid end to end gives each part the host bytes of the part
     alone (encoded one after another by one encoder: a sampling encoder draws its samples in
-    part order), on the device (one batch for the Huffman family) and on the host alike."""
+    part order), on the device (one batch for the Huffman family; ``ans`` part by part) and
+    on the host alike."""
     parts = batch_parts(pattern)
     sizes = [p.size for p in parts]
     alone = encoder(name)
@@ -122,7 +127,7 @@ class _Counted:
         return attr
 
 
-@pytest.mark.parametrize("name", ["huffman", "sh", "rlh", "shs"])
+@pytest.mark.parametrize("name", ["huffman", "rlh", "shs"])      # the three token modes
 def test_a_batch_takes_the_same_launches_and_copies_whatever_its_parts(name, monkeypatch):
     """The Huffman family codes a batch in a fixed number of kernel launches, uploads and
     copies to the host: a batch of seven parts takes as many as a batch of one."""
@@ -212,7 +217,7 @@ def test_a_decode_group_sums_the_ranks_in_one_launch_as_the_host_does(names, mon
         for rank, message in enumerate(messages):
             total = ops.decode_into(message, total, rank > 0, group, f"rank {rank}")
     assert total.copy_to_host().tobytes() == expected.tobytes()
-    grouped = [name in ("huffman", "sh", "shs", "rlh") and levels[i].min() != levels[i].max()
+    grouped = [name in BATCHED and levels[i].min() != levels[i].max()
                for i, name in enumerate(names)]
     runs = sum(1 for i, g in enumerate(grouped) if g and (i == 0 or not grouped[i - 1]))
     assert counts.get("launch", 0) >= runs
@@ -629,6 +634,8 @@ def test_device_benchmark_runs(capsys):
     """``python -m horovod_huffman.tools.bench --device cuda`` end to end, at a tiny size."""
     from horovod_huffman.tools.bench.run import main
     assert main(["--device", "cuda", "--sizes", "2048", "--repeats", "1", "--encoders", "rlh",
-                 "--trace", "mlp-digits", "--cpu-max", "2048", "--chunk-levels", "512"]) == 0
+                 "--trace", "mlp-digits", "--cpu-max", "2048", "--chunk-levels", "512",
+                 "--step-coords", "1500", "--bucket-coords", "1024"]) == 0
     out = capsys.readouterr().out
     assert "| 2,048 | rlh |" in out and "D2D copy GB/s" in out and "--chunk-levels 512" in out
+    assert "| 1,500 | rlh, step |" in out

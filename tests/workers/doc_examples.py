@@ -171,11 +171,14 @@ def check_codec(ns):
 
 def gpu():
     return {"levels_on_gpu": torch.randint(-8, 9, (5000,), dtype=torch.int8, device="cuda"),
-            "grad_on_gpu": torch.randn(5000, device="cuda")}
+            "flat_levels": torch.randint(-8, 9, (7000,), dtype=torch.int8, device="cuda"),
+            "sizes": [5000, 0, 2000], "grad_on_gpu": torch.randn(5000, device="cuda")}
 
 
 def check_gpu(ns):
     assert np.array_equal(ns["levels"].copy_to_host(), ns["levels_on_gpu"].cpu().numpy())
+    parts = np.split(ns["flat_levels"].cpu().numpy(), np.cumsum(ns["sizes"])[:-1])
+    assert all(np.array_equal(ns["hh"].decode(b), p) for b, p in zip(ns["bufs"], parts))
 
 
 # (what the block uses, namespace, check, why it cannot run here or None): first match wins.

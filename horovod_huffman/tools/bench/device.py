@@ -15,6 +15,9 @@ from horovod_huffman.tools.bench import traces as tr
 from horovod_huffman.codec.device import cuda_usable, stream_or_default
 
 DEVICE_ENCODERS = list(hh.codec.encoders.ON_DEVICE)
+# The encoders whose device kernels code a batch of parts (the step rows).
+BATCHED = [name for name in DEVICE_ENCODERS
+           if isinstance(hh.get_encoder(name), hh.codec.encoders.base.Batched)]
 DEFAULT_SIZES = [1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28]
 BEGIN, END = "<!-- bench-cuda:begin -->", "<!-- bench-cuda:end -->"
 
@@ -70,6 +73,49 @@ def measure(encoder_name, quantizer, grad, stream, repeats, chunk_levels=None):
     return t_enc, t_dec, state["msg"].size
 
 
+def bucket_sizes(n, bucket):
+    """Coordinates of each bucket of ``bucket`` coordinates (the last may be shorter)."""
+    return [bucket] * (n // bucket) + ([n % bucket] if n % bucket else [])
+
+
+def measure_step(encoder_name, quantizer, grad, bucket, stream, repeats, chunk_levels=None):
+    """(encode s, decode s, bytes) of a training step's gradient in buckets of ``bucket``
+    coordinates, coded as one batch: quantized in one call, every bucket's stream encoded by
+    ``Encoder.encode_parts`` and brought to the host with the scales; then, as an exchange of
+    two ranks sums a bucket, each bucket's two streams (this one twice) decoded, dequantized
+    and summed into its slice of the step's total through one gpu.StreamGroup."""
+    from numba import cuda
+    from horovod_huffman.codec.device import copy_to_host
+    from horovod_huffman.codec.encoders import decode_dequantized, gpu
+    enc = bench_encoder(encoder_name, chunk_levels)
+    sizes = bucket_sizes(grad.size, bucket)
+    total = cuda.device_array(grad.size, dtype=np.float32, stream=stream)
+    state = {}
+
+    def encode():
+        qt = quantizer.quantize(grad, seed=0, stream=stream)
+        state["bufs"] = enc.encode_parts(qt.levels, sizes, stream)
+        state["scales"] = copy_to_host(qt.scales, stream)
+        state["per_scale"] = qt.bucket_size
+
+    def decode():
+        at = 0
+        per = state["per_scale"]
+        for n, buf in zip(sizes, state["bufs"]):
+            scales = state["scales"][at // per:-(-(at + n) // per)]
+            with gpu.StreamGroup(stream) as group:
+                for rank in range(2):
+                    decode_dequantized(buf, total[at:at + n], scales, per, rank > 0, stream,
+                                       group=group)
+            at += n
+
+    encode()
+    decode()                                     # compile and warm up
+    t_enc = best_time(encode, stream, repeats)
+    t_dec = best_time(decode, stream, repeats)
+    return t_enc, t_dec, sum(b.size for b in state["bufs"]) + 4 * state["scales"].size
+
+
 def measure_host(encoder_name, quantizer, grad, repeats, chunk_levels=None):
     """(encode s, decode s) of the CPU path on a host copy of the gradient."""
     enc = bench_encoder(encoder_name, chunk_levels)
@@ -115,6 +161,21 @@ def run(args):
                 rows.append(row)
                 bar.update()
             del grad, copy
+        if args.step_coords:
+            n = args.step_coords
+            grad = cuda.to_device(np.resize(base, n).astype(np.float32), stream=stream)
+            copy = cuda.device_array_like(grad, stream=stream)
+            t_copy = best_time(lambda: copy.copy_to_device(grad, stream=stream), stream,
+                               args.repeats)
+            for name in args.encoders:
+                if name not in BATCHED:
+                    continue
+                bar.set_postfix_str(f"step of {n} coords, {name}")
+                t_enc, t_dec, size = measure_step(name, quantizer, grad, args.bucket_coords,
+                                                  stream, args.repeats, args.chunk_levels)
+                rows.append({"n": n, "encoder": f"{name}, step", "enc": t_enc, "dec": t_dec,
+                             "bytes": size, "copy": t_copy})
+            del grad, copy
     return rows
 
 
@@ -130,7 +191,12 @@ def table(rows, args):
              f"{time.strftime('%Y-%m-%d')}; trace {args.trace}, QSGD s = {args.levels}, buckets "
              "of 512; GB/s of fp32 gradient (4 bytes per coordinate), best of the repeats; "
              "encode = quantize + encode + bytes to the host, decode = bytes from the host + "
-             "decode + dequantize; CPU columns: one host process, same tensor.", "",
+             "decode + dequantize; CPU columns: one host process, same tensor."
+             + (f" Rows \"step\": a gradient of {args.step_coords:,} coordinates in buckets of "
+                f"{args.bucket_coords:,}, quantized in one call and every bucket encoded as "
+                "one batch (``encode_parts``); decode = each bucket's two ranks' streams "
+                "decoded, dequantized and summed in one launch (a gpu.StreamGroup)."
+                if args.step_coords else ""), "",
              "| coords | encoder | bits/coord | encode GB/s | decode GB/s | D2D copy GB/s "
              "| CPU encode GB/s | CPU decode GB/s |",
              "|---:|---|---:|---:|---:|---:|---:|---:|"]
@@ -152,6 +218,11 @@ def add_arguments(p):
     g.add_argument("--levels", type=int, default=8, help="QSGD levels s (default 8)")
     g.add_argument("--cpu-max", type=int, default=1 << 24,
                    help="largest tensor also timed on the CPU path (default 16M)")
+    g.add_argument("--step-coords", type=int, default=25_557_032,
+                   help="coordinates of the training step coded as one batch (default: "
+                        "ResNet-50's 25,557,032; 0: none)")
+    g.add_argument("--bucket-coords", type=int, default=1 << 20,
+                   help="coordinates per bucket of that step (default 1M: 4 MiB of fp32)")
     g.add_argument("--chunk-levels", type=int, default=None,
                    help="levels per chunk of the chunked encoders (default theirs, 65536): "
                         "the device decoders run a thread per chunk, ans a warp")
