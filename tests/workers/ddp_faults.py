@@ -43,6 +43,10 @@ def main():
             continue
         assert "checksum" in text or "DecodeError" in text, text
         print(f"RAISED {exchange} {text.splitlines()[0][:200]}", flush=True)
+    # Every rank raised after the same collectives, so the group is idle: close it before
+    # exit, or Gloo's threads may still run when the interpreter tears down (an abort).
+    dist.barrier()
+    dist.destroy_process_group()
 
 
 if __name__ == "__main__":
