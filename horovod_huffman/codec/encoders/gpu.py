@@ -193,7 +193,9 @@ class StreamGroup:
             words.append(w)
             at_word += w.size
             if out.total is not None:
-                scales.append(np.asarray(out.scales, dtype=out.total.dtype))
+                host = out.scales if isinstance(out.scales, np.ndarray) else \
+                    copy_to_host(out.scales, stream)
+                scales.append(np.asarray(host, dtype=out.total.dtype))
                 at_scale += scales[-1].size
         tables = np.stack([np.asarray(item[5], dtype=np.uint64) for item in items])
         dtype = first.total.dtype if first.total is not None else np.float32
