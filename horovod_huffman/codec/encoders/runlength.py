@@ -83,10 +83,13 @@ class RLH(Batched, Chunked):
                      gpu.TokenCode(base, window, code.entries(), window * RUN_BUCKETS)
                      for code, (base, window) in zip(codes, windows)],
             value_bits(levels.dtype))
-        return [(_params(base, window, None, self.chunk_levels, chunk_bits, code), out32, n_words,
-                 payload_bits(chunk_bits))
-                for code, (base, window), (out32, n_words, chunk_bits) in
-                ((c, w, p) for c, w, p in zip(codes, windows, payloads) if c is not None)]
+        results = []
+        for code, (base, window), payload in zip(codes, windows, payloads):
+            if code is not None:
+                out32, n_words, chunk_bits = payload
+                results.append((_params(base, window, None, self.chunk_levels, chunk_bits, code),
+                                out32, n_words, payload_bits(chunk_bits)))
+        return results
 
     @classmethod
     def _decode(cls, reader, words, payload_bits, out, stream=None):
@@ -318,10 +321,13 @@ def emit_shs_device_parts(batch, plans):
          gpu.TokenCode(plan.base, plan.window, plan.code.entries(), plan.window + plan.k)
          for plan in plans],
         value_bits(batch.levels.dtype), k=batch_k(plans))
-    return [(_params(plan.base, plan.window, plan.k, plan.chunk, chunk_bits, plan.code), out32,
-             n_words, payload_bits(chunk_bits))
-            for plan, (out32, n_words, chunk_bits) in
-            ((p, q) for p, q in zip(plans, payloads) if p is not None)]
+    results = []
+    for plan, payload in zip(plans, payloads):
+        if plan is not None:
+            out32, n_words, chunk_bits = payload
+            results.append((_params(plan.base, plan.window, plan.k, plan.chunk, chunk_bits,
+                                    plan.code), out32, n_words, payload_bits(chunk_bits)))
+    return results
 
 
 def batch_k(plans):
