@@ -164,18 +164,11 @@ def _part_code(chunks, parts, all_entries):
             all_entries[parts[part, PART_ENTRIES]:], parts[part, PART_ESC])
 
 
-@cuda.jit
-def chunk_ranges(levels, chunks, lo_hi):
-    """lo_hi[part, 0] = min, lo_hi[part, 1] = max of every part's levels (int64; start at
-    +/- extremes). Grid: a block per chunk."""
-    c = cuda.blockIdx.x
+@cuda.jit(device=True, inline=True)
+def _block_extremes(lo, hi):
+    """(min, max) of every thread's ``lo`` and ``hi`` over the block, valid on thread 0 (every
+    thread must call it)."""
     t = cuda.threadIdx.x
-    lo = int64(0x7FFFFFFFFFFFFFFF)
-    hi = -lo - 1
-    for i in range(chunks[c, CHUNK_LO] + t, chunks[c, CHUNK_HI], BLOCK):
-        v = int64(levels[i])
-        lo = min(lo, v)
-        hi = max(hi, v)
     scratch = cuda.shared.array((2, BLOCK), int64)
     scratch[0, t] = lo
     scratch[1, t] = hi
@@ -184,6 +177,22 @@ def chunk_ranges(levels, chunks, lo_hi):
         for j in range(1, BLOCK):
             lo = min(lo, scratch[0, j])
             hi = max(hi, scratch[1, j])
+    return lo, hi
+
+
+@cuda.jit
+def chunk_ranges(levels, chunks, lo_hi):
+    """lo_hi[part, 0] = min, lo_hi[part, 1] = max of every part's levels (int64; start at
+    +/- extremes). Grid: a block per chunk."""
+    c = cuda.blockIdx.x
+    lo = int64(0x7FFFFFFFFFFFFFFF)
+    hi = -lo - 1
+    for i in range(chunks[c, CHUNK_LO] + cuda.threadIdx.x, chunks[c, CHUNK_HI], BLOCK):
+        v = int64(levels[i])
+        lo = min(lo, v)
+        hi = max(hi, v)
+    lo, hi = _block_extremes(lo, hi)
+    if cuda.threadIdx.x == 0:
         part = chunks[c, CHUNK_PART]
         cuda.atomic.min(lo_hi, (part, 0), lo)
         cuda.atomic.max(lo_hi, (part, 1), hi)
@@ -295,21 +304,14 @@ def write_tokens(levels, chunk, chunks, mode, seg_prev, parts, all_entries, vbit
 @cuda.jit
 def level_range(levels, lo_hi):
     """lo_hi[0] = min, lo_hi[1] = max of ``levels`` (int64; start at +/- extremes). Any grid."""
-    t = cuda.threadIdx.x
     lo = int64(0x7FFFFFFFFFFFFFFF)
     hi = -lo - 1
     for i in range(cuda.grid(1), levels.shape[0], cuda.gridsize(1)):
         v = int64(levels[i])
         lo = min(lo, v)
         hi = max(hi, v)
-    scratch = cuda.shared.array((2, BLOCK), int64)
-    scratch[0, t] = lo
-    scratch[1, t] = hi
-    cuda.syncthreads()
-    if t == 0:
-        for j in range(1, BLOCK):
-            lo = min(lo, scratch[0, j])
-            hi = max(hi, scratch[1, j])
+    lo, hi = _block_extremes(lo, hi)
+    if cuda.threadIdx.x == 0:
         cuda.atomic.min(lo_hi, 0, lo)
         cuda.atomic.max(lo_hi, 1, hi)
 

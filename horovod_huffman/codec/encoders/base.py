@@ -57,6 +57,12 @@ def check_chunk_levels(chunk_levels, name="chunk_levels"):
     return int(chunk_levels)
 
 
+def part_slices(sizes):
+    """The slice of each part of consecutive parts of ``sizes`` levels, in order."""
+    ends = np.cumsum(sizes)
+    return [slice(int(end - n), int(end)) for n, end in zip(sizes, ends)]
+
+
 def out_words(max_bits):
     """A uint32 word buffer with room for ``max_bits`` payload bits plus one flush."""
     return np.empty(int(max_bits) // 32 + 2, dtype=np.uint32)
@@ -117,8 +123,7 @@ class Encoder:
             results = iter(self._encode_device_parts(levels, sizes, stream))
             return [self._empty(levels.dtype) if n == 0 else
                     self._result(levels.dtype, int(n), *next(results)) for n in sizes]
-        ends = np.cumsum(sizes)
-        return [self.encoded(levels[int(end - n):int(end)], stream) for n, end in zip(sizes, ends)]
+        return [self.encoded(levels[part], stream) for part in part_slices(sizes)]
 
     def encode_part(self, encode, memory, slot, step, shape, layout):
         """The message of one part of an exchange (a bucket, a shard, a sum) of ``shape``:
@@ -170,9 +175,8 @@ class Encoder:
         """``_encode_device`` of every non-empty part of device ``levels`` (checked): a list of
         ``_encode`` results in part order. This one codes part by part; an encoder whose
         kernels code a batch (``Batched``) overrides it."""
-        ends = np.cumsum(sizes)
-        return [self._encode_device(levels[int(end - n):int(end)], stream)
-                for n, end in zip(sizes, ends) if n]
+        return [self._encode_device(levels[part], stream) for part in part_slices(sizes)
+                if part.stop > part.start]
 
     @classmethod
     def _decode(cls, reader, words, payload_bits, out, stream=None):
@@ -254,8 +258,10 @@ class GrowingChunks(Chunked):
 
 
 class Batched:
-    """An on-device encoder whose kernels code a batch of parts (gpu.Batch): it implements
-    ``_encode_device_parts``, and a tensor alone is a batch of one part."""
+    """An on-device encoder of the Huffman family, whose kernels code a batch of parts
+    (gpu.Batch): it implements ``_encode_device_parts``, a tensor alone is a batch of one part,
+    and its device decoder decodes through a gpu.StreamGroup."""
+    decodes_in_groups = True
 
     def _encode_device(self, levels, stream):
         return self._encode_device_parts(levels, np.array([levels.size]), stream)[0]
@@ -278,8 +284,8 @@ class Sampled:
         """The code of every part of a gpu.Batch (None for an empty part): ranges and samples
         gathered on the GPU, a launch and a copy to the host each for the whole batch."""
         ranges = batch.ranges()
-        offsets = np.cumsum(batch.sizes) - batch.sizes
-        positions = [self.positions(int(n)) + at for n, at in zip(batch.sizes, offsets) if n]
+        positions = [self.positions(int(n)) + at for n, at in zip(batch.sizes, batch.offsets)
+                     if n]
         sample = gpu_gather(batch.levels, np.concatenate(positions), batch.stream) \
             if positions else None
         plans, at = [], 0

@@ -250,11 +250,12 @@ class Batch:
         if self.sizes.sum() != levels.size:
             raise ValueError(f"parts of {int(self.sizes.sum())} levels in all, for "
                              f"{levels.size} levels")
-        offsets = np.concatenate(([0], np.cumsum(self.sizes)))
+        # Where each part's levels start in the flat array.
+        self.offsets = np.cumsum(self.sizes) - self.sizes
         rows = []
-        for part, n in enumerate(self.sizes):
-            lo = offsets[part] + np.arange(0, n, self.chunk, dtype=np.int64)
-            rows.append(np.stack([lo, np.minimum(lo + self.chunk, offsets[part + 1]),
+        for part, (at, n) in enumerate(zip(self.offsets, self.sizes)):
+            lo = at + np.arange(0, n, self.chunk, dtype=np.int64)
+            rows.append(np.stack([lo, np.minimum(lo + self.chunk, at + n),
                                   np.full(lo.size, part, dtype=np.int64)], axis=1))
         table = np.concatenate(rows) if rows else np.zeros((0, cuda_tokens.CHUNK_FIELDS),
                                                              np.int64)

@@ -73,7 +73,6 @@ class Huffman(Batched, Chunked):
     name = "huffman"
     encoder_id = wire.ENCODER_IDS[name]
     on_device = True
-    decodes_in_groups = True
 
     def plan(self, levels):
         """The code this encoder would use for ``levels``."""

@@ -49,7 +49,6 @@ class RLH(Batched, Chunked):
     name = "rlh"
     encoder_id = wire.ENCODER_IDS[name]
     on_device = True
-    decodes_in_groups = True
 
     def _encode(self, levels):
         base, window, counts, ends, symbols, chunk_runs, *_ = token_counts(levels,
@@ -230,7 +229,6 @@ class SHS(Sampled, Batched, Chunked):
     name = "shs"
     encoder_id = wire.ENCODER_IDS[name]
     on_device = True
-    decodes_in_groups = True
 
     def __init__(self, sample_size=1000, k=200, seed=None, chunk_levels=CHUNK_LEVELS):
         if not isinstance(sample_size, (int, np.integer)) or sample_size < 1:
