@@ -89,3 +89,12 @@ def excerpt(out, tail=3000, first=3000):
         return out[-tail - first:]
     start = out.rfind("\n", 0, start) + 1
     return out[start:start + first] + "\n[...]\n" + out[-tail:]
+
+
+def assert_raised_on_every_rank(out, n_ranks, cases):
+    """Every rank's first RAISED line of each case (a fault worker's output) names its
+    error."""
+    for case, error in cases.items():
+        for rank in range(n_ranks):
+            lines = [l for l in out.splitlines() if f"RAISED {rank} {case} " in l]
+            assert lines and error in lines[0], (case, rank, excerpt(out))

@@ -534,15 +534,18 @@ def test_torch_gradients_pack_to_the_host_bytes(name, shape):
                                   hh.dequantize(host))
 
 
-@pytest.mark.parametrize("kind,name", [("allgather", "rlh"), ("two_phase", "rlh"),
-                                       ("two_phase", "auto")])
-@pytest.mark.parametrize("quantizer", [hh.QSGD(levels=8, bucket_size=64), hh.TernGrad(clip=2.5)],
-                         ids=repr)
+@pytest.mark.parametrize("quantizer,kind,name", [
+    (hh.QSGD(levels=8, bucket_size=64), "allgather", "rlh"),
+    (hh.QSGD(levels=8, bucket_size=64), "two_phase", "rlh"),
+    (hh.QSGD(levels=8, bucket_size=64), "two_phase", "auto"),
+    (hh.TernGrad(clip=2.5), "two_phase", "rlh"),
+    (hh.TernGrad(clip=2.5), "two_phase", "auto")], ids=repr)
 def test_exchanges_run_on_the_device(quantizer, kind, name):
     """The exchanges on device buckets (DeviceOps) for 2 in-process ranks: unbiased QSGD (no
     error feedback) sends exactly the host's bytes and sums to the host's result; biased
-    TernGrad exercises error feedback on the device, whose residual contracts. With ``auto``
-    the third step encodes with the encoder chosen at the second (Codec.encode)."""
+    TernGrad exercises error feedback on the device, whose residual contracts (the allgather's
+    device error feedback is the overflow-step test's below). With ``auto`` the third step
+    encodes with the encoder chosen at the second (Codec.encode)."""
     from horovod_huffman.exchange.allreduce import Job, allgather_sum, two_phase_sum
     from horovod_huffman.exchange.array_ops import DeviceOps, HostOps
     from horovod_huffman.exchange.codec_state import Codec

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from horovod_run import excerpt, horovodrun
+from horovod_run import assert_raised_on_every_rank, excerpt, horovodrun
 
 pytest.importorskip("horovod.torch", exc_type=ImportError)
 
@@ -30,12 +30,10 @@ def test_tensorflow_exact_reduction_under_mpi(controller):
 
 @pytest.mark.parametrize("controller", MPI_CONTROLLERS)
 def test_corrupt_stream_raises_on_every_rank_under_mpi(controller):
-    rc, out = horovodrun(2, "tests/workers/torch_faults.py", "corrupt", timeout=120,
+    rc, out = horovodrun(2, "tests/workers/torch_faults.py", "corrupt:auto", timeout=120,
                          controller=controller)
     assert rc == 0, excerpt(out)
-    for rank in (0, 1):
-        lines = [line for line in out.splitlines() if f"RAISED {rank} " in line]
-        assert lines and "DecodeError" in lines[0], excerpt(out)
+    assert_raised_on_every_rank(out, 2, {"corrupt:auto": "DecodeError"})
 
 
 @pytest.mark.parametrize("controller", MPI_CONTROLLERS)

@@ -19,7 +19,7 @@ def flip_middles(data, sizes):
 
 def corrupt_outgoing_frames():
     """From now on every frame this process sends (allreduce.py's ``frame`` and ``frames``)
-    has a byte flipped after it was written."""
+    has a byte flipped after it was written; returns a function that mends the link."""
     write_one, write_many = allreduce.frame, allreduce.frames
 
     def frame(*args):
@@ -30,4 +30,8 @@ def corrupt_outgoing_frames():
         data, sizes = write_many(items)
         return flip_middles(data, sizes), sizes
 
+    def mend():
+        allreduce.frame, allreduce.frames = write_one, write_many
+
     allreduce.frame, allreduce.frames = frame, frames
+    return mend

@@ -14,8 +14,9 @@ local gradients and the compressor's bucket plan:
 - "cuda": the model, its batches and its gradients on the GPU (ranks may share one): the
   adapter's device path, whose quantization and coding give the host's bits.
 
-Usage: torch_exact.py CASE [CASE ...], CASE = DTYPE:EXCHANGE:VARIANT[,VARIANT...]; the cases run
-one after another in one launch, and rank 0 prints "OK <case> <n> checks" after each.
+Usage: torch_exact.py CASE [CASE ...], CASE = DTYPE:EXCHANGE:VARIANT[,VARIANT...][@ENCODERS];
+ENCODERS (comma-separated; default: every encoder) limits a case to those encoders. The cases
+run one after another in one launch, and rank 0 prints "OK <case> <n> checks" after each.
 """
 import copy
 import sys
@@ -135,10 +136,11 @@ def main():
     hvd.init()
     torch.set_num_threads(1)
     for case in sys.argv[1:]:
-        dtype, exchange, variants = case.split(":")
+        spec, _, encoders = case.partition("@")
+        dtype, exchange, variants = spec.split(":")
         checks = 0
         for variant in variants.split(","):
-            for encoder in hh.ENCODERS:
+            for encoder in encoders.split(",") if encoders else hh.ENCODERS:
                 checks += run_case(encoder, getattr(torch, dtype), exchange, variant)
         if hvd.rank() == 0:
             print(f"OK {case} {checks} checks", flush=True)

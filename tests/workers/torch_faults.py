@@ -1,12 +1,16 @@
 """Worker: faults that every rank must report promptly, never hang on.
 
-Usage: torch_faults.py CASE [EXCHANGE], CASE one of
+Usage: torch_faults.py CASE:EXCHANGE [CASE:EXCHANGE ...], the cases one after another in one
+launch, CASE one of
   corrupt: rank 1's link flips a byte of each frame it sends -> DecodeError on every rank;
   mismatch: rank 1 quantizes in buckets of another size, so its bucket plan differs ->
            MismatchError on every rank;
   adasum:  op=hvd.Adasum -> ValueError naming Adasum on every rank;
   min:     op=hvd.Min -> ValueError naming the supported ops on every rank.
-Prints "RAISED <rank> <exception type>: <message>" and exits 0 when the expected error came.
+Every rank prints "RAISED <rank> <case>:<exchange> <exception type>: <message>" for each case
+that raised its expected error, and the worker exits 0 when every case did. A raise is agreed
+by every rank (the exchanges' status allreduce), so no collective of a case is left in flight
+when the next case starts.
 """
 import sys
 
@@ -18,40 +22,49 @@ from horovod_huffman.exchange.frames import MismatchError
 from horovod_huffman.torch import Compression
 from corrupting import corrupt_outgoing_frames          # beside this file
 
+EXPECTED = {"corrupt": hh.DecodeError, "mismatch": MismatchError, "adasum": ValueError,
+            "min": ValueError}
 
-def main():
-    case = sys.argv[1]
-    exchange = sys.argv[2] if len(sys.argv) > 2 else "auto"
-    hvd.init()
+
+def run_case(case, exchange):
+    """Whether one step of ``case`` raised its expected error on this rank."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
-    if case == "corrupt" and hvd.rank() == 1:
-        corrupt_outgoing_frames()
+    mend = corrupt_outgoing_frames() if case == "corrupt" and hvd.rank() == 1 else None
     bucket = 128 if case == "mismatch" and hvd.rank() == 1 else 64
     comp = Compression.build(encoder="rlh", quantizer=hh.QSGD(levels=8, bucket_size=bucket),
                              exchange=exchange)
     op = {"corrupt": hvd.Average, "mismatch": hvd.Average, "adasum": hvd.Adasum,
           "min": getattr(hvd, "Min", None)}[case]
-    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
-                                   named_parameters=model.named_parameters(), compression=comp,
-                                   op=op)
-    expected = {"corrupt": hh.DecodeError, "mismatch": MismatchError, "adasum": ValueError,
-                "min": ValueError}[case]
     x = torch.randn(8, 32, generator=torch.Generator().manual_seed(hvd.rank()))
     try:
+        opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                       named_parameters=model.named_parameters(),
+                                       compression=comp, op=op)
         model(x).square().mean().backward()
         opt.step()
-    except expected as e:
-        print(f"RAISED {hvd.rank()} {type(e).__name__}: {e}", flush=True)
-        # Stay in Horovod until every rank has reported: a rank that exits at once shuts
-        # Horovod down under a rank still in its backward pass, which then raises
-        # HorovodInternalError ("Horovod has been shut down") instead of its own error. (A
-        # barrier, not hvd.join: in one CI run of the op=Min case Horovod shut down while a
-        # rank waited in join.)
+    except EXPECTED[case] as e:
+        print(f"RAISED {hvd.rank()} {case}:{exchange} {type(e).__name__}: {e}", flush=True)
+        return True
+    finally:
+        if mend:
+            mend()
+    print(f"NO ERROR on rank {hvd.rank()} in {case}:{exchange}", flush=True)
+    return False
+
+
+def main():
+    hvd.init()
+    # After each case, and before exiting, every rank waits for the others: a rank that exits
+    # at once shuts Horovod down under a rank still in its backward pass, which then raises
+    # HorovodInternalError ("Horovod has been shut down") instead of its own error. (A
+    # barrier, not hvd.join: in one CI run of the op=Min case Horovod shut down while a rank
+    # waited in join.)
+    raised = []
+    for case in sys.argv[1:]:
+        raised.append(run_case(*case.split(":")))
         hvd.barrier()
-        return 0
-    print(f"NO ERROR on rank {hvd.rank()}", flush=True)
-    return 1
+    return 0 if all(raised) else 1
 
 
 if __name__ == "__main__":
