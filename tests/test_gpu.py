@@ -149,6 +149,53 @@ def test_a_batch_takes_the_same_launches_and_copies_whatever_its_parts(name, mon
     assert counted(batch_parts("sparse")) == one
 
 
+@pytest.mark.parametrize("name", ["rlh", "sh", "ans"])
+def test_a_batch_of_messages_is_each_message_in_turn(name, monkeypatch):
+    """message.encode_batch (a two-phase scatter's shards, Codec.encode_parts) of device
+    tensors gives the bytes of ``encode`` of each in turn, for tensors of several shapes and
+    sizes, an empty one included; the Huffman family codes five tensors, their scales
+    included, in the launches and copies to the host that one takes."""
+    from horovod_huffman.codec import message
+    from horovod_huffman.codec.encoders import gpu
+    levels = PATTERNS["sparse"]
+    cuts = [(0, 130), (130, 130), (130, 200), (200, 263), (263, N)]
+    shapes = [(130,), (0,), (7, 10), (63,), (N - 263,)]
+
+    def tensors(device):
+        out = []
+        for (a, b), shape in zip(cuts, shapes):
+            scales = np.linspace(0.5, 2.0, -(-(b - a) // 16)).astype(np.float32)
+            lv = levels[a:b]
+            if device:
+                lv, scales = cuda.to_device(lv), cuda.to_device(scales)
+            out.append(hh.QuantizedTensor(lv, scales, shape, np.dtype(np.float32), 16))
+        return out
+
+    alone = encoder(name)          # one encoder: a sampling encoder's samples go in order
+    want = [_bytes(message.encode(qt, alone)) for qt in tensors(False)]
+    assert [_bytes(m) for m in message.encode_batch(tensors(False), encoder(name))] == want
+    assert [_bytes(m) for m in message.encode_batch(tensors(True), encoder(name))] == want
+    if name in BATCHED:
+        def counted(qts):
+            counts = {}
+            monkeypatch.setattr(gpu, "cuda_tokens", _Counted(gpu.cuda_tokens, counts))
+            monkeypatch.setattr(gpu, "copy_to_host", _Counted(gpu, counts).copy_to_host)
+            monkeypatch.setattr(message, "copy_to_host", _Counted(message, counts).copy_to_host)
+            message.encode_batch(qts, encoder(name))
+            monkeypatch.undo()
+            return counts
+        one = counted(tensors(True)[-1:])
+        many = counted(tensors(True))
+        assert many == one
+
+
+def _bytes(msg):
+    """The bytes a message (message.Message) writes."""
+    out = np.empty(msg.nbytes, dtype=np.uint8)
+    msg.write(out, 0)
+    return bytes(out)
+
+
 @pytest.mark.parametrize("pattern", ["sparse", "dense", "escapes", "int32", "one"])
 @pytest.mark.parametrize("name", DEVICE_ENCODERS + ["elias_gamma", "qsgd_elias"])
 def test_device_decode_reads_host_streams(name, pattern):
@@ -534,29 +581,31 @@ def test_torch_gradients_pack_to_the_host_bytes(name, shape):
                                   hh.dequantize(host))
 
 
-@pytest.mark.parametrize("quantizer,kind,name", [
-    (hh.QSGD(levels=8, bucket_size=64), "allgather", "rlh"),
-    (hh.QSGD(levels=8, bucket_size=64), "two_phase", "rlh"),
-    (hh.QSGD(levels=8, bucket_size=64), "two_phase", "auto"),
-    (hh.TernGrad(clip=2.5), "two_phase", "rlh"),
-    (hh.TernGrad(clip=2.5), "two_phase", "auto")], ids=repr)
-def test_exchanges_run_on_the_device(quantizer, kind, name):
-    """The exchanges on device buckets (DeviceOps) for 2 in-process ranks: unbiased QSGD (no
-    error feedback) sends exactly the host's bytes and sums to the host's result; biased
-    TernGrad exercises error feedback on the device, whose residual contracts (the allgather's
-    device error feedback is the overflow-step test's below). With ``auto`` the third step
-    encodes with the encoder chosen at the second (Codec.encode)."""
+@pytest.mark.parametrize("quantizer,kind,name,n_ranks", [
+    (hh.QSGD(levels=8, bucket_size=64), "allgather", "rlh", 2),
+    (hh.QSGD(levels=8, bucket_size=64), "two_phase", "rlh", 3),
+    (hh.QSGD(levels=8, bucket_size=64), "two_phase", "auto", 2),
+    (hh.TernGrad(clip=2.5), "two_phase", "rlh", 2),
+    (hh.TernGrad(clip=2.5), "two_phase", "auto", 2)], ids=repr)
+def test_exchanges_run_on_the_device(quantizer, kind, name, n_ranks):
+    """The exchanges on device buckets (DeviceOps) for in-process ranks: unbiased QSGD (no
+    error feedback) sends exactly the host's bytes and sums to the host's result (at 3 ranks
+    the scatter codes each rank's two shards as one batch); biased TernGrad exercises error
+    feedback on the device, whose residual contracts (the allgather's device error feedback
+    is the overflow-step test's below). With ``auto`` the third step encodes with the encoder
+    chosen at the second (Codec.encode); the others take two steps, the second with the
+    first's residual."""
     from horovod_huffman.exchange.allreduce import Job, allgather_sum, two_phase_sum
     from horovod_huffman.exchange.array_ops import DeviceOps, HostOps
     from horovod_huffman.exchange.codec_state import Codec
     from horovod_huffman.exchange.local import LocalGroup, run_ranks
 
     rng = np.random.default_rng(5)
-    grads = [rng.standard_normal(300).astype(np.float32) for _ in range(2)]
+    grads = [rng.standard_normal(300).astype(np.float32) for _ in range(n_ranks)]
     stream = cuda.stream()
 
     def run(ops, codecs, step, device):
-        group = LocalGroup(2)
+        group = LocalGroup(n_ranks)
         job = Job("w", 7, step, 1, 300, 1200)
         works = [cuda.to_device(g, stream=stream) if device else g for g in grads]
         gens = [two_phase_sum(c, ops, group.member(r), job, works[r], 64) if kind == "two_phase"
@@ -564,9 +613,9 @@ def test_exchanges_run_on_the_device(quantizer, kind, name):
                 for r, c in enumerate(codecs)]
         return run_ranks(gens), group
 
-    host = [Codec(encoder=encoder(name), quantizer=quantizer, seed=r) for r in range(2)]
-    dev = [Codec(encoder=encoder(name), quantizer=quantizer, seed=r) for r in range(2)]
-    for step in range(3):
+    host = [Codec(encoder=encoder(name), quantizer=quantizer, seed=r) for r in range(n_ranks)]
+    dev = [Codec(encoder=encoder(name), quantizer=quantizer, seed=r) for r in range(n_ranks)]
+    for step in range(3 if name == "auto" else 2):       # error feedback: a residual kept
         total_h, group_h = run(HostOps, host, step, False)
         total_d, group_d = run(DeviceOps(stream), dev, step, True)
         sent_h = [bytes(d) for v in group_h._submitted.values() for _, d, _ in v.values()]

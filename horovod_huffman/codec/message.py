@@ -20,6 +20,7 @@ from collections import namedtuple
 from dataclasses import dataclass
 
 import numpy as np
+from numba import cuda
 
 from horovod_huffman.kernels.maxima import MAX_NDIM
 
@@ -79,10 +80,7 @@ def encode(qt, encoder="rlh", stream=None, layout=None):
     matrices the levels hold (``Encoder.encode``), for the encoders that use it; None: a tensor
     of two or more dimensions is one matrix of shape[0] rows."""
     enc = as_encoder(encoder)
-    if qt.dtype.name not in FLOAT_CODES:
-        raise TypeError(f"unsupported tensor dtype {qt.dtype}")
-    if len(qt.shape) > MAX_NDIM:
-        raise ValueError(f"tensors of more than {MAX_NDIM} dimensions are not supported")
+    _check_fields(qt)
     if layout is None and len(qt.shape) > 1 and qt.shape[0] and qt.numel:
         layout = [(qt.shape[0], qt.numel // qt.shape[0])]
     # stream and layout only where there are: encoders written for the host take just the
@@ -90,8 +88,59 @@ def encode(qt, encoder="rlh", stream=None, layout=None):
     options = {k: v for k, v in (("stream", stream), ("layout", layout)) if v is not None}
     if not isinstance(enc, Encoder):
         options.pop("layout", None)
-    levels = enc.encoded(qt.levels, **options)
-    scales = qt.scales
+    return _message(qt, enc.encoded(qt.levels, **options), qt.scales, stream)
+
+
+def encode_batch(qts, encoder="rlh", stream=None):
+    """The ``Message`` of each QuantizedTensor of ``qts``, the same as ``encode`` of each in
+    turn (no layouts: a tensor of two or more dimensions is one matrix, as ``encode``'s
+    default). Device tensors of one level dtype, with an encoder that codes batches on the GPU
+    (``Encoder.codes_in_batches``: the Huffman family), go as one batch: their levels laid end
+    to end on the device (``Encoder.encoded_parts``, a fixed number of launches and copies to
+    the host whatever the number of tensors) and their scales brought to the host in one
+    copy."""
+    enc = as_encoder(encoder)
+    batched = (len(qts) > 1 and getattr(enc, "codes_in_batches", False) and
+               all(is_device_array(qt.levels) and is_device_array(qt.scales) and
+                   np.dtype(qt.scales.dtype) == np.float32 for qt in qts) and
+               len({np.dtype(qt.levels.dtype) for qt in qts}) == 1)
+    if not batched:
+        return [encode(qt, enc, stream) for qt in qts]
+    for qt in qts:
+        _check_fields(qt)
+    stream = stream_or_default(stream)
+    levels = _end_to_end([qt.levels for qt in qts], stream)
+    scales = copy_to_host(_end_to_end([qt.scales for qt in qts], stream), stream)
+    coded = enc.encoded_parts(levels, [qt.numel for qt in qts], stream)
+    ends = np.cumsum([qt.scales.size for qt in qts])
+    return [_message(qt, stream_, scales[end - qt.scales.size:end], stream)
+            for qt, stream_, end in zip(qts, coded, ends)]
+
+
+def _end_to_end(arrays, stream):
+    """One device array of ``arrays`` (device arrays of one dtype) flattened and laid end to
+    end, copied on ``stream``."""
+    arrays = [as_device_array(a) for a in arrays]
+    out = cuda.device_array(sum(a.size for a in arrays), dtype=arrays[0].dtype, stream=stream)
+    pos = 0
+    for a in arrays:
+        if a.size:
+            out[pos:pos + a.size].copy_to_device(a.reshape(a.size), stream=stream)
+        pos += a.size
+    return out
+
+
+def _check_fields(qt):
+    """TypeError or ValueError where a message cannot carry ``qt``'s dtype or dimensions."""
+    if qt.dtype.name not in FLOAT_CODES:
+        raise TypeError(f"unsupported tensor dtype {qt.dtype}")
+    if len(qt.shape) > MAX_NDIM:
+        raise ValueError(f"tensors of more than {MAX_NDIM} dimensions are not supported")
+
+
+def _message(qt, levels, scales, stream):
+    """The ``Message`` of ``qt`` with its level stream ``levels`` (``wire.Encoded``) and
+    ``scales`` (host or device)."""
     if is_device_array(scales):
         scales = copy_to_host(as_device_array(scales), stream_or_default(stream))
     scales = np.ascontiguousarray(scales, dtype="<f4")

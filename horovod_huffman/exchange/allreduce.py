@@ -230,19 +230,21 @@ class _NoBody:
 
 def _scatter_frames(codec, ops, job, work, bounds, me):
     """(the frames of every shard of ``work`` in rank order, in one array, this rank's own
-    with an empty body; their sizes; this rank's own quantized shard)."""
-    items, mine = [], None
+    with an empty body; their sizes; this rank's own quantized shard). The other ranks'
+    shards are encoded together (``Codec.encode_parts``: one batch on a GPU)."""
+    qts = []
     for j in range(len(bounds) - 1):
         a, b = bounds[j], bounds[j + 1]
         state = _client_state(job.key, j) if codec.feedback.client else None
-        qt = codec.quantize(ops, work[a:b], (b - a,), f"{job.key}/shard{j}", job.step, state)
-        if j == me:
-            mine, message = qt, _NoBody
-        else:
-            message = codec.encode(ops, qt, job, f"shard{j}", a)
-        items.append((phase_tag(job.tag, "scatter", j), job.step, message))
-    data, sizes = frames(items)
-    return data, sizes, mine
+        qts.append(codec.quantize(ops, work[a:b], (b - a,), f"{job.key}/shard{j}", job.step,
+                                  state))
+    others = [j for j in range(len(qts)) if j != me]
+    messages = dict(zip(others, codec.encode_parts(
+        ops, [qts[j] for j in others], job, [f"shard{j}" for j in others],
+        [bounds[j] for j in others])))
+    data, sizes = frames([(phase_tag(job.tag, "scatter", j), job.step, messages.get(j, _NoBody))
+                          for j in range(len(qts))])
+    return data, sizes, qts[me]
 
 
 def _shard_total(codec, ops, coll, job, received, mine, bounds, work_dtype):

@@ -13,7 +13,7 @@ from horovod_huffman.kernels.cuda_bits import BLOCK
 
 from ..codec.device import grid_for, is_device_array
 from ..codec.encoders.gpu import StreamGroup
-from ..codec.message import encode as encode_message
+from ..codec.message import encode as encode_message, encode_batch
 from ..codec.quantizers import QuantizedTensor, dequantize, device_scales
 
 
@@ -74,6 +74,11 @@ class HostOps:
     @staticmethod
     def encode(qt, encoder, layout=None):
         return encode_message(qt, encoder, layout=layout)
+
+    @staticmethod
+    def encode_batch(qts, encoder):
+        """The messages of several quantized tensors, as ``encode`` of each (no layouts)."""
+        return encode_batch(qts, encoder)
 
     @staticmethod
     def decode_group():
@@ -172,6 +177,11 @@ class DeviceOps:
 
     def encode(self, qt, encoder, layout=None):
         return encode_message(qt, encoder, stream=self.stream, layout=layout)
+
+    def encode_batch(self, qts, encoder):
+        """As HostOps.encode_batch; with an encoder that codes batches (the Huffman family),
+        every tensor in one batch on the device (message.encode_batch)."""
+        return encode_batch(qts, encoder, stream=self.stream)
 
     def decode_group(self):
         """As HostOps.decode_group: a gpu.StreamGroup, which decodes the Huffman family's

@@ -82,6 +82,17 @@ class Codec:
             lambda encoder, layout: ops.encode(qt, encoder, layout), self.choices,
             (job.key, part), job.step, qt.shape, layout)
 
+    def encode_parts(self, ops, qts, job, parts, starts):
+        """``encode`` of each of ``qts`` as ``parts`` of ``job`` from ``starts``. An encoder
+        that codes batches on the device (``Encoder.codes_in_batches``: the Huffman family,
+        which keep no choices and use no layout) codes them as one batch
+        (``ops.encode_batch``), the same bytes."""
+        encoder = job.encoder_of(self)
+        if encoder.codes_in_batches:
+            return ops.encode_batch(qts, encoder)
+        return [self.encode(ops, qt, job, part, start)
+                for qt, part, start in zip(qts, parts, starts)]
+
     def decode_into(self, ops, message, total, add, numel, dtype, what, rank, group=None):
         """``total`` (a 1-D work array; None: a new one) with the tensor of ``rank``'s message
         for ``what`` dequantized into it, assigned or with ``add`` added

@@ -83,6 +83,8 @@ class Encoder:
     # Whether the device decoder takes host words and decodes through its output's
     # gpu.StreamGroup (else it takes device words and writes the output at once).
     decodes_in_groups = False
+    # Whether ``encoded_parts`` codes device parts as one batch (else part by part).
+    codes_in_batches = False
 
     def encode(self, levels, stream=None, layout=None):
         """Encode ``levels`` (1-D signed integer array) into a uint8 array (docs/wire-format.md).
@@ -262,6 +264,7 @@ class Batched:
     (gpu.Batch): it implements ``_encode_device_parts``, a tensor alone is a batch of one part,
     and its device decoder decodes through a gpu.StreamGroup."""
     decodes_in_groups = True
+    codes_in_batches = True
 
     def _encode_device(self, levels, stream):
         return self._encode_device_parts(levels, np.array([levels.size]), stream)[0]
