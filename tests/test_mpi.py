@@ -16,8 +16,8 @@ MPI_CONTROLLERS = ["mpi", "mpirun"]
 
 @pytest.mark.parametrize("controller", MPI_CONTROLLERS)
 def test_torch_exact_reduction_under_mpi(controller):
-    rc, out = horovodrun(2, "tests/workers/torch_exact.py", "float32:allgather:plain,groups,sum",
-                         controller=controller)
+    rc, out = horovodrun(2, "tests/workers/torch_exact.py", "float32:allgather:plain",
+                         "float32:allgather:groups,sum@rlh,ans,auto", controller=controller)
     assert rc == 0 and "OK" in out, excerpt(out)
 
 
