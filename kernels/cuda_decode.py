@@ -24,14 +24,16 @@ READ ME FIRST
    chunk's status into ``status``; the host raises the first non-zero.
 4. Every decoder puts its levels through cuda_quantize.put_level: into a levels array, or
    dequantized into a float total, assigned or added (that module's note 4).
-5. ``decode_streams`` decodes a group of streams of the same length, chunk size and level
-   dtype in one launch: the N ranks' streams of one bucket, summed into its total in rank
-   order. A stream table (STREAM_*) gives each stream its words, chunk offsets and bits,
-   code kind, window, escape widths, scales and put mode (the first assigns, the others add);
-   the words, chunk arrays and scales of all streams are concatenated. Block c decodes chunk
-   c of stream 0, then of stream 1 and so on, a barrier between them, so that every level's
-   additions come in stream order (a level may be written by another thread of the block
-   for each stream), as the host sums them.
+5. ``decode_streams`` decodes a group of streams of the same chunk size and level dtype in
+   one launch, into one destination: the N ranks' streams of one bucket, summed into its
+   total in rank order, or the summed shards of a two-phase gather, each into its own slice
+   of the bucket. A stream table (STREAM_*) gives each stream its words, chunk offsets and
+   bits, levels, first output element, code kind, window, escape widths, scales and put mode
+   (the first assigns, the others add); the words, chunk arrays and scales of all streams
+   are concatenated. Block c decodes chunk c of stream 0, then of stream 1 and so on (a
+   stream with fewer chunks skips the block, the whole block alike), a barrier between
+   them, so that every level's additions come in stream order (a level may be written by
+   another thread of the block for each stream), as the host sums them.
 Units: positions are int64 bits of the payload; ``chunk`` is levels per chunk.
 """
 from numba import cuda, int64, uint32, uint64
@@ -110,19 +112,21 @@ def _walk(words, tab, tokens, entry, stop_bit, end_bit, base, window, vbits, esc
 
 
 # Columns of a group's stream table (int64, a row per stream, note 5).
-(STREAM_WORDS, STREAM_CHUNKS, STREAM_TOKENS, STREAM_BASE, STREAM_WINDOW, STREAM_VBITS,
- STREAM_ESC_HAS_RUN, STREAM_SCALES, STREAM_MODE, STREAM_FIELDS) = range(10)
+(STREAM_WORDS, STREAM_CHUNKS, STREAM_LEVELS, STREAM_OUT, STREAM_TOKENS, STREAM_BASE,
+ STREAM_WINDOW, STREAM_VBITS, STREAM_ESC_HAS_RUN, STREAM_SCALES, STREAM_MODE,
+ STREAM_FIELDS) = range(12)
 
 
 @cuda.jit
-def decode_streams(words, streams, starts, chunk_bits, tables, chunk, lo, hi, n, out, total,
+def decode_streams(words, streams, starts, chunk_bits, tables, chunk, lo, hi, out, total,
                    scales, bucket, status):
-    """A group of huffman/sh or rlh/shs payloads of ``n`` levels each, in order (note 5):
-    level j of stream s put by put_level(out, total, scales[its first scale:], bucket, its
-    mode, j, level). Block c decodes chunk c of every stream, one after another, with a
-    barrier between them. ``tables``: a 4096-entry lookup table per stream (uint64 entries,
-    as ``_token`` reads them); ``status[s * chunks + c]``: chunk c of stream s. Grid: one
-    block of BLOCK threads per chunk."""
+    """A group of huffman/sh or rlh/shs payloads, in order (note 5): level j of stream s put by
+    put_level(out[its first element:], total[its first element:], scales[its first scale:],
+    bucket, its mode, j, level). Block c decodes chunk c of every stream that has one, one
+    after another, with a barrier between them. ``tables``: a 4096-entry lookup table per
+    stream (uint64 entries, as ``_token`` reads them); ``status[s * blocks + c]``: chunk c of
+    stream s (OK where the stream has no chunk c). Grid: one block of BLOCK threads per chunk
+    of the longest stream."""
     tab = cuda.shared.array(TABLE_SIZE, uint64)
     exits = cuda.shared.array(BLOCK, int64)
     scratch = cuda.shared.array(BLOCK, int64)
@@ -132,13 +136,19 @@ def decode_streams(words, streams, starts, chunk_bits, tables, chunk, lo, hi, n,
     t = cuda.threadIdx.x
     c = cuda.blockIdx.x
     for s in range(streams.shape[0]):
+        row = streams[s]
+        n = row[STREAM_LEVELS]
+        if int64(c) * chunk >= n:           # the same for the whole block: no barrier skipped
+            if t == 0:
+                status[s * cuda.gridDim.x + c] = OK
+            continue
         cuda.syncthreads()                  # the stream before is written, its table unused
         for j in range(t, TABLE_SIZE, BLOCK):
             tab[j] = tables[s, j]
-        row = streams[s]
         at = row[STREAM_CHUNKS]
         first, stop, start, end = _chunk(c, starts[at:], chunk_bits[at:], chunk, n)
-        dest = (out, total, scales[row[STREAM_SCALES]:], bucket, row[STREAM_MODE])
+        to = row[STREAM_OUT]
+        dest = (out[to:], total[to:], scales[row[STREAM_SCALES]:], bucket, row[STREAM_MODE])
         cuda.syncthreads()
         _decode_chunk(words[row[STREAM_WORDS]:], tab, row[STREAM_TOKENS] != 0,
                       row[STREAM_BASE], row[STREAM_WINDOW], row[STREAM_VBITS],

@@ -272,6 +272,49 @@ def test_a_decode_group_sums_the_ranks_in_one_launch_as_the_host_does(names, mon
         assert counts["launch"] == 1
 
 
+def test_a_decode_group_decodes_slices_of_one_array_in_one_launch(monkeypatch):
+    """A two-phase gather's summed shards, of different lengths (an empty one included), each
+    decoded through one gpu.StreamGroup into its slice of the bucket (``within``), give the
+    host's dequantized shards bit for bit in one launch; a corrupted shard is named by its
+    label."""
+    from horovod_huffman.codec.encoders import gpu
+    from horovod_huffman.codec.message import contents
+    from horovod_huffman.exchange.array_ops import DeviceOps
+    rng = np.random.default_rng(9)
+    bounds = [0, 2 * CHUNK + 5, 2 * CHUNK + 5, 3 * CHUNK, N]
+    levels = np.roll(PATTERNS["sparse"], 11)
+    scales = rng.random(-(-N // 16)).astype(np.float32)
+    names = ["rlh", "huffman", "shs", "sh"]
+    messages, expected = [], np.zeros(N, np.float32)
+    for j, name in enumerate(names):
+        a, b = bounds[j], bounds[j + 1]
+        qt = hh.QuantizedTensor(levels[a:b], scales[:-(-(b - a) // 16)], (b - a,),
+                                np.dtype(np.float32), 16)
+        expected[a:b] = hh.dequantize(qt)
+        messages.append(hh.pack(qt, encoder(name)))
+
+    def gathered(messages):
+        ops = DeviceOps(cuda.stream())
+        result = cuda.to_device(np.full(N, np.nan, np.float32))
+        with ops.decode_group() as group:
+            for j, message in enumerate(messages):
+                a, b = bounds[j], bounds[j + 1]
+                ops.decode_into(contents(message), result[a:b], False, group, f"shard {j}",
+                                (result, a))
+        return result.copy_to_host()
+
+    counts = {}
+    monkeypatch.setattr(gpu, "cuda_decode", _Counted(gpu.cuda_decode, counts))
+    assert gathered(messages).tobytes() == expected.tobytes()
+    assert counts["launch"] == 1
+    bad = list(messages)
+    bad[3] = bad[3].copy()
+    bad[3][-20] ^= 0x40
+    bad[3] = reseal(bad[3])
+    with pytest.raises(hh.DecodeError, match="shard 3"):
+        gathered(bad)
+
+
 def test_a_decode_group_names_the_stream_it_cannot_decode():
     """A corrupted stream in a group raises DecodeError naming that stream's label."""
     from horovod_huffman.codec.message import contents

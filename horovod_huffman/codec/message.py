@@ -172,13 +172,13 @@ class Contents(namedtuple("Contents", "shape dtype bucket_size scales stream num
                               f"{self.numel}")
         return QuantizedTensor(levels, self.scales, self.shape, self.dtype, self.bucket_size)
 
-    def dequantize_into(self, total, add, stream, group=None, label=""):
+    def dequantize_into(self, total, add, stream, group=None, label="", within=None):
         """Decode on the GPU, dequantized into the float32/float64 device array ``total`` of
         ``numel`` elements in the decoding pass: total = (or += with ``add``) the tensor, 1-D,
         in the total's precision, as ``dequantize`` (then a sum in rank order) computes it.
-        ``group``, ``label``: as for ``encoders.decode_dequantized``."""
+        ``group``, ``label``, ``within``: as for ``encoders.decode_dequantized``."""
         decode_dequantized(self.stream, total, self.scales.astype(total.dtype), self.bucket_size,
-                           add, stream, covered=True, group=group, label=label)
+                           add, stream, covered=True, group=group, label=label, within=within)
 
 
 def contents(buf, max_elements=None):

@@ -147,14 +147,16 @@ def two_phase_sum(codec, ops, coll, job, work, align):
         result = ops.empty(work.size, work.dtype)     # every shard is assigned below
         gathered = split_frames(pending.wait(), coll.size, phase_tag(job.tag, "gather"),
                                 job.step, key)
-        for j, message in enumerate(gathered):
-            size = bounds[j + 1] - bounds[j]
-            what = f"{key} (sum shard {j})"
-            if j == me:
-                ops.dequantize_into(result, bounds[j], codec.own(message, summed, size, what, j))
-            else:
-                codec.decode_into(ops, message, result[bounds[j]:bounds[j + 1]], False, size,
-                                  work.dtype, what, j)
+        with ops.decode_group() as group:         # on a GPU: the shards in one launch
+            for j, message in enumerate(gathered):
+                size = bounds[j + 1] - bounds[j]
+                what = f"{key} (sum shard {j})"
+                if j == me:
+                    ops.dequantize_into(result, bounds[j],
+                                        codec.own(message, summed, size, what, j))
+                else:
+                    codec.decode_into(ops, message, result[bounds[j]:bounds[j + 1]], False,
+                                      size, work.dtype, what, j, group, (result, bounds[j]))
         codec.feedback.settle(ops, [_client_state(key, j) for j in range(coll.size)] +
                               [_server_state(key, me)], result)
     codec.statistics.count(job.coords, job.raw_bytes, data.size - sizes[me] + reply.size, job.tensors)

@@ -88,11 +88,12 @@ class HostOps:
         return Ungrouped()
 
     @staticmethod
-    def decode_into(contents, total, add, group=None, label=""):
+    def decode_into(contents, total, add, group=None, label="", within=None):
         """The tensor of a checked message (message.Contents) dequantized into the 1-D work
         array ``total``: assigned, or with ``add`` added; ``total`` None: a new array.
         ``group``: from ``decode_group``; ``label`` names the stream in a DecodeError that
-        the group raises."""
+        the group raises; ``within``: (an array, an offset) of which ``total`` is the slice
+        at that offset, so that a group may decode into several slices of it at once."""
         qt = contents.unpack()
         if total is None or add:
             return HostOps.add_dequantized(total, qt)
@@ -188,12 +189,12 @@ class DeviceOps:
         streams of one total (the ranks' streams of a bucket) in one launch."""
         return StreamGroup(self.stream)
 
-    def decode_into(self, contents, total, add, group=None, label=""):
+    def decode_into(self, contents, total, add, group=None, label="", within=None):
         """As HostOps.decode_into, decoding, dequantizing and adding in one pass on the device
         (message.Contents.dequantize_into): no levels array."""
         if total is None:
-            total, add = self.empty(contents.numel, work_dtype(contents.dtype)), False
-        contents.dequantize_into(total, add, self.stream, group, label)
+            total, add, within = self.empty(contents.numel, work_dtype(contents.dtype)), False, None
+        contents.dequantize_into(total, add, self.stream, group, label, within)
         return total
 
     def dequantize(self, qt):

@@ -93,11 +93,13 @@ class Codec:
         return [self.encode(ops, qt, job, part, start)
                 for qt, part, start in zip(qts, parts, starts)]
 
-    def decode_into(self, ops, message, total, add, numel, dtype, what, rank, group=None):
+    def decode_into(self, ops, message, total, add, numel, dtype, what, rank, group=None,
+                    within=None):
         """``total`` (a 1-D work array; None: a new one) with the tensor of ``rank``'s message
         for ``what`` dequantized into it, assigned or with ``add`` added
         (``ops.decode_into``; with ``group``, from ``ops.decode_group``, once the group is
-        flushed). The message must hold ``numel`` coordinates of the work dtype ``dtype``
+        flushed; ``within``: the array and offset ``total`` is a slice of, for the group).
+        The message must hold ``numel`` coordinates of the work dtype ``dtype``
         (``array_ops.work_dtype``); DecodeError or MismatchError naming both when it is
         malformed or of another size or dtype, raised before ``total`` is written."""
         try:
@@ -108,7 +110,8 @@ class Codec:
             raise MismatchError(f"rank {rank} sent {found.numel} coordinates of {found.dtype} "
                                 f"for {what!r}, expected {numel} of {np.dtype(dtype)}")
         try:
-            return ops.decode_into(found, total, add, group, f"{what!r} from rank {rank}")
+            return ops.decode_into(found, total, add, group, f"{what!r} from rank {rank}",
+                                   within)
         except DecodeError as e:
             raise DecodeError(f"{what!r} from rank {rank}: {e}") from e
 

@@ -122,7 +122,7 @@ def decode(buf, max_elements=None, device=None, stream=None, covered=False):
 
 
 def decode_dequantized(buf, total, scales, bucket, add, stream=None, covered=False, group=None,
-                       label=""):
+                       label="", within=None):
     """Decode a stream of ``total.size`` levels on the GPU, dequantized into the float32 or
     float64 device array ``total`` in the same pass: total[j] = scales[j // bucket] * level j,
     or += with ``add`` (``scales``: a host or device array of the total's dtype). The levels
@@ -132,14 +132,16 @@ def decode_dequantized(buf, total, scales, bucket, add, stream=None, covered=Fal
 
     ``group``: a gpu.StreamGroup that the Huffman family's streams join, to be decoded with
     the group's others in one launch when it is flushed (None: at once); ``label`` names the
-    stream in the group's DecodeError."""
+    stream in the group's DecodeError; ``within``: (an array, an offset) of which ``total`` is
+    the slice at that offset, so that a group decodes into several slices of one array in
+    one launch (gpu.Output)."""
     frame = check(buf, total.size, covered)
     if frame.n != total.size:
         raise DecodeError(f"stream holds {frame.n} levels, {total.size} expected")
     stream = stream_or_default(stream)
     _decode_on_device(_BY_ID[frame.encoder_id], frame,
                       gpu.Output(frame.n, frame.dtype, stream, total, scales, bucket, add, group,
-                                 label), stream)
+                                 label, within), stream)
 
 
 def _decode_on_device(cls, frame, out, stream):

@@ -75,15 +75,22 @@ class Output:
     of the output's own, flushed before the decode returns). A shared group decodes the
     streams of several outputs into one total in one launch; every other write into the
     output flushes the group first, so that the writes keep their order. ``label`` names the
-    stream in a DecodeError the group raises."""
+    stream in a DecodeError the group raises. ``within``: (an array, an offset) where
+    ``total`` is array[offset:offset + size], so that a group decodes the outputs of several
+    slices of that array (a two-phase gather's shards) in one launch; None: (total, 0)."""
 
     def __init__(self, size, dtype, stream, total=None, scales=None, bucket=1, add=False,
-                 group=None, label=""):
+                 group=None, label="", within=None):
         self.size, self.dtype, self.stream = int(size), np.dtype(dtype), stream
         self.total, self.scales, self.bucket, self.add = total, scales, int(bucket), add
         self.own_group = group is None
         self.group = StreamGroup(stream) if group is None else group
         self.label = label
+        if within is not None and (total is None or within[0][within[1]:][:self.size].size
+                                   != self.size):
+            raise ValueError(f"a total of {self.size} elements at {within[1]} of an array of "
+                             f"{within[0].size}")
+        self.within = (total, 0) if within is None else (within[0], int(within[1]))
         if total is None:
             self.levels = cuda.device_array(self.size, dtype=self.dtype, stream=stream)
             self.mode = cuda_quantize.PUT_LEVEL
@@ -141,12 +148,14 @@ class Output:
 
 
 class StreamGroup:
-    """Huffman-family streams of the same length, chunk size and level dtype, decoded into
-    one destination in one launch when flushed (kernels/cuda_decode.py ``decode_streams``,
-    note 5): the N ranks' streams of a bucket, summed into its total in their order. The
+    """Huffman-family streams of the same chunk size and level dtype, decoded into one
+    destination in one launch when flushed (kernels/cuda_decode.py ``decode_streams``, note
+    5): the N ranks' streams of a bucket, summed into its total in their order, or the summed
+    shards of a two-phase gather, each into its slice of the bucket (``Output.within``). The
     host arrays of all of them (words, chunk offsets and bits, tables, scales) go to the
     device in one copy, and their statuses come back in one. A stream that does not fit with
-    those before (another length, chunk size, dtype or destination) flushes them first."""
+    those before (another chunk size, dtype, destination, bucket size or kind of output)
+    flushes them first."""
 
     def __init__(self, stream):
         self.stream = stream
@@ -163,8 +172,8 @@ class StreamGroup:
             esc_has_run, lo, hi, name):
         """Add a stream (host uint64 ``words``: bits.bytes_to_words of its payload; its chunk
         starts and bits; its 4096-entry table) that decodes into the Output ``out``."""
-        key = (out.size, int(chunk), out.dtype, out.total is None,
-               id(out.levels if out.total is None else out.total), out.bucket, int(lo), int(hi))
+        dest = out.levels if out.total is None else out.within[0]
+        key = (int(chunk), out.dtype, out.total is None, id(dest), out.bucket, int(lo), int(hi))
         if self.items and self.items[0][0] != key:
             self.flush()
         self.items.append((key, out, words, np.asarray(starts, np.int64),
@@ -180,18 +189,17 @@ class StreamGroup:
         if not items:
             return
         stream = self.stream
-        (n, chunk, _, _, _, bucket, lo, hi), first = items[0][0], items[0][1]
-        n_chunks = len(items[0][3])
-        if any(len(item[3]) != n_chunks for item in items):
-            raise DecodeError(f"{items[0][-1]}: streams of {n} levels with other chunk counts")
+        (chunk, _, _, _, bucket, lo, hi), first = items[0][0], items[0][1]
+        blocks = max(len(item[3]) for item in items)
         table = np.zeros((len(items), cuda_decode.STREAM_FIELDS), dtype=np.int64)
-        words, scales, at_word, at_scale = [], [], 0, 0
-        for s, (_, out, w, _, _, _, tokens, base, window, vbits, esc_has_run, _) in \
+        words, scales, at_word, at_chunk, at_scale = [], [], 0, 0, 0
+        for s, (_, out, w, starts, _, _, tokens, base, window, vbits, esc_has_run, _) in \
                 enumerate(items):
-            table[s] = (at_word, s * n_chunks, tokens, base, window, vbits, esc_has_run,
-                        at_scale, out.mode)
+            table[s] = (at_word, at_chunk, out.size, out.within[1], tokens, base, window, vbits,
+                        esc_has_run, at_scale, out.mode)
             words.append(w)
             at_word += w.size
+            at_chunk += len(starts)
             if out.total is not None:
                 host = out.scales if isinstance(out.scales, np.ndarray) else \
                     copy_to_host(out.scales, stream)
@@ -203,14 +211,14 @@ class StreamGroup:
         words, table, starts, chunk_bits, tables, scales = upload(
             stream, np.concatenate(words), table, np.concatenate([item[3] for item in items]),
             np.concatenate([item[4] for item in items]), tables, scales)
-        status = cuda.device_array(len(items) * n_chunks, dtype=np.int64, stream=stream)
+        status = cuda.device_array(len(items) * blocks, dtype=np.int64, stream=stream)
         if first.total is None:
             dest = (first.levels, _placeholder(np.float32), _placeholder(np.float32), 1)
         else:
-            dest = (_placeholder(first.dtype), first.total, scales, bucket)
-        cuda_decode.decode_streams[n_chunks, BLOCK, stream](
-            words, table, starts, chunk_bits, tables, chunk, lo, hi, n, *dest, status)
-        status = copy_to_host(status, stream).reshape(len(items), n_chunks)
+            dest = (_placeholder(first.dtype), first.within[0], scales, bucket)
+        cuda_decode.decode_streams[blocks, BLOCK, stream](
+            words, table, starts, chunk_bits, tables, chunk, lo, hi, *dest, status)
+        status = copy_to_host(status, stream).reshape(len(items), blocks)
         for item, row in zip(items, status):
             bad = row[row != 0]
             if bad.size:
