@@ -113,8 +113,8 @@ def encode_batch(qts, encoder="rlh", stream=None):
     scales = copy_to_host(_end_to_end([qt.scales for qt in qts], stream), stream)
     coded = enc.encoded_parts(levels, [qt.numel for qt in qts], stream)
     ends = np.cumsum([qt.scales.size for qt in qts])
-    return [_message(qt, stream_, scales[end - qt.scales.size:end], stream)
-            for qt, stream_, end in zip(qts, coded, ends)]
+    return [_message(qt, levels_stream, scales[end - qt.scales.size:end], stream)
+            for qt, levels_stream, end in zip(qts, coded, ends)]
 
 
 def _end_to_end(arrays, stream):

@@ -88,7 +88,7 @@ class Codec:
         which keep no choices and use no layout) codes them as one batch
         (``ops.encode_batch``), the same bytes."""
         encoder = job.encoder_of(self)
-        if encoder.codes_in_batches:
+        if getattr(encoder, "codes_in_batches", False):
             return ops.encode_batch(qts, encoder)
         return [self.encode(ops, qt, job, part, start)
                 for qt, part, start in zip(qts, parts, starts)]
