@@ -449,21 +449,31 @@ def test_a_steps_exchanges_take_one_route_and_agree_once_per_decision():
 
 
 @pytest.mark.parametrize("kind", ["allgather", "two_phase"])
-def test_an_exchange_encodes_with_the_jobs_encoder_where_it_names_one(kind):
-    """A codec of ``ans`` told to encode with rlh sends exactly what an rlh codec sends and
-    gets the same sum (the streams name their encoder)."""
+def test_the_rlh_routes_codec_sends_what_an_rlh_codec_sends_and_shares_its_state(kind):
+    """Codec.for_route("rlh") of an ``ans`` codec sends exactly what an rlh codec sends and
+    gets the same sum (the streams name their encoder), while the codec's steps, statistics,
+    error feedback and choices stay one: the view shares them. "encoded", and the rlh route of
+    an rlh codec, give the codec itself."""
     n, bucket = 3, bucket_of(3000, 64)
     works = [np.random.default_rng(r).standard_normal(bucket.size).astype(np.float32)
              for r in range(n)]
     results = {}
-    for name, job_encoder in [("rlh", None), ("ans", hh.get_encoder("rlh")), ("ans", None)]:
-        cs = [Codec(encoder=name, quantizer=hh.QSGD(levels=4, bucket_size=64), seed=SEED + r)
-              for r in range(n)]
-        job = Job(bucket.key, bucket.tag, 0, 1, bucket.numel, 4 * bucket.numel, job_encoder)
+    for name, route in [("rlh", "encoded"), ("ans", "rlh"), ("ans", "encoded")]:
+        owners = [Codec(encoder=name, quantizer=hh.QSGD(levels=4, bucket_size=64),
+                        seed=SEED + r) for r in range(n)]
+        cs = [c.for_route(route) for c in owners]
+        job = Job(bucket.key, bucket.tag, 0, 1, bucket.numel, 4 * bucket.numel)
         group = LocalGroup(n)
         sums = run_ranks([exchange(kind, c, group, r, bucket, works[r], 64, job=job)
                           for r, c in enumerate(cs)])
-        results[name, job_encoder is None] = (sums, [c.statistics.current.sent_bytes for c in cs])
+        results[name, route] = (sums, [c.statistics.current.sent_bytes for c in owners])
+        for owner, c in zip(owners, cs):
+            assert (c is owner) == (route == "encoded" or name == "rlh")
+            assert c.encoder.name == ("rlh" if route == "rlh" else name)
+            assert (c.steps, c.statistics, c.feedback, c.choices) == \
+                (owner.steps, owner.statistics, owner.feedback, owner.choices)
+            assert c.statistics is owner.statistics and c.feedback is owner.feedback
+            assert owner.for_route(route) is c and c.for_route("rlh") is c.for_route("rlh")
     (rlh_sums, rlh_sent), (sums, sent), (ans_sums, ans_sent) = results.values()
     assert sent == rlh_sent and sent != ans_sent
     for a, b, c in zip(rlh_sums, sums, ans_sums):

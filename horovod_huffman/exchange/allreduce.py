@@ -50,22 +50,17 @@ class Job:
     """What one exchange reduces: collectives and state are named ``key``, frames carry ``tag``
     (buckets.Bucket.tag) and ``step``; ``tensors``, ``coords`` (gradient coordinates, a bucket's
     gaps excluded) and ``raw_bytes`` (bytes of the uncompressed gradients) go to the
-    statistics. ``encoder``: the Encoder of this exchange's streams, None for the codec's (the
-    streams name their encoder, so receivers need not know which). ``layout``: the matrices
-    the bucket holds ((rows, row length) pairs from its first coordinate, buckets.bucket_layout;
-    None: unknown), which ``ans``'s row model uses; receivers need not know it either."""
+    statistics. ``layout``: the matrices the bucket holds ((rows, row length) pairs from its
+    first coordinate, buckets.bucket_layout; None: unknown), which ``ans``'s row model uses;
+    receivers need not know it (the streams name their encoder and carry their model). The
+    encoder is the codec's (``Codec.for_route`` gives a route's codec)."""
     key: str
     tag: int
     step: int
     tensors: int = 1
     coords: int = 0
     raw_bytes: int = 0
-    encoder: object = None
     layout: tuple = None
-
-    def encoder_of(self, codec):
-        """The Encoder this exchange encodes with."""
-        return codec.encoder if self.encoder is None else self.encoder
 
 
 def choose(exchange, n_ranks):

@@ -2,11 +2,12 @@
 encodes and decodes a bucket's parts, and keeps each key's steps, statistics and ``auto``'s
 choices.
 """
+import copy
 from dataclasses import InitVar, dataclass, field
 
 import numpy as np
 
-from ..codec.encoders import as_encoder
+from ..codec.encoders import as_encoder, get_encoder
 from ..codec.encoders.rows import slice_layout
 from ..codec.errors import DecodeError
 from ..codec.message import contents, verify
@@ -14,6 +15,7 @@ from ..codec.quantizers import QSGD
 from .array_ops import work_dtype
 from .feedback import ErrorFeedback
 from .frames import MismatchError, derive_seed
+from .routing import FAST_ROUTE
 from .statistics import Statistics
 
 
@@ -40,6 +42,7 @@ class Codec:
     statistics: Statistics = field(default_factory=Statistics)
     choices: dict = field(default_factory=dict)
     feedback: ErrorFeedback = field(init=False)
+    _fast: object = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self, error_feedback, server_error_feedback):
         self.encoder = as_encoder(self.encoder)
@@ -48,6 +51,18 @@ class Codec:
         if server_error_feedback is None:
             server_error_feedback = error_feedback
         self.feedback = ErrorFeedback(error_feedback, server_error_feedback)
+
+    def for_route(self, route):
+        """The codec an encoded ``route`` (routing.ENCODED_ROUTES) codes with: this one for
+        "encoded", and for the rlh route (routing.FAST_ROUTE) a view of this one with the
+        ``rlh`` encoder that shares every piece of its state (steps, statistics, error
+        feedback, ``auto``'s choices); this one again where its encoder is ``rlh``."""
+        if route != FAST_ROUTE or getattr(self.encoder, "name", None) == FAST_ROUTE:
+            return self
+        if self._fast is None:
+            self._fast = copy.copy(self)
+            self._fast.encoder = get_encoder(FAST_ROUTE)
+        return self._fast
 
     def begin(self, key):
         """The step of ``key`` that starts now (0, 1, ...). A key's second step closes the
@@ -73,12 +88,12 @@ class Codec:
     def encode(self, ops, qt, job, part, start=0):
         """The message of ``qt``, ``part`` ("all", "shard<j>", "sum") of the exchange ``job``
         (allreduce.Job), which holds the bucket's coordinates from ``start``, encoded with
-        ``job.encoder_of(self)`` and the part's share of ``job.layout``. The encoder's
+        this codec's encoder and the part's share of ``job.layout``. The encoder's
         ``encode_part`` decides what codes it: ``auto`` reuses its choice for (job.key, part)
         over several steps of that key, kept in ``choices``."""
         layout = None if job.layout is None else \
             slice_layout(job.layout, start, start + qt.numel)
-        return job.encoder_of(self).encode_part(
+        return self.encoder.encode_part(
             lambda encoder, layout: ops.encode(qt, encoder, layout), self.choices,
             (job.key, part), job.step, qt.shape, layout)
 
@@ -87,9 +102,8 @@ class Codec:
         that codes batches on the device (``Encoder.codes_in_batches``: the Huffman family,
         which keep no choices and use no layout) codes them as one batch
         (``ops.encode_batch``), the same bytes."""
-        encoder = job.encoder_of(self)
-        if getattr(encoder, "codes_in_batches", False):
-            return ops.encode_batch(qts, encoder)
+        if getattr(self.encoder, "codes_in_batches", False):
+            return ops.encode_batch(qts, self.encoder)
         return [self.encode(ops, qt, job, part, start)
                 for qt, part, start in zip(qts, parts, starts)]
 

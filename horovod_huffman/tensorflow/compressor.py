@@ -28,13 +28,12 @@ import horovod.tensorflow as hvd
 from ..adapters import CodecStats, sent_uncompressed
 from ..codec.device import SIMULATED, cuda_usable
 from ..codec.dlpack import from_dlpack, to_dlpack
-from ..codec.encoders import get_encoder
 from ..exchange.allreduce import Job, allgather_sum, choose, two_phase_sum
 from ..exchange.array_ops import DeviceOps, HostOps
 from ..exchange.buckets import (DEFAULT_BUCKET_BYTES, DEFAULT_MIN_NUMEL, UNFUSED_MIN_NUMEL,
                                 BucketPlan, bucket_layout)
 from ..exchange.frames import placeholder_values, reduction_scale
-from ..exchange.routing import FAST_ROUTE, check_route_mode
+from ..exchange.routing import check_route_mode
 
 __all__ = ["HuffmanCompressor"]
 
@@ -109,9 +108,6 @@ class HuffmanCompressor(CodecStats):
         self.exchange = exchange
         self.bucket_bytes = int(bucket_bytes)
         self.route = check_route_mode(route)
-        self.fast_encoder = None if getattr(codec.encoder, "name", None) == FAST_ROUTE else \
-            get_encoder(FAST_ROUTE)
-        """The encoder of the ``rlh`` route: None (the codec's) where the codec's is rlh."""
         self.lock = threading.Lock()
         """Held by every stage: one stage of this compressor runs at a time."""
         self._eager_keys = itertools.count()
@@ -171,15 +167,17 @@ class HuffmanCompressor(CodecStats):
     # ---- the stages of one bucket's exchange -------------------------------------------------
 
     def exchange_stages(self, bucket, layout, grads, sizes, process_set, stateful,
-                        encoder=None):
+                        route="encoded"):
         """The graph of ``bucket``'s exchange up to its last collective: the gathered bytes that
         ``finish`` takes. ``grads``: the bucket's gradients in slot order, as work-dtype tensors;
         ``sizes``: their bytes as the caller had them (the statistics' raw bytes). ``stateful``
         stages keep their order in the graph; stateless ones are ordered by their data only.
-        ``encoder``: None for the codec's."""
+        ``route``: the encoded route (routing.ENCODED_ROUTES) whose codec codes the bucket
+        (``Codec.for_route``)."""
         n = process_set.size()
         exchange = choose(self.exchange, n)
-        align = getattr(self.codec.quantizer, "bucket_size", None) or 1
+        codec = self.codec.for_route(route)
+        align = getattr(codec.quantizer, "bucket_size", None) or 1
         raw_bytes = int(sum(sizes))
         coll = Relay(n, process_set.rank())
         name = op_name(bucket.key)
@@ -190,11 +188,11 @@ class HuffmanCompressor(CodecStats):
                 buffer = self._zeros(ops, bucket.size, arrays[0].dtype)
                 for slot, grad in zip(bucket.slots, arrays):
                     ops.assign(buffer, slot.offset, self._incoming(grad))
-                job = Job(bucket.key, bucket.tag, self.codec.begin(bucket.key),
-                          len(bucket.slots), bucket.numel, raw_bytes, encoder, layout)
-                run = two_phase_sum(self.codec, ops, coll, job, buffer, align) \
+                job = Job(bucket.key, bucket.tag, codec.begin(bucket.key),
+                          len(bucket.slots), bucket.numel, raw_bytes, layout)
+                run = two_phase_sum(codec, ops, coll, job, buffer, align) \
                     if exchange == "two_phase" else \
-                    allgather_sum(self.codec, ops, coll, job, buffer)
+                    allgather_sum(codec, ops, coll, job, buffer)
                 hop = run.send(None)
                 self._running[bucket.key] = (run, hop)
                 return hop.data, hop.splits if hop.splits is not None else np.zeros(0, np.int32)

@@ -37,7 +37,7 @@ import horovod.tensorflow as hvd
 
 from ..adapters import sent_uncompressed
 from ..exchange.buckets import BucketPlan, bucket_layout
-from ..exchange.routing import BUCKETS_KEY, ROUTES, Router
+from ..exchange.routing import BUCKETS_KEY, FAST_ROUTE, ROUTES, Router
 from .compressor import op_name
 
 __all__ = ["FusedReduce", "fused_reduce", "variable_names"]
@@ -131,8 +131,7 @@ class FusedReduce:
                 else:
                     sums = tf.switch_case(route, [
                         lambda: self._encoded(bucket, layout, member_grads),
-                        lambda: self._encoded(bucket, layout, member_grads,
-                                              self.compressor.fast_encoder),
+                        lambda: self._encoded(bucket, layout, member_grads, FAST_ROUTE),
                         lambda: self._dense(member_grads, tf.float16),
                         lambda: self._dense(member_grads, tf.float32)],
                         name=op_name(bucket.key) + "_route")
@@ -167,9 +166,9 @@ class FusedReduce:
                 plan, rows, Router() if self.compressor.route == "adaptive" else None)
         return found
 
-    def _encoded(self, bucket, layout, members, encoder=None):
-        """The graph of one bucket's compressed exchange with ``encoder`` (None: the codec's):
-        every member's reduced gradient, in its shape and dtype."""
+    def _encoded(self, bucket, layout, members, route="encoded"):
+        """The graph of one bucket's compressed exchange on the encoded ``route``
+        (routing.ENCODED_ROUTES): every member's reduced gradient, in its shape and dtype."""
         comp = self.compressor
         work = _work(members[0].dtype)
         scale = 1.0 / self.process_set.size() if self.op == hvd.Average else 1.0
@@ -182,7 +181,7 @@ class FusedReduce:
         gathered = comp.exchange_stages(
             bucket, layout, [tf.cast(m, work) for m in members],
             [m.shape.num_elements() * m.dtype.size for m in members], self.process_set,
-            stateful=False, encoder=encoder)
+            stateful=False, route=route)
         sums = comp.stage(finish, [gathered], [work] * len(members),
                           op_name(bucket.key) + "_decode", stateful=False)
         return [tf.cast(tf.reshape(total, tf.shape(m)), m.dtype)

@@ -22,10 +22,9 @@ from ..exchange.allreduce import Job, allgather_sum, choose, two_phase_sum
 from ..exchange.array_ops import DeviceOps, HostOps
 from ..exchange.buckets import DEFAULT_BUCKET_BYTES, DEFAULT_MIN_NUMEL, BucketPlan, bucket_layout
 from ..codec.device import cuda_usable
-from ..codec.encoders import get_encoder
 from ..exchange.frames import placeholder_values, reduction_scale
 from ..exchange.pipeline import Pipeline
-from ..exchange.routing import BUCKETS_KEY, FAST_ROUTE, Router, check_route_mode, is_encoded
+from ..exchange.routing import BUCKETS_KEY, Router, check_route_mode, is_encoded
 from .horovod_ops import Collectives, hvd, needs_horovod
 
 __all__ = ["HuffmanCompressor"]
@@ -117,9 +116,6 @@ class HuffmanCompressor(CodecStats):
         self._states = weakref.WeakKeyDictionary()
         self._unowned = None
         self._pipeline = Pipeline()
-        # The encoder of the "rlh" route: None (the codec's) where the codec's is rlh already.
-        self._fast_encoder = None if getattr(codec.encoder, "name", None) == FAST_ROUTE else \
-            get_encoder(FAST_ROUTE)
 
     # ---- Horovod's Compressor API --------------------------------------------------------
 
@@ -269,8 +265,8 @@ class HuffmanCompressor(CodecStats):
         raw_bytes, state.raw_bytes[bucket.index] = state.raw_bytes[bucket.index], 0
         if staging.is_cuda:
             torch.cuda.current_stream(staging.device).synchronize()
-        encoder = self._fast_encoder if current.route == FAST_ROUTE else None
-        exchange = _exchange(self.codec, state, bucket, staging, raw_bytes, encoder)
+        exchange = _exchange(self.codec.for_route(current.route), state, bucket, staging,
+                             raw_bytes)
         current.future = self._pipeline.submit(exchange)
         current.closed = True
 
@@ -323,12 +319,12 @@ def _kind(param):
     return f"{dtype}@{param.device}"
 
 
-def _exchange(codec, state, bucket, staging, raw_bytes, encoder=None):
-    """The exchange of one bucket (a generator run by the worker thread) with ``encoder`` (None:
-    the codec's): on the host, or for a CUDA bucket with the kernels on a stream of the
-    worker's own, synced before the training thread reads the sum."""
+def _exchange(codec, state, bucket, staging, raw_bytes):
+    """The exchange of one bucket (a generator run by the worker thread) with ``codec`` (the
+    route's, ``Codec.for_route``): on the host, or for a CUDA bucket with the kernels on a
+    stream of the worker's own, synced before the training thread reads the sum."""
     job = Job(bucket.key, bucket.tag, codec.begin(bucket.key), len(bucket.slots), bucket.numel,
-              raw_bytes, encoder, state.layouts[bucket.index])
+              raw_bytes, state.layouts[bucket.index])
     stream = None
     if staging.is_cuda and cuda_usable():
         with cuda.gpus[staging.device.index or 0]:

@@ -36,8 +36,7 @@ import torch.distributed as dist
 from ..adapters import make_codec
 from ..exchange.allreduce import Job, allgather_sum, choose, run_to_end, two_phase_sum
 from ..exchange.array_ops import HostOps
-from ..codec.encoders import get_encoder
-from ..exchange.routing import BUCKETS_KEY, FAST_ROUTE, Router, check_route_mode, is_encoded
+from ..exchange.routing import BUCKETS_KEY, Router, check_route_mode, is_encoded
 from .process_group import Collectives
 
 __all__ = ["State", "hook"]
@@ -97,8 +96,6 @@ class State:
         choose(exchange, 1)                          # reject a bad name now
         self.exchange = exchange
         self.router = Router() if check_route_mode(route) == "adaptive" else None
-        self._fast_encoder = None if getattr(self.codec.encoder, "name", None) == FAST_ROUTE \
-            else get_encoder(FAST_ROUTE)
         self._step = -1                              # the step bucket 0 started last
         ranks = None if process_group is None else dist.get_process_group_ranks(process_group)
         self.process_group = process_group
@@ -147,9 +144,9 @@ class State:
         self._signatures[key] = shapes
         layout = tuple((s[0], int(np.prod(s)) // s[0]) if len(s) > 1 and s[0] else
                        (1, int(np.prod(s))) for s in shapes)
+        codec = codec.for_route(route)
         job = Job(key, zlib.crc32(f"{key}/{shapes}".encode()), codec.begin(key), len(shapes),
-                  work.size, raw_bytes, self._fast_encoder if route == FAST_ROUTE else None,
-                  layout)
+                  work.size, raw_bytes, layout)
         if choose(self.exchange, coll.size) == "two_phase":
             align = getattr(codec.quantizer, "bucket_size", None) or 1
             total = yield from two_phase_sum(codec, HostOps, coll, job, work, align)

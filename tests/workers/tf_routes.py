@@ -42,7 +42,7 @@ def main():
     for own in [encoder] + (encoder.members() if encoder.name == "auto" else []):
         counted(own, written, "own")
     if encoder.name != FAST_ROUTE:
-        counted(comp.fast_encoder, written, "rlh")
+        counted(comp.codec.for_route(FAST_ROUTE).encoder, written, "rlh")
     rng = np.random.default_rng(hvd.rank())
 
     @tf.function

@@ -39,7 +39,7 @@ def main():
     for own in [encoder] + (encoder.members() if encoder.name == "auto" else []):
         counted(own, written, "own")
     if encoder.name != FAST_ROUTE:
-        counted(comp._fast_encoder, written, "rlh")
+        counted(comp.codec.for_route(FAST_ROUTE).encoder, written, "rlh")
     gen = torch.Generator().manual_seed(hvd.rank())
     # This rank's own gradients, taken as autograd hands them over: on the float32 route
     # Horovod reduces p.grad in place while backward goes on, so p.grad read after backward
