@@ -1,5 +1,7 @@
 """A faulty link, shared by the fault tests: the bytes a rank hands the network differ from
-the bytes it checksummed."""
+the bytes it checksummed; and the fault workers' loop over their cases."""
+from contextlib import contextmanager
+
 from horovod_huffman.exchange import allreduce
 from horovod_huffman.exchange.frames import FRAME
 
@@ -35,3 +37,26 @@ def corrupt_outgoing_frames():
 
     allreduce.frame, allreduce.frames = frame, frames
     return mend
+
+
+@contextmanager
+def corrupted_link(active):
+    """Within the block, this process's outgoing frames are corrupted where ``active``
+    (``corrupt_outgoing_frames``); the link is mended after it."""
+    mend = corrupt_outgoing_frames() if active else None
+    try:
+        yield
+    finally:
+        if mend:
+            mend()
+
+
+def run_cases(cases, run_case, wait):
+    """A fault worker's exit status: 0 when ``run_case(*case.split(":"))`` (whether the case
+    raised its expected error on this rank) is true for every one of ``cases``, run in turn,
+    with ``wait()`` (every rank done) after each; else 1."""
+    raised = []
+    for case in cases:
+        raised.append(run_case(*case.split(":")))
+        wait()
+    return 0 if all(raised) else 1

@@ -21,7 +21,7 @@ import tensorflow as tf            # noqa: E402
 import horovod.tensorflow as hvd   # noqa: E402
 
 from horovod_huffman.tensorflow import Compression, DistributedGradientTape  # noqa: E402
-from corrupting import corrupt_outgoing_frames                    # noqa: E402  (beside this file)
+from corrupting import corrupted_link, run_cases                    # noqa: E402  (beside this file)
 
 
 def run_case(case, exchange, tape):
@@ -42,9 +42,9 @@ def run_case(case, exchange, tape):
             loss = tf.reduce_sum(tf.square(x @ w))
         return tape_class(recorded, compression=comp, op=op).gradient(loss, [w])
 
-    mend = corrupt_outgoing_frames() if case == "corrupt" and hvd.rank() == 1 else None
     try:
-        step()
+        with corrupted_link(case == "corrupt" and hvd.rank() == 1):
+            step()
     except (ValueError, tf.errors.OpError) as e:
         # The fused tape refuses an op with a ValueError as its step is traced; the others
         # fail inside the step, with the cause among the OpError's lines.
@@ -54,22 +54,16 @@ def run_case(case, exchange, tape):
             return True
         print(f"WRONG ERROR on rank {hvd.rank()} in {name}: {str(e)[:500]}", flush=True)
         return False
-    finally:
-        if mend:
-            mend()
     print(f"NO ERROR on rank {hvd.rank()} in {name}", flush=True)
     return False
 
 
 def main():
     hvd.init()
-    raised = []
-    for case in sys.argv[1:]:
-        raised.append(run_case(*case.split(":")))
-        # Every rank done with this case before the next starts (Horovod's TensorFlow API has
-        # no barrier).
-        hvd.allreduce(tf.constant(0.0), name=f"done.{case}")
-    return 0 if all(raised) else 1
+    # Every rank done with a case before the next starts (Horovod's TensorFlow API has no
+    # barrier).
+    return run_cases(sys.argv[1:], run_case,
+                     lambda: hvd.allreduce(tf.constant(0.0), name="case_done"))
 
 
 if __name__ == "__main__":

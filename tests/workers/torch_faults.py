@@ -20,7 +20,7 @@ import horovod.torch as hvd
 import horovod_huffman as hh
 from horovod_huffman.exchange.frames import MismatchError
 from horovod_huffman.torch import Compression
-from corrupting import corrupt_outgoing_frames          # beside this file
+from corrupting import corrupted_link, run_cases          # beside this file
 
 EXPECTED = {"corrupt": hh.DecodeError, "mismatch": MismatchError, "adasum": ValueError,
             "min": ValueError}
@@ -30,7 +30,6 @@ def run_case(case, exchange):
     """Whether one step of ``case`` raised its expected error on this rank."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
-    mend = corrupt_outgoing_frames() if case == "corrupt" and hvd.rank() == 1 else None
     bucket = 128 if case == "mismatch" and hvd.rank() == 1 else 64
     comp = Compression.build(encoder="rlh", quantizer=hh.QSGD(levels=8, bucket_size=bucket),
                              exchange=exchange)
@@ -38,17 +37,15 @@ def run_case(case, exchange):
           "min": getattr(hvd, "Min", None)}[case]
     x = torch.randn(8, 32, generator=torch.Generator().manual_seed(hvd.rank()))
     try:
-        opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
-                                       named_parameters=model.named_parameters(),
-                                       compression=comp, op=op)
-        model(x).square().mean().backward()
-        opt.step()
+        with corrupted_link(case == "corrupt" and hvd.rank() == 1):
+            opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                           named_parameters=model.named_parameters(),
+                                           compression=comp, op=op)
+            model(x).square().mean().backward()
+            opt.step()
     except EXPECTED[case] as e:
         print(f"RAISED {hvd.rank()} {case}:{exchange} {type(e).__name__}: {e}", flush=True)
         return True
-    finally:
-        if mend:
-            mend()
     print(f"NO ERROR on rank {hvd.rank()} in {case}:{exchange}", flush=True)
     return False
 
@@ -60,11 +57,7 @@ def main():
     # HorovodInternalError ("Horovod has been shut down") instead of its own error. (A
     # barrier, not hvd.join: in one CI run of the op=Min case Horovod shut down while a rank
     # waited in join.)
-    raised = []
-    for case in sys.argv[1:]:
-        raised.append(run_case(*case.split(":")))
-        hvd.barrier()
-    return 0 if all(raised) else 1
+    return run_cases(sys.argv[1:], run_case, hvd.barrier)
 
 
 if __name__ == "__main__":
