@@ -24,7 +24,7 @@
 # against the machine's torch, with Gloo and without GPU operations: Horovod then stages the
 # CUDA tensors it reduces itself through host memory (2 ranks cannot share a GPU under NCCL
 # before NCCL 2.30). The wheel is kept in .gpu/wheels and copied to $OUT when it is small
-# enough to come back, so that a later call carries it and skips the build.
+# enough to come back (GPU_CHECKS_WHEEL=1), so that a later call carries it and skips the build.
 #
 # The machine's own numpy, numba and numba-cuda are used where numba.cuda imports with them and
 # sees the GPU; else the wheels carried in .gpu/py (numpy 2.0.2 and numba-cuda 0.30.4 for
@@ -33,7 +33,7 @@
 #
 # Writes under OUT (default ./gpu_out): summary.txt (phase, exit status, seconds), env.log,
 # install.log, build.log (Horovod), tests.log, bench.md, runs.log (bench, synthetic, cuda-exact),
-# profile.md and Horovod's wheel where it is under 16 MB.
+# profile.md: eight files. With GPU_CHECKS_WHEEL=1, also Horovod's wheel where it is under 16 MB.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-$PWD/gpu_out}
@@ -121,7 +121,7 @@ build_horovod() {
     HOROVOD_WHEEL_CACHE=$WHEELS PYTHON=$PY bash scripts/install_horovod.sh
     local wheel
     wheel=$(find "$WHEELS" -name 'horovod-*.whl' | head -1)
-    if [ -n "$wheel" ] && [ "$(stat -c %s "$wheel")" -lt 16000000 ]; then
+    if [ -n "${GPU_CHECKS_WHEEL:-}" ] && [ -n "$wheel" ] && [ "$(stat -c %s "$wheel")" -lt 16000000 ]; then
         cp "$wheel" "$OUT/"
     fi
 }
@@ -139,7 +139,8 @@ synthetic() {
     for compression in none fp16 rlh; do
         OMP_NUM_THREADS=1 horovodrun --gloo -np 2 -H localhost:2 \
             "$PY" benchmarks/synthetic_gpu.py --script "$script" --compression "$compression" \
-            -- --model resnet50 --batch-size 32 --num-warmup-batches 5 --num-iters 5
+            -- --model resnet50 --batch-size 32 --num-warmup-batches 5 --num-iters 5 \
+            --num-batches-per-iter 3
     done
 }
 
