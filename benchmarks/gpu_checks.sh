@@ -105,10 +105,12 @@ PY
 carry() {
     local pip="${PY} -m pip download -q --no-deps"
     $pip --no-binary :all: "horovod==0.28.1" -d .gpu
-    $pip --only-binary=:all: --python-version 3.12 --implementation cp \
-        --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
-        --platform manylinux2014_x86_64 -d .gpu/py numpy==2.0.2 numba-cuda==0.30.4
-    ls -l .gpu .gpu/py
+    local cp312="--only-binary=:all: --python-version 3.12 --implementation cp
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64
+        --platform manylinux2014_x86_64"
+    $pip $cp312 -d .gpu/py numpy==2.0.2 numba-cuda==0.30.4
+    $pip $cp312 -d .gpu/build cffi==2.1.1 pycparser==3.12
+    ls -l .gpu .gpu/py .gpu/build
 }
 
 build_horovod() {
@@ -127,7 +129,11 @@ build_horovod() {
 }
 
 install_package() {
-    "$PY" -m pip install -q --no-index --no-deps --no-build-isolation -e . || return 1
+    # Without --use-pep517, a pip older than 25.3 installs this setup.py-only project with
+    # `setup.py develop`, which calls pip again with build isolation, that is, an index.
+    local pep517=
+    "$PY" -m pip install --help | grep -q -- --use-pep517 && pep517=--use-pep517
+    "$PY" -m pip install -q --no-index --no-deps --no-build-isolation $pep517 -e . || return 1
     "$PY" -c "import horovod_huffman, horovod_huffman.kernels; print('horovod_huffman', horovod_huffman.__version__)"
 }
 
@@ -149,7 +155,13 @@ horovod_report() {
 }
 
 # The Python stack (see the top); decided here, before any phase, so that every phase has it.
+# Horovod's setup.py asks for cffi, which the machine may lack: the carried wheels in
+# .gpu/build go to /tmp/hh-build, on PYTHONPATH.
 python_stack() {
+    if ls .gpu/build/*.whl >/dev/null 2>&1; then
+        "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/hh-build .gpu/build/*.whl
+        export PYTHONPATH=/tmp/hh-build${PYTHONPATH:+:$PYTHONPATH}
+    fi
     local probe="import numpy, numba; from numba import cuda; cuda.to_device(numpy.zeros(1)); print('numpy', numpy.__version__, 'numba', numba.__version__)"
     if "$PY" -c "$probe"; then
         echo "the machine's own numpy, numba and numba-cuda"
