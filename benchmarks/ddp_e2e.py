@@ -27,8 +27,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from e2e import (CLUSTER, DEFAULT_RATES, RATES, STATE, machine, publish,  # noqa: E402
-                 sweep)
+from e2e import (CLUSTER, DEFAULT_RATES, PYTHONPATH, RATES, STATE, machine,  # noqa: E402
+                 publish, sweep)
 
 # A hook is one of ddp_job.py's, or ENCODER/adaptive (route="adaptive"). DDP's bf16 hook is not
 # run by default: it refuses Gloo ("BF16 all reduce communication hook required CUDA 11+ and
@@ -48,7 +48,7 @@ def run_job(n_hosts, model, hook, port, args):
     options = ["--route", "adaptive"] if how == "adaptive" else []
     procs = []
     for i in range(1, n_hosts + 1):
-        cmd = ["bash", CLUSTER, "exec", str(i), "env", f"PYTHONPATH={ROOT}", "OMP_NUM_THREADS=1",
+        cmd = ["bash", CLUSTER, "exec", str(i), "env", f"PYTHONPATH={PYTHONPATH}", "OMP_NUM_THREADS=1",
                f"RANK={i - 1}", f"WORLD_SIZE={n_hosts}", "MASTER_ADDR=10.77.0.1",
                f"MASTER_PORT={port}", "GLOO_SOCKET_IFNAME=eth0", sys.executable,
                os.path.join(ROOT, "benchmarks", "ddp_job.py"), "--model", model, "--hook", name,

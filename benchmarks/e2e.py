@@ -21,6 +21,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+# The ranks' PYTHONPATH: the checkout, then whatever this process was given.
+PYTHONPATH = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
 
 from horovod_huffman.tools.bench.run import write_markdown  # noqa: E402
 from horovod_huffman.exchange.buckets import DEFAULT_BUCKET_BYTES  # noqa: E402
@@ -62,7 +64,7 @@ def run_job(n_hosts, model, compression, args):
         options.append("--pufferfish")
     hosts = ",".join(f"hh{i}" for i in range(1, n_hosts + 1))
     cmd = ["bash", CLUSTER, "exec", "1", "env", f"PATH={bindir}:{os.environ['PATH']}",
-           f"PYTHONPATH={ROOT}", "OMP_NUM_THREADS=1", LAUNCH, "--hosts", hosts,
+           f"PYTHONPATH={PYTHONPATH}", "OMP_NUM_THREADS=1", LAUNCH, "--hosts", hosts,
            "--keys", os.path.join(STATE, "ssh"), "--", sys.executable,
            os.path.join(ROOT, "benchmarks", "train_job.py"), "--model", model,
            "--compression", encoder, *options, "--steps", str(args.steps), "--warmup",

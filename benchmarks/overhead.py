@@ -194,7 +194,8 @@ def run(job, compression, exchange, args):
     cmd = [runner, "--gloo", "-np", "2", sys.executable, os.path.abspath(__file__), "--job", job,
            "--compression", compression, "--exchange", exchange, "--steps", str(args.steps),
            "--warmup", str(args.warmup), "--batch", str(args.batch), "--image", str(args.image)]
-    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
+    path = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, PYTHONPATH=path, OMP_NUM_THREADS="1")
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
     line = next((l for l in (out.stdout + out.stderr).splitlines() if "RESULT " in l), None)
     if line is None:

@@ -10,6 +10,8 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The checkout first, then whatever this process was given (a machine's carried packages).
+PYTHONPATH = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
 CONTROLLERS = ("gloo", "mpi", "mpirun")
 
 # horovodrun, as its own script runs it, but asking torch's Horovod extension first. Before it
@@ -47,7 +49,7 @@ def horovodrun(n_ranks, script, *args, timeout=600, controller="gloo", env=None)
     if controller != "gloo" and mpi_missing():
         pytest.skip(mpi_missing())
     extra = dict(env or {})
-    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1", **extra)
+    env = dict(os.environ, PYTHONPATH=PYTHONPATH, OMP_NUM_THREADS="1", **extra)
     command = [sys.executable, os.path.join(ROOT, script), *map(str, args)]
     if controller == "mpirun":
         launch = [tool("mpirun"), "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
@@ -64,7 +66,7 @@ def torchrun(n_ranks, script, *args, timeout=300):
     """(returncode, combined output) of ``python script args`` on ``n_ranks`` local ranks
     started by torch's launcher (``python -m torch.distributed.run``, rendezvous on a free
     local port)."""
-    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
+    env = dict(os.environ, PYTHONPATH=PYTHONPATH, OMP_NUM_THREADS="1")
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                f"--nproc_per_node={n_ranks}", os.path.join(ROOT, script), *map(str, args)]
     proc = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True,
@@ -74,7 +76,7 @@ def torchrun(n_ranks, script, *args, timeout=300):
 
 def python_run(script, *args, timeout=600):
     """(returncode, output) of ``python script args`` as a single process (Horovod size 1)."""
-    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
+    env = dict(os.environ, PYTHONPATH=PYTHONPATH, OMP_NUM_THREADS="1")
     proc = subprocess.run([sys.executable, os.path.join(ROOT, script), *map(str, args)], env=env,
                           cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     return proc.returncode, proc.stdout + proc.stderr

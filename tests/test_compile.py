@@ -7,8 +7,7 @@ import shutil
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
+from horovod_run import PYTHONPATH
 
 # Kernel modules whose cache entries the shared cache starts without, so that the first process
 # compiles them (about 20 s on a 2-core VM) and loads the rest: the turns show without a cold
@@ -24,8 +23,8 @@ def kernel_cache(env):
 
 
 def test_processes_sharing_a_cache_take_turns_and_the_later_one_only_loads(tmp_path):
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), PYTHONPATH=ROOT)
-    own = dict(os.environ, PYTHONPATH=ROOT)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), PYTHONPATH=PYTHONPATH)
+    own = dict(os.environ, PYTHONPATH=PYTHONPATH)
     shared = kernel_cache(env)                      # created and stamped for these sources
     for path in glob.glob(os.path.join(kernel_cache(own), "*.nb[ic]")):
         if not os.path.basename(path).startswith(tuple(m + "." for m in UNCACHED)):
@@ -52,7 +51,7 @@ def test_a_cache_compiled_from_other_kernel_sources_is_dropped(tmp_path):
     """Kernels inline one another's functions across files, and Numba's cache index checks
     only a function's own file: at import, a cache stamped with another hash of the kernel
     sources is removed and stamped anew; one stamped with this hash is kept."""
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), PYTHONPATH=ROOT)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), PYTHONPATH=PYTHONPATH)
 
     directory = kernel_cache(env)
     stamp = os.path.join(directory, "horovod_huffman.kernels.sources")

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from horovod_run import ROOT, excerpt, torchrun
+from horovod_run import PYTHONPATH, excerpt, torchrun
 
 pytest.importorskip("torch.distributed", exc_type=ImportError)
 
@@ -73,7 +73,7 @@ def test_the_hook_needs_no_horovod():
             "ddp.State(encoder='rlh')\n"
             "try:\n    Compression.rlh\nexcept ImportError as e:\n    print('RAISED', e)\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120, env=dict(os.environ, PYTHONPATH=ROOT))
+                          timeout=120, env=dict(os.environ, PYTHONPATH=PYTHONPATH))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "RAISED" in proc.stdout and "horovod_huffman.torch.ddp" in proc.stdout, proc.stdout
 

@@ -13,10 +13,10 @@ import horovod_huffman as hh
 from horovod_huffman.codec import wire
 from horovod_huffman.tools import fuzz
 from horovod_huffman.tools.fuzz import ENCODER_IDS, reseal
+from horovod_run import PYTHONPATH
 from strategies import chunked_encoder, deterministic_encoder as encoder, level_arrays
 from time_limits import DECODING
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAMES = list(ENCODER_IDS)
 pytestmark = DECODING
 
@@ -189,7 +189,7 @@ def test_every_decoder_stays_in_bounds_under_numba_bounds_checks():
     of its time: 8 to 13 minutes cold on a 2-core VM, seconds once they are cached (apart from
     the unchecked ones: kernels/__init__.py)."""
     proc = subprocess.run([sys.executable, "-m", "horovod_huffman.tools.fuzz", "--streams", "3600",
-                           "--seed", "0"], env=dict(os.environ, PYTHONPATH=ROOT),
+                           "--seed", "0"], env=dict(os.environ, PYTHONPATH=PYTHONPATH),
                           capture_output=True, text=True, timeout=1400)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     assert re.search(r"^all +3600 +\d+ +\d+ +0$", proc.stdout, re.M), proc.stdout

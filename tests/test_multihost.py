@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from horovod_run import ROOT, excerpt, mpi_missing, tool
+from horovod_run import PYTHONPATH, ROOT, excerpt, mpi_missing, tool
 
 pytest.importorskip("horovod.torch", exc_type=ImportError)
 
@@ -60,7 +60,7 @@ def launch(hosts, controller="gloo", epochs=1):
     """RESULT of the digits example run across ``hosts`` from host 1 (as the compose launcher)."""
     bindir = os.path.dirname(sys.executable)
     command = ["bash", CLUSTER, "exec", "1", "env", f"PATH={bindir}:{os.environ['PATH']}",
-               f"PYTHONPATH={ROOT}", "OMP_NUM_THREADS=1", LAUNCH, "--hosts", ",".join(hosts),
+               f"PYTHONPATH={PYTHONPATH}", "OMP_NUM_THREADS=1", LAUNCH, "--hosts", ",".join(hosts),
                "--keys", os.path.join(STATE, "ssh"), "--controller", controller, "--",
                sys.executable, os.path.join(ROOT, "examples", "pytorch_digits.py"),
                "--compression", "rlh", "--epochs", str(epochs)]
