@@ -82,6 +82,14 @@ def python_run(script, *args, timeout=600):
     return proc.returncode, proc.stdout + proc.stderr
 
 
+def cuda_missing():
+    """Why a launched job cannot train on CUDA here (None where it can): the jobs that run
+    an adapter's CUDA branch, which the CUDA simulator cannot stand in for (torch's CUDA
+    tensors), run only on a machine with a GPU and count as skipped elsewhere."""
+    import torch
+    return None if torch.cuda.is_available() else "needs torch with a real CUDA GPU"
+
+
 def excerpt(out, tail=3000, first=3000):
     """What a failed job's output shows of its cause: the first traceback any rank printed (a job
     that one rank brings down ends with the others' shut-down tracebacks, which hide it), then the

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from horovod_run import assert_raised_on_every_rank, excerpt, horovodrun
+from horovod_run import assert_raised_on_every_rank, cuda_missing, excerpt, horovodrun
 from overflow_runs import assert_skipped_once_and_trained
 from pufferfish_runs import assert_pufferfish_matches_full_rank
 
@@ -42,12 +42,6 @@ def test_every_rank_gets_the_exact_reduction_of_all_round_trips(n_ranks, cases):
     assert rc == 0, excerpt(out)
     for case in cases:
         assert f"OK {case} " in out, (case, excerpt(out))
-
-
-def cuda_missing():
-    """Why CUDA gradients cannot be tested here (None where they can)."""
-    import torch
-    return None if torch.cuda.is_available() else "needs torch with a real CUDA GPU"
 
 
 @pytest.mark.skipif(cuda_missing() is not None, reason=str(cuda_missing()))

@@ -15,16 +15,14 @@ import weakref
 from dataclasses import dataclass
 
 import torch
-from numba import cuda
 
 from ..adapters import CodecStats, sent_uncompressed
 from ..exchange.allreduce import Job, allgather_sum, choose, two_phase_sum
-from ..exchange.array_ops import DeviceOps, HostOps
 from ..exchange.buckets import DEFAULT_BUCKET_BYTES, DEFAULT_MIN_NUMEL, BucketPlan, bucket_layout
-from ..codec.device import cuda_usable
 from ..exchange.frames import placeholder_values, reduction_scale
 from ..exchange.pipeline import Pipeline
 from ..exchange.routing import BUCKETS_KEY, Router, check_route_mode, is_encoded
+from .bucket_arrays import BucketArrays, StreamReady
 from .horovod_ops import Collectives, hvd, needs_horovod
 
 __all__ = ["HuffmanCompressor"]
@@ -260,13 +258,13 @@ class HuffmanCompressor(CodecStats):
     def _send(self, state, bucket, current):
         """Start the exchange of a bucket on the worker thread: ``current.future``. The staging
         buffer is read by the worker until the future is done; it is written again only in the
-        next step, after ``decompress`` has waited for that future."""
+        next step, after ``decompress`` has waited for that future. A CUDA buffer is read once
+        the copies queued into it have run (``StreamReady``, polled by the worker)."""
         staging = state.staging[bucket.index]
         raw_bytes, state.raw_bytes[bucket.index] = state.raw_bytes[bucket.index], 0
-        if staging.is_cuda:
-            torch.cuda.current_stream(staging.device).synchronize()
+        ready = StreamReady(staging.device) if staging.is_cuda else None
         exchange = _exchange(self.codec.for_route(current.route), state, bucket, staging,
-                             raw_bytes)
+                             raw_bytes, ready)
         current.future = self._pipeline.submit(exchange)
         current.closed = True
 
@@ -319,23 +317,20 @@ def _kind(param):
     return f"{dtype}@{param.device}"
 
 
-def _exchange(codec, state, bucket, staging, raw_bytes):
+def _exchange(codec, state, bucket, staging, raw_bytes, ready):
     """The exchange of one bucket (a generator run by the worker thread) with ``codec`` (the
-    route's, ``Codec.for_route``): on the host, or for a CUDA bucket with the kernels on a
-    stream of the worker's own, synced before the training thread reads the sum."""
+    route's, ``Codec.for_route``): on the host, or for a CUDA bucket, once ``ready``, with the
+    kernels on a stream of the worker's own, synced before the training thread reads the sum
+    (bucket_arrays.py)."""
     job = Job(bucket.key, bucket.tag, codec.begin(bucket.key), len(bucket.slots), bucket.numel,
               raw_bytes, state.layouts[bucket.index])
-    stream = None
-    if staging.is_cuda and cuda_usable():
-        with cuda.gpus[staging.device.index or 0]:
-            stream = cuda.stream()
-        ops, work = DeviceOps(stream), cuda.as_cuda_array(staging, sync=False)
-    else:
-        ops, work = HostOps, staging.cpu().numpy()
+    if ready is not None:
+        yield ready
+    arrays = BucketArrays(staging)
     if state.exchange == "two_phase":
-        total = yield from two_phase_sum(codec, ops, state.coll, job, work, state.plan.align)
+        total = yield from two_phase_sum(codec, arrays.ops, state.coll, job, arrays.work,
+                                         state.plan.align)
     else:
-        total = yield from allgather_sum(codec, ops, state.coll, job, work)
-    if stream is not None:
-        stream.synchronize()
+        total = yield from allgather_sum(codec, arrays.ops, state.coll, job, arrays.work)
+    arrays.finish()
     return total

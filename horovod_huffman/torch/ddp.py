@@ -35,8 +35,8 @@ import torch.distributed as dist
 
 from ..adapters import make_codec
 from ..exchange.allreduce import Job, allgather_sum, choose, run_to_end, two_phase_sum
-from ..exchange.array_ops import HostOps
 from ..exchange.routing import BUCKETS_KEY, Router, check_route_mode, is_encoded
+from .bucket_arrays import BucketArrays, StreamReady
 from .process_group import Collectives
 
 __all__ = ["State", "hook"]
@@ -51,10 +51,10 @@ class _Worker:
         self._thread = None
         self._lock = threading.Lock()
 
-    def submit(self, exchange, finish):
-        """Run ``exchange``; then ``finish(total)`` gives the Future's value. Returns the
-        Future."""
-        future = torch.futures.Future()
+    def submit(self, exchange, finish, device):
+        """Run ``exchange``; then ``finish(total)`` gives the Future's value, a tensor on
+        ``device``. Returns the Future."""
+        future = torch.futures.Future(devices=[device] if device.type == "cuda" else None)
         with self._lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, daemon=True,
@@ -86,9 +86,11 @@ class State:
     the fastest steps (routing.Router, ``router``; steps start at bucket 0, which DDP hands
     over first).
 
-    Making a State makes a process group of the same ranks for the hook's collectives
+    Making a State makes a Gloo process group of the same ranks for the hook's collectives
     (``torch.distributed.new_group``), so every rank of the default group makes its States
-    in the same order, as it makes its DDP models."""
+    in the same order, as it makes its DDP models. The hook's bytes cross in host memory
+    whatever DDP's own backend is; a CUDA bucket is quantized, coded and decoded on its GPU
+    and only its encoded bytes reach the host (bucket_arrays.py)."""
 
     def __init__(self, encoder="rlh", quantizer=None, error_feedback=None, seed=None,
                  exchange="auto", process_group=None, route="encoded", **encoder_kwargs):
@@ -99,7 +101,7 @@ class State:
         self._step = -1                              # the step bucket 0 started last
         ranks = None if process_group is None else dist.get_process_group_ranks(process_group)
         self.process_group = process_group
-        self._coll = Collectives(dist.new_group(ranks))
+        self._coll = Collectives(dist.new_group(ranks, backend="gloo"))
         self._worker = _Worker()
         self._signatures = {}                        # bucket key -> its parameters' shapes
 
@@ -125,19 +127,22 @@ class State:
                                     for state, r in saved["residuals"].items()}
         codec.choices.clear()
 
-    def _exchange(self, index, shapes, work, raw_bytes, step, start):
+    def _exchange(self, index, shapes, grads, raw_bytes, step, start, ready):
         """The exchange of DDP's bucket ``index`` at hook ``step``, handed over at ``start``
         (a generator the worker runs: the codec and the router are touched by the worker
-        only), whose parameters have ``shapes``: the bucket's sum."""
+        only), whose parameters have ``shapes``: the sum over ranks of ``grads`` (a flat
+        float32/64 tensor, read once ``ready``), a tensor on its device."""
         codec, coll = self.codec, self._coll
+        if ready is not None:
+            yield ready
         route = self._route(index, step, start)
         if not is_encoded(route):
-            # One copy of the bucket in the route's dtype, summed in place.
-            source = torch.from_numpy(work)
-            dense = source.to(torch.float16) if route == "fp16" else source.clone()
+            # One host copy of the bucket in the route's dtype, summed in place.
+            dense = grads.to("cpu", torch.float16 if route == "fp16" else grads.dtype,
+                             copy=True)
             pending = coll.allreduce_tensor(dense)
             yield pending
-            return pending.wait().to(source.dtype).numpy()
+            return pending.wait().to(grads.device, grads.dtype)
         key = f"horovod_huffman.ddp.{index}"
         if self._signatures.get(key, shapes) != shapes:
             self._forget(key)
@@ -146,13 +151,14 @@ class State:
                        (1, int(np.prod(s))) for s in shapes)
         codec = codec.for_route(route)
         job = Job(key, zlib.crc32(f"{key}/{shapes}".encode()), codec.begin(key), len(shapes),
-                  work.size, raw_bytes, layout)
+                  grads.numel(), raw_bytes, layout)
+        arrays = BucketArrays(grads)
         if choose(self.exchange, coll.size) == "two_phase":
             align = getattr(codec.quantizer, "bucket_size", None) or 1
-            total = yield from two_phase_sum(codec, HostOps, coll, job, work, align)
+            total = yield from two_phase_sum(codec, arrays.ops, coll, job, arrays.work, align)
         else:
-            total = yield from allgather_sum(codec, HostOps, coll, job, work)
-        return total
+            total = yield from allgather_sum(codec, arrays.ops, coll, job, arrays.work)
+        return arrays.tensor(total)
 
     def _route(self, index, step, start):
         """The route of bucket ``index`` at ``step``: "encoded", or with ``route="adaptive"``
@@ -175,22 +181,19 @@ def hook(state, bucket):
     """DDP communication hook: a Future of the bucket's gradients averaged over the ranks
     (the sum the exchange defines, divided by the world size), in the bucket's dtype."""
     buffer = bucket.buffer()
-    if buffer.is_cuda:
-        raise NotImplementedError("horovod_huffman.torch.ddp codes CPU gradients over Gloo; "
-                                  "CUDA buckets are not supported")
     grads = buffer.detach()
-    work = grads.numpy() if grads.dtype in (torch.float32, torch.float64) else \
-        grads.float().numpy()
+    if grads.dtype not in (torch.float32, torch.float64):
+        grads = grads.float()
+    ready = StreamReady(grads.device) if grads.is_cuda else None
     shapes = tuple(tuple(p.shape) for p in bucket.parameters())
     if bucket.index() == 0:                      # DDP hands bucket 0 over first in every step
         state._step += 1
-    exchange = state._exchange(bucket.index(), shapes, work,
+    exchange = state._exchange(bucket.index(), shapes, grads,
                                buffer.numel() * buffer.element_size(), state._step,
-                               time.perf_counter())
+                               time.perf_counter(), ready)
     size = state._coll.size
 
     def mean(total):
-        total /= size
-        return torch.from_numpy(total).to(buffer.dtype)
+        return total.div_(size).to(buffer.dtype)
 
-    return state._worker.submit(exchange, mean)
+    return state._worker.submit(exchange, mean, buffer.device)

@@ -5,7 +5,6 @@ fresh model and hook state each).
 
 Usage: torchrun --nproc_per_node N ddp_faults.py EXCHANGE ...
 """
-import os
 import sys
 
 import torch
@@ -14,7 +13,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import horovod_huffman as hh
 from horovod_huffman.torch import ddp
-from corrupting import corrupt_outgoing_frames      # beside this file
+from corrupting import corrupt_outgoing_frames, end_torch_worker  # beside this file
 
 
 def raises(exchange, rank):
@@ -44,15 +43,7 @@ def main():
             continue
         assert "checksum" in text or "DecodeError" in text, text
         print(f"RAISED {exchange} {text.splitlines()[0][:200]}", flush=True)
-    # Every rank raised after the same collectives and reported; once all have, the worker
-    # ends without tearing down the interpreter: after a backward that raised from a comm
-    # hook, torch's own teardown (DDP's reducer, Gloo's threads) now and then ends in
-    # std::terminate ("terminate called without an active exception"; seen in CI runs on
-    # the 2-core VM, even after destroy_process_group), after everything this worker checks
-    # is done.
-    dist.barrier()
-    sys.stdout.flush()
-    os._exit(0)
+    end_torch_worker()
 
 
 if __name__ == "__main__":

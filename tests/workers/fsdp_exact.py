@@ -20,7 +20,7 @@ from torch.distributed.fsdp import fully_shard
 
 import horovod_huffman as hh
 from horovod_huffman.torch import fsdp
-from corrupting import corrupt_outgoing_frames      # beside this file
+from corrupting import corrupt_outgoing_frames, end_torch_worker  # beside this file
 from expected import round_trip
 
 LEVELS, BUCKET, SEED, STEPS = 4, 64, 100, 3
@@ -127,7 +127,7 @@ def main():
         print("NOT RAISED fsdp", flush=True)
     except hh.DecodeError as e:
         print(f"RAISED fsdp {str(e).splitlines()[0][:200]}", flush=True)
-    dist.destroy_process_group()
+    end_torch_worker()
 
 
 if __name__ == "__main__":
