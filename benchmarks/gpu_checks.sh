@@ -30,9 +30,9 @@
 # before NCCL 2.30). The wheel is kept in .gpu/wheels and copied to $OUT when it is small
 # enough to come back (GPU_CHECKS_WHEEL=1), so that a later call carries it and skips the build.
 #
-# The machine's own numpy, numba and numba-cuda are used where numba.cuda imports with them and
-# sees the GPU; else the wheels carried in .gpu/py (numpy 2.0.2 and numba-cuda 0.30.4 for
-# CPython 3.12: numba-cuda 0.30.4 does not import under numpy 2.5) are installed to
+# The machine's own numpy, numba and numba-cuda are used where numba.cuda compiles and launches
+# a kernel with them; else the wheels carried in .gpu/py (numpy 2.0.2 and numba-cuda 0.30.4 for
+# CPython 3.12: numba-cuda 0.30.4 compiles no kernel under numpy 2.5) are installed to
 # /tmp/hh-site and put first on PYTHONPATH.
 #
 # Writes under OUT (default ./gpu_out): summary.txt (phase, exit status, seconds), env.log,
