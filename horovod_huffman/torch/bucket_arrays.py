@@ -1,6 +1,6 @@
-"""The arrays a worker thread's exchange (allreduce.py) works on for one flat torch bucket: on
-the host for a CPU tensor, and for a CUDA tensor on the device, with the kernels on a stream of
-the worker's own (array_ops.DeviceOps), so that only encoded bytes reach the host.
+"""The exchange (allreduce.py) of one flat torch bucket on a worker thread: on the host for a
+CPU tensor, and for a CUDA tensor on the device, with the kernels on a stream of the worker's
+own (array_ops.DeviceOps), so that only encoded bytes reach the host.
 
 A CUDA bucket is written by the training thread's stream. The exchange first yields a
 ``StreamReady`` recorded on that stream after the writes, and the worker polls it like a
@@ -9,10 +9,11 @@ collective: neither the training thread nor the worker blocks on the device for 
 import torch
 from numba import cuda
 
-from ..codec.device import cuda_usable
+from ..codec.device import cuda_usable, is_device_array
+from ..exchange.allreduce import allgather_sum, two_phase_sum
 from ..exchange.array_ops import DeviceOps, HostOps
 
-__all__ = ["BucketArrays", "StreamReady"]
+__all__ = ["StreamReady", "as_torch", "bucket_sum"]
 
 
 class StreamReady:
@@ -31,30 +32,33 @@ class StreamReady:
         self.event.synchronize()
 
 
-class BucketArrays:
-    """``ops`` (HostOps or a DeviceOps) and ``work`` (a 1-D float32/64 NumPy or device array
-    sharing the tensor's memory, or a host copy of a CUDA tensor where the device kernels cannot
-    run) for the exchange of ``tensor``, made on the worker thread once the tensor is written."""
+def bucket_sum(codec, coll, job, tensor, exchange, align, ready):
+    """The sum over ranks of the flat float32/64 ``tensor`` (a generator the worker runs):
+    ``exchange`` "allgather" or "two_phase" (``align``: its shard alignment) of ``job`` with
+    ``codec`` over ``coll``, once ``ready`` (a StreamReady, or None). Returns the sum as the
+    exchange gives it: a NumPy array, or for a CUDA tensor a device array whose stream is
+    done (a host array where the device kernels cannot run: the tensor is copied)."""
+    if ready is not None:
+        yield ready
+    stream = None
+    if tensor.is_cuda and cuda_usable():
+        with cuda.gpus[tensor.device.index or 0]:
+            stream = cuda.stream()
+        ops, work = DeviceOps(stream), cuda.as_cuda_array(tensor, sync=False)
+    else:
+        ops, work = HostOps, tensor.cpu().numpy()
+    if exchange == "two_phase":
+        total = yield from two_phase_sum(codec, ops, coll, job, work, align)
+    else:
+        total = yield from allgather_sum(codec, ops, coll, job, work)
+    if stream is not None:
+        stream.synchronize()
+    return total
 
-    def __init__(self, tensor):
-        self.device = tensor.device
-        self.stream = None
-        if tensor.is_cuda and cuda_usable():
-            with cuda.gpus[tensor.device.index or 0]:
-                self.stream = cuda.stream()
-            self.ops, self.work = DeviceOps(self.stream), cuda.as_cuda_array(tensor, sync=False)
-        else:
-            self.ops, self.work = HostOps, tensor.cpu().numpy()
 
-    def finish(self):
-        """Wait for this exchange's device work (a no-op on the host)."""
-        if self.stream is not None:
-            self.stream.synchronize()
-
-    def tensor(self, total):
-        """The exchange's sum ``total`` (from ``ops``) as a tensor on the bucket's device, once
-        the device work is done; it shares ``total``'s memory where it can."""
-        self.finish()
-        if self.stream is not None:
-            return torch.as_tensor(total, device=self.device)
-        return torch.from_numpy(total).to(self.device)
+def as_torch(array, device):
+    """``array`` (from ``bucket_sum``: NumPy or device) as a tensor on ``device``, sharing its
+    memory where it is already there."""
+    if is_device_array(array):
+        return torch.as_tensor(array, device=device)
+    return torch.from_numpy(array).to(device)

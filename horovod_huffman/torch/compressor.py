@@ -17,12 +17,12 @@ from dataclasses import dataclass
 import torch
 
 from ..adapters import CodecStats, sent_uncompressed
-from ..exchange.allreduce import Job, allgather_sum, choose, two_phase_sum
+from ..exchange.allreduce import Job, choose
 from ..exchange.buckets import DEFAULT_BUCKET_BYTES, DEFAULT_MIN_NUMEL, BucketPlan, bucket_layout
 from ..exchange.frames import placeholder_values, reduction_scale
 from ..exchange.pipeline import Pipeline
 from ..exchange.routing import BUCKETS_KEY, Router, check_route_mode, is_encoded
-from .bucket_arrays import BucketArrays, StreamReady
+from .bucket_arrays import StreamReady, as_torch, bucket_sum
 from .horovod_ops import Collectives, hvd, needs_horovod
 
 __all__ = ["HuffmanCompressor"]
@@ -179,8 +179,7 @@ class HuffmanCompressor(CodecStats):
                                 ctx.slot.name)
         total = ctx.round.future.result()
         part = total[ctx.slot.offset:ctx.slot.offset + ctx.slot.numel]
-        out = torch.as_tensor(part, device=ctx.device) if ctx.device.type == "cuda" else \
-            torch.from_numpy(part)
+        out = as_torch(part, ctx.device)
         if scale != 1.0:
             out.mul_(scale)        # the exchange's sum is this step's own array: no copy
         return out.reshape(ctx.shape).to(device=ctx.device, dtype=ctx.dtype)
@@ -324,13 +323,5 @@ def _exchange(codec, state, bucket, staging, raw_bytes, ready):
     (bucket_arrays.py)."""
     job = Job(bucket.key, bucket.tag, codec.begin(bucket.key), len(bucket.slots), bucket.numel,
               raw_bytes, state.layouts[bucket.index])
-    if ready is not None:
-        yield ready
-    arrays = BucketArrays(staging)
-    if state.exchange == "two_phase":
-        total = yield from two_phase_sum(codec, arrays.ops, state.coll, job, arrays.work,
-                                         state.plan.align)
-    else:
-        total = yield from allgather_sum(codec, arrays.ops, state.coll, job, arrays.work)
-    arrays.finish()
-    return total
+    return (yield from bucket_sum(codec, state.coll, job, staging, state.exchange,
+                                  state.plan.align, ready))

@@ -34,9 +34,9 @@ import torch
 import torch.distributed as dist
 
 from ..adapters import make_codec
-from ..exchange.allreduce import Job, allgather_sum, choose, run_to_end, two_phase_sum
+from ..exchange.allreduce import Job, choose, run_to_end
 from ..exchange.routing import BUCKETS_KEY, Router, check_route_mode, is_encoded
-from .bucket_arrays import BucketArrays, StreamReady
+from .bucket_arrays import StreamReady, as_torch, bucket_sum
 from .process_group import Collectives
 
 __all__ = ["State", "hook"]
@@ -152,13 +152,10 @@ class State:
         codec = codec.for_route(route)
         job = Job(key, zlib.crc32(f"{key}/{shapes}".encode()), codec.begin(key), len(shapes),
                   grads.numel(), raw_bytes, layout)
-        arrays = BucketArrays(grads)
-        if choose(self.exchange, coll.size) == "two_phase":
-            align = getattr(codec.quantizer, "bucket_size", None) or 1
-            total = yield from two_phase_sum(codec, arrays.ops, coll, job, arrays.work, align)
-        else:
-            total = yield from allgather_sum(codec, arrays.ops, coll, job, arrays.work)
-        return arrays.tensor(total)
+        align = getattr(codec.quantizer, "bucket_size", None) or 1
+        total = yield from bucket_sum(codec, coll, job, grads, choose(self.exchange, coll.size),
+                                      align, None)
+        return as_torch(total, grads.device)
 
     def _route(self, index, step, start):
         """The route of bucket ``index`` at ``step``: "encoded", or with ``route="adaptive"``

@@ -54,6 +54,24 @@ def corrupted_link(active):
             mend()
 
 
+def raised_expected(label, rank, corrupt, step, errors, cause):
+    """Whether ``step()``, this process's link corrupted where ``corrupt``, raised one of
+    ``errors`` whose ``cause(error)`` (the text to report) is not None. Prints "RAISED <rank>
+    <label> <cause>", or why the case failed on this rank."""
+    try:
+        with corrupted_link(corrupt):
+            step()
+    except errors as e:
+        found = cause(e)
+        if found is not None:
+            print(f"RAISED {rank} {label} {found}", flush=True)
+            return True
+        print(f"WRONG ERROR on rank {rank} in {label}: {str(e)[:500]}", flush=True)
+        return False
+    print(f"NO ERROR on rank {rank} in {label}", flush=True)
+    return False
+
+
 def run_cases(cases, run_case, wait):
     """A fault worker's exit status: 0 when ``run_case(*case.split(":"))`` (whether the case
     raised its expected error on this rank) is true for every one of ``cases``, run in turn,

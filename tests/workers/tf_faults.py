@@ -21,7 +21,7 @@ import tensorflow as tf            # noqa: E402
 import horovod.tensorflow as hvd   # noqa: E402
 
 from horovod_huffman.tensorflow import Compression, DistributedGradientTape  # noqa: E402
-from corrupting import corrupted_link, run_cases                    # noqa: E402  (beside this file)
+from corrupting import raised_expected, run_cases                   # noqa: E402  (beside this file)
 
 
 def run_case(case, exchange, tape):
@@ -42,20 +42,14 @@ def run_case(case, exchange, tape):
             loss = tf.reduce_sum(tf.square(x @ w))
         return tape_class(recorded, compression=comp, op=op).gradient(loss, [w])
 
-    try:
-        with corrupted_link(case == "corrupt" and hvd.rank() == 1):
-            step()
-    except (ValueError, tf.errors.OpError) as e:
+    def cause(e):
         # The fused tape refuses an op with a ValueError as its step is traced; the others
         # fail inside the step, with the cause among the OpError's lines.
-        cause = [line for line in str(e).splitlines() if expected in line]
-        if cause:
-            print(f"RAISED {hvd.rank()} {name} {cause[0].strip()[:200]}", flush=True)
-            return True
-        print(f"WRONG ERROR on rank {hvd.rank()} in {name}: {str(e)[:500]}", flush=True)
-        return False
-    print(f"NO ERROR on rank {hvd.rank()} in {name}", flush=True)
-    return False
+        lines = [line for line in str(e).splitlines() if expected in line]
+        return lines[0].strip()[:200] if lines else None
+
+    return raised_expected(name, hvd.rank(), case == "corrupt" and hvd.rank() == 1, step,
+                           (ValueError, tf.errors.OpError), cause)
 
 
 def main():

@@ -20,7 +20,7 @@ import horovod.torch as hvd
 import horovod_huffman as hh
 from horovod_huffman.exchange.frames import MismatchError
 from horovod_huffman.torch import Compression
-from corrupting import corrupted_link, run_cases          # beside this file
+from corrupting import raised_expected, run_cases          # beside this file
 
 EXPECTED = {"corrupt": hh.DecodeError, "mismatch": MismatchError, "adasum": ValueError,
             "min": ValueError}
@@ -36,18 +36,16 @@ def run_case(case, exchange):
     op = {"corrupt": hvd.Average, "mismatch": hvd.Average, "adasum": hvd.Adasum,
           "min": getattr(hvd, "Min", None)}[case]
     x = torch.randn(8, 32, generator=torch.Generator().manual_seed(hvd.rank()))
-    try:
-        with corrupted_link(case == "corrupt" and hvd.rank() == 1):
-            opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
-                                           named_parameters=model.named_parameters(),
-                                           compression=comp, op=op)
-            model(x).square().mean().backward()
-            opt.step()
-    except EXPECTED[case] as e:
-        print(f"RAISED {hvd.rank()} {case}:{exchange} {type(e).__name__}: {e}", flush=True)
-        return True
-    print(f"NO ERROR on rank {hvd.rank()} in {case}:{exchange}", flush=True)
-    return False
+
+    def step():
+        opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                       named_parameters=model.named_parameters(),
+                                       compression=comp, op=op)
+        model(x).square().mean().backward()
+        opt.step()
+
+    return raised_expected(f"{case}:{exchange}", hvd.rank(), case == "corrupt" and hvd.rank() == 1,
+                           step, EXPECTED[case], lambda e: f"{type(e).__name__}: {e}")
 
 
 def main():
