@@ -1,11 +1,13 @@
-"""Where a device bucket's time goes: the host's share of the GPU path, per bucket.
+"""Where a device bucket's time goes: the host's share of the GPU path, per step and bucket.
 
-Runs the one-phase exchange (allreduce.allgather_sum) of gradient buckets held on the GPU for 2
-in-process ranks sharing it (DeviceOps over local.LocalGroup: quantize, encode, frame, decode
-into the sum, all on one stream), first to compile and warm up, then ``--steps`` times under
-cProfile. Prints, per bucket and encoder: wall milliseconds per exchange (both ranks), and per
-exchange the calls that cross to the device and back (kernel launches, uploads, downloads,
-device allocations, stream synchronizations); then the functions with the most own time.
+Runs the one-phase exchange (allreduce.allgather_sum) of ``--buckets`` gradient buckets held on
+the GPU for 2 in-process ranks sharing it (DeviceOps over local.LocalGroup: quantize, encode,
+frame, decode into the sum, all on one stream), every bucket of a step at once as a worker
+holding them would (``local.run_ranks``: the encodes the exchanges queue run as one batch,
+encode_queue.py), first to compile and warm up, then ``--steps`` times under cProfile. Prints,
+per encoder: wall milliseconds per step and per bucket (both ranks), and per step the calls
+that cross to the device and back (kernel launches, uploads, downloads, device allocations,
+stream synchronizations); then the functions with the most own time.
 
     python benchmarks/gpu_profile.py --coords 1048576 --buckets 4 --encoders rlh ans rla
 
@@ -38,17 +40,21 @@ CROSSINGS = {
 }
 
 
-def exchange(codecs, works, step, ops):
-    group = LocalGroup(len(codecs))
-    job = Job("bucket", 1, step, 1, works[0].size, 4 * works[0].size)
-    return run_ranks([allgather_sum(c, ops, group.member(r), job, w)
-                      for r, (c, w) in enumerate(zip(codecs, works))])
+def step_of(codecs, grads, step, ops):
+    """One step: every bucket's exchange on both ranks (a codec each), run at once."""
+    group = LocalGroup(2)
+    exchanges = []
+    for b, works in enumerate(grads):
+        job = Job(f"bucket{b}", b, step, 1, works[0].size, 4 * works[0].size)
+        exchanges += [allgather_sum(c, ops, group.member(r), job, w)
+                      for r, (c, w) in enumerate(zip(codecs, works))]
+    return run_ranks(exchanges)
 
 
-def crossings(stats, exchanges):
-    """{label: calls per exchange} of CROSSINGS from a pstats.Stats."""
+def crossings(stats, steps):
+    """{label: calls per step} of CROSSINGS from a pstats.Stats."""
     return {label: sum(v[1] for (file, _, func), v in stats.stats.items()
-                       if func == name and file.endswith(files)) / exchanges
+                       if func == name and file.endswith(files)) / steps
             for label, (name, files) in CROSSINGS.items()}
 
 
@@ -56,24 +62,20 @@ def profile(encoder, coords, buckets, steps, stream):
     rng = np.random.default_rng(0)
     grads = [[cuda.to_device(rng.standard_normal(coords).astype(np.float32), stream=stream)
               for _ in range(2)] for _ in range(buckets)]
-    codecs = [[Codec(encoder=encoder, quantizer=hh.QSGD(levels=8), seed=r) for r in range(2)]
-              for _ in range(buckets)]
+    codecs = [Codec(encoder=encoder, quantizer=hh.QSGD(levels=8), seed=r) for r in range(2)]
     ops = DeviceOps(stream)
-    for b in range(buckets):                                  # compile and warm up
-        exchange(codecs[b], grads[b], 0, ops)
+    step_of(codecs, grads, 0, ops)                            # compile and warm up
     stream.synchronize()
     profiler = cProfile.Profile()
     t0 = time.perf_counter()
     profiler.enable()
     for step in range(1, steps + 1):
-        for b in range(buckets):
-            exchange(codecs[b], grads[b], step, ops)
+        step_of(codecs, grads, step, ops)
     stream.synchronize()
     profiler.disable()
     wall = time.perf_counter() - t0
-    n = steps * buckets
     stats = pstats.Stats(profiler)
-    return 1e3 * wall / n, crossings(stats, n), stats
+    return 1e3 * wall / steps, crossings(stats, steps), stats
 
 
 def main(argv=None):
@@ -86,14 +88,15 @@ def main(argv=None):
     args = p.parse_args(argv)
     stream = cuda.stream()
     print(f"{args.coords} coordinates per bucket (fp32), {args.buckets} buckets, 2 in-process "
-          f"ranks on one GPU, {args.steps} steps; per exchange of one bucket:")
-    print("| encoder | ms | GB/s of fp32 | " + " | ".join(CROSSINGS) + " |")
-    print("|---" * (3 + len(CROSSINGS)) + "|")
+          f"ranks on one GPU, {args.steps} steps; per step (every bucket, both ranks):")
+    print("| encoder | ms per step | ms per bucket | GB/s of fp32 | " + " | ".join(CROSSINGS) +
+          " |")
+    print("|---" * (4 + len(CROSSINGS)) + "|")
     reports = []
     for encoder in args.encoders:
         ms, counts, stats = profile(encoder, args.coords, args.buckets, args.steps, stream)
-        gbps = 2 * 4 * args.coords / (ms * 1e-3) / 1e9      # both ranks' gradients
-        print(f"| {encoder} | {ms:.2f} | {gbps:.2f} | " +
+        gbps = 2 * 4 * args.coords * args.buckets / (ms * 1e-3) / 1e9   # both ranks' gradients
+        print(f"| {encoder} | {ms:.2f} | {ms / args.buckets:.2f} | {gbps:.2f} | " +
               " | ".join(f"{counts[label]:.1f}" for label in CROSSINGS) + " |")
         text = io.StringIO()
         stats.stream = text

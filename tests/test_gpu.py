@@ -263,6 +263,7 @@ def test_a_decode_group_sums_the_ranks_in_one_launch_as_the_host_does(names, mon
     with ops.decode_group() as group:
         for rank, message in enumerate(messages):
             total = ops.decode_into(message, total, rank > 0, group, f"rank {rank}")
+    group.checked().wait()
     assert total.copy_to_host().tobytes() == expected.tobytes()
     grouped = [name in BATCHED and levels[i].min() != levels[i].max()
                for i, name in enumerate(names)]
@@ -301,6 +302,7 @@ def test_a_decode_group_decodes_slices_of_one_array_in_one_launch(monkeypatch):
                 a, b = bounds[j], bounds[j + 1]
                 ops.decode_into(contents(message), result[a:b], False, group, f"shard {j}",
                                 (result, a))
+        group.checked().wait()
         return result.copy_to_host()
 
     counts = {}
@@ -315,20 +317,30 @@ def test_a_decode_group_decodes_slices_of_one_array_in_one_launch(monkeypatch):
         gathered(bad)
 
 
-def test_a_decode_group_names_the_stream_it_cannot_decode():
-    """A corrupted stream in a group raises DecodeError naming that stream's label."""
+@pytest.mark.parametrize("name", ["rlh", "ans"])
+def test_a_decode_group_names_the_stream_it_cannot_decode(name):
+    """A corrupted stream in a group makes that group's verdict raise DecodeError naming the
+    stream's label. The statuses of the groups of one DeviceOps (the Huffman family's launch
+    and any other device decoder's) stay on the device until a verdict is waited for, which
+    reads them all in one copy: a group of good streams before it passes."""
     from horovod_huffman.codec.message import contents
     from horovod_huffman.exchange.array_ops import DeviceOps
     qt = hh.QuantizedTensor(PATTERNS["sparse"], np.ones(-(-N // 64), np.float32), (N,),
                             np.dtype(np.float32), 64)
-    good = hh.pack(qt, encoder("rlh"))
+    good = hh.pack(qt, encoder(name))
     bad = good.copy()
     bad[-40] ^= 0x5A                           # inside the payload's last chunk
     ops = DeviceOps(cuda.stream())
+    with ops.decode_group() as first:
+        ops.decode_into(contents(good), None, False, first, "rank 0")
+    with ops.decode_group() as second:
+        total = ops.decode_into(contents(good), None, False, second, "rank 0")
+        ops.decode_into(contents(reseal(bad)), total, True, second, "rank 1")
+    assert not first.checked().done() and not second.checked().done()
+    first.checked().wait()
+    assert second.checked().done()
     with pytest.raises(hh.DecodeError, match="rank 1"):
-        with ops.decode_group() as group:
-            total = ops.decode_into(contents(good), None, False, group, "rank 0")
-            ops.decode_into(contents(reseal(bad)), total, True, group, "rank 1")
+        second.checked().wait()
 
 
 @pytest.mark.parametrize("name", ["rlh", "raw"])
@@ -672,6 +684,93 @@ def test_exchanges_run_on_the_device(quantizer, kind, name, n_ranks):
                 np.testing.assert_allclose(d.copy_to_host(), h, rtol=1e-6, atol=1e-7)
         for d in total_d[1:]:
             np.testing.assert_array_equal(d.copy_to_host(), total_d[0].copy_to_host())
+
+
+@pytest.mark.parametrize("kind", ["allgather", "two_phase"])
+def test_buckets_exchanged_at_once_encode_as_one_batch_with_each_buckets_bytes(kind):
+    """Three buckets of 2 ranks run at once on one DeviceOps: every encode of a phase, all
+    buckets' and both ranks', goes in one ``encode_batch`` (the allgather's one phase; the
+    two-phase exchange's scatter and its sums), and every rank sends the bytes and gets the
+    sums of the same exchanges on the host, bucket by bucket."""
+    from horovod_huffman.exchange.allreduce import Job, allgather_sum, two_phase_sum
+    from horovod_huffman.exchange.array_ops import DeviceOps, HostOps
+    from horovod_huffman.exchange.codec_state import Codec
+    from horovod_huffman.exchange.local import LocalGroup, run_ranks
+
+    rng = np.random.default_rng(11)
+    sizes = [300, 130, 257]
+    grads = [[rng.standard_normal(n).astype(np.float32) for _ in range(2)] for n in sizes]
+    stream = cuda.stream()
+    ops = DeviceOps(stream)
+    batches = []
+    encode_batch = ops.encode_batch
+    ops.encode_batch = lambda qts, enc: batches.append(len(qts)) or encode_batch(qts, enc)
+
+    def exchanges(ops, codecs, group, device):
+        gens = []
+        for b, n in enumerate(sizes):
+            job = Job(f"b{b}", b, 0, 1, n, 4 * n)
+            for r in range(2):
+                work = cuda.to_device(grads[b][r], stream=stream) if device else grads[b][r]
+                gens.append(two_phase_sum(codecs[b][r], ops, group.member(r), job, work, 64)
+                            if kind == "two_phase"
+                            else allgather_sum(codecs[b][r], ops, group.member(r), job, work))
+        return gens
+
+    def codecs():
+        return [[Codec(encoder=encoder("rlh"), quantizer=hh.QSGD(levels=8, bucket_size=64),
+                       seed=r) for r in range(2)] for _ in sizes]
+
+    host_group, dev_group = LocalGroup(2), LocalGroup(2)
+    host = run_ranks(exchanges(HostOps, codecs(), host_group, False))
+    dev = run_ranks(exchanges(ops, codecs(), dev_group, True))
+    assert batches == ([6, 6] if kind == "two_phase" else [6])
+    assert dev_group._submitted.keys() == host_group._submitted.keys()
+    for slot, sent in host_group._submitted.items():
+        for r, (_, data, _) in sent.items():
+            assert bytes(dev_group._submitted[slot][r][1]) == bytes(data), (slot, r)
+    for h, d in zip(host, dev):
+        np.testing.assert_allclose(d.copy_to_host(), h, rtol=1e-6, atol=1e-7)
+
+
+def test_the_pipeline_encodes_the_buckets_it_holds_at_once_as_one_batch():
+    """Horovod's worker (pipeline.Pipeline) given three buckets of 2 ranks while it is busy
+    advances them all, then encodes them in one ``encode_batch``; the sums are those of the
+    same exchanges run one bucket at a time."""
+    from horovod_huffman.exchange.allreduce import Job, allgather_sum
+    from horovod_huffman.exchange.array_ops import DeviceOps
+    from horovod_huffman.exchange.codec_state import Codec
+    from horovod_huffman.exchange.local import LocalGroup, run_ranks
+    from horovod_huffman.exchange.pipeline import Pipeline
+
+    rng = np.random.default_rng(12)
+    sizes = [300, 130, 257]
+    grads = [[cuda.to_device(rng.standard_normal(n).astype(np.float32)) for _ in range(2)]
+             for n in sizes]
+
+    def exchanges(ops, group, codecs):
+        return [allgather_sum(codecs[r], ops, group.member(r), Job(f"b{b}", b, 0, 1, n, 4 * n),
+                              grads[b][r]) for b, n in enumerate(sizes) for r in range(2)]
+
+    def codecs():
+        return [Codec(encoder=encoder("rlh"), quantizer=hh.QSGD(levels=8, bucket_size=64),
+                      seed=r) for r in range(2)]
+
+    ops = DeviceOps(cuda.stream())
+    batches = []
+    encode_batch = ops.encode_batch
+    ops.encode_batch = lambda qts, enc: batches.append(len(qts)) or encode_batch(qts, enc)
+    pipeline = Pipeline()
+    with pipeline._wake:                    # the worker is busy: it takes all six at once
+        futures = [pipeline.submit(e) for e in exchanges(ops, LocalGroup(2), codecs())]
+    got = [f.result(timeout=600) for f in futures]
+    assert batches == [6]
+    alone = [run_ranks(exchanges(DeviceOps(cuda.stream()), LocalGroup(2), codecs())[2 * b:][:2])
+             for b in range(len(sizes))]
+    for b in range(len(sizes)):
+        for r in range(2):
+            assert got[2 * b + r].copy_to_host().tobytes() == \
+                alone[b][r].copy_to_host().tobytes()
 
 
 @pytest.mark.parametrize("kind", ["allgather", "two_phase"])

@@ -2,8 +2,9 @@
 two-phase reduce-scatter + allgather; and the reduce-scatter alone (``reduce_scatter_sum``), for
 sharded data parallelism.
 
-Each exchange is a generator: it yields a started collective (``Pending``) whenever it must wait
-for the network and returns the bucket's sum over ranks, a 1-D float32/64 array.
+Each exchange is a generator: it yields a ``Pending`` whenever it must wait, for a started
+collective or for its device encode, queued to run with other exchanges' (encode_queue.py), and
+returns the bucket's sum over ranks, a 1-D float32/64 array.
 ``pipeline.Pipeline`` drives many at once on a worker thread, so that one
 bucket is encoded while another's bytes are in flight.
 
@@ -18,7 +19,8 @@ TensorFlow operations (the adapters) or over any other transport::
     allreduce(data, name)              the elementwise sum over ranks of a float16/32/64 array
                                        (small: routing decisions, routing.py)
 
-A ``Pending`` has ``done()`` (never blocks) and ``wait()`` (blocks; returns the received bytes).
+A ``Pending`` has ``done()`` (never blocks) and ``wait()`` (blocks; returns the received bytes);
+a queued encode also has ``flush()``, which a driver calls when all it holds are waiting.
 
 Exchanges, per rank and step, for n coordinates at b bits each over N ranks::
 
@@ -79,8 +81,8 @@ def choose(exchange, n_ranks):
 
 
 def run_to_end(exchange):
-    """Run an exchange generator on this thread, waiting for each collective it starts, and
-    return its result."""
+    """Run an exchange generator on this thread, waiting for each collective it starts (and
+    running each encode it queues), and return its result."""
     try:
         pending = exchange.send(None)
         while True:
@@ -102,14 +104,16 @@ def allgather_sum(codec, ops, coll, job, work):
     with codec.statistics.span(key, "encode"):
         state = (key, "all") if codec.feedback.client else None
         qt = codec.quantize(ops, work, (work.size,), f"{key}/all", job.step, state)
-        data = frame(tag, job.step, codec.encode(ops, qt, job, "all"))
+    message, = yield from _encoded(codec, ops, [qt], job, ["all"], [0])
+    with codec.statistics.span(key, "encode"):
+        data = frame(tag, job.step, message)
     with codec.statistics.span(key, "network"):
         pending = coll.allgather(data, f"{key}.all")
         yield pending
     with codec.statistics.span(key, "decode"):
-        total = _rank_sum(codec, ops, coll, split_frames(pending.wait(), coll.size, tag,
-                                                         job.step, key),
-                          qt, work.size, work.dtype, key)
+        messages = split_frames(pending.wait(), coll.size, tag, job.step, key)
+    total = yield from _rank_sum(codec, ops, coll, messages, qt, work.size, work.dtype, key)
+    with codec.statistics.span(key, "decode"):
         codec.feedback.settle(ops, [state], total)
     codec.statistics.count(job.coords, job.raw_bytes, data.size, job.tensors)
     return total
@@ -122,17 +126,22 @@ def two_phase_sum(codec, ops, coll, job, work, align):
     frame in the allgather, so every rank raises."""
     key, me, summed = job.key, coll.rank, None
     bounds = shard_bounds(work.size, coll.size, align)
-    with codec.statistics.span(key, "encode"):
-        data, sizes, mine = _scatter_frames(codec, ops, job, work, bounds, me)
+    data, sizes, mine = yield from _scatter_frames(codec, ops, job, work, bounds, me)
     with codec.statistics.span(key, "network"):
         pending = coll.alltoall(data, sizes, f"{key}.scatter")
         yield pending
     try:
-        reply, summed = _summed_shard(codec, ops, coll, job, pending.wait(), mine, bounds,
-                                      work.dtype)
+        summed = yield from _summed_shard(codec, ops, coll, job, pending.wait(), mine, bounds,
+                                          work.dtype)
         failure = None
     except (DecodeError, MismatchError) as e:
-        reply, failure = error_frame(phase_tag(job.tag, "gather"), job.step, e), e
+        summed, failure = None, e
+    if failure is None:
+        message, = yield from _encoded(codec, ops, [summed], job, ["sum"], [bounds[me]])
+        with codec.statistics.span(key, "encode"):
+            reply = frame(phase_tag(job.tag, "gather"), job.step, message)
+    else:
+        reply = error_frame(phase_tag(job.tag, "gather"), job.step, failure)
     with codec.statistics.span(key, "network"):
         pending = coll.allgather(reply, f"{key}.gather")
         yield pending
@@ -152,6 +161,8 @@ def two_phase_sum(codec, ops, coll, job, work, align):
                 else:
                     codec.decode_into(ops, message, result[bounds[j]:bounds[j + 1]], False,
                                       size, work.dtype, what, j, group, (result, bounds[j]))
+    yield from _decoded(group)
+    with codec.statistics.span(key, "decode"):
         codec.feedback.settle(ops, [_client_state(key, j) for j in range(coll.size)] +
                               [_server_state(key, me)], result)
     codec.statistics.count(job.coords, job.raw_bytes, data.size - sizes[me] + reply.size, job.tensors)
@@ -169,14 +180,14 @@ def reduce_scatter_sum(codec, ops, coll, job, work, bounds):
     raised on every rank, and how many summed shards are not finite, which keeps every rank's
     error-feedback residuals as they were."""
     key, me = job.key, coll.rank
-    with codec.statistics.span(key, "encode"):
-        data, sizes, mine = _scatter_frames(codec, ops, job, work, bounds, me)
+    data, sizes, mine = yield from _scatter_frames(codec, ops, job, work, bounds, me)
     with codec.statistics.span(key, "network"):
         pending = coll.alltoall(data, sizes, f"{key}.scatter")
         yield pending
     failure, flags = None, np.zeros(3, dtype=np.float32)
     try:
-        total = _shard_total(codec, ops, coll, job, pending.wait(), mine, bounds, work.dtype)
+        total = yield from _shard_total(codec, ops, coll, job, pending.wait(), mine, bounds,
+                                        work.dtype)
         flags[2] = not _on_host(ops.all_finite(total))
     except (DecodeError, MismatchError) as e:
         failure = e
@@ -225,62 +236,86 @@ class _NoBody:
         pass
 
 
+def _encoded(codec, ops, qts, job, parts, starts):
+    """The messages of ``qts`` (generator, ``Codec.encoding``: it yields the encoding while
+    it waits in a queue to be encoded with other exchanges' tensors)."""
+    encoding = codec.encoding(ops, qts, job, parts, starts)
+    if not encoding.done():
+        yield encoding
+    return encoding.wait()
+
+
 def _scatter_frames(codec, ops, job, work, bounds, me):
     """(the frames of every shard of ``work`` in rank order, in one array, this rank's own
-    with an empty body; their sizes; this rank's own quantized shard). The other ranks'
-    shards are encoded together (``Codec.encode_parts``: one batch on a GPU)."""
+    with an empty body; their sizes; this rank's own quantized shard), a generator
+    (``_encoded``). The other ranks' shards are encoded together (one batch on a GPU)."""
     qts = []
-    for j in range(len(bounds) - 1):
-        a, b = bounds[j], bounds[j + 1]
-        state = _client_state(job.key, j) if codec.feedback.client else None
-        qts.append(codec.quantize(ops, work[a:b], (b - a,), f"{job.key}/shard{j}", job.step,
-                                  state))
+    with codec.statistics.span(job.key, "encode"):
+        for j in range(len(bounds) - 1):
+            a, b = bounds[j], bounds[j + 1]
+            state = _client_state(job.key, j) if codec.feedback.client else None
+            qts.append(codec.quantize(ops, work[a:b], (b - a,), f"{job.key}/shard{j}",
+                                      job.step, state))
     others = [j for j in range(len(qts)) if j != me]
-    messages = dict(zip(others, codec.encode_parts(
-        ops, [qts[j] for j in others], job, [f"shard{j}" for j in others],
-        [bounds[j] for j in others])))
-    data, sizes = frames([(phase_tag(job.tag, "scatter", j), job.step, messages.get(j, _NoBody))
-                          for j in range(len(qts))])
+    messages = dict(zip(others, (yield from _encoded(
+        codec, ops, [qts[j] for j in others], job, [f"shard{j}" for j in others],
+        [bounds[j] for j in others]))))
+    with codec.statistics.span(job.key, "encode"):
+        data, sizes = frames([(phase_tag(job.tag, "scatter", j), job.step,
+                               messages.get(j, _NoBody)) for j in range(len(qts))])
     return data, sizes, qts[me]
 
 
 def _shard_total(codec, ops, coll, job, received, mine, bounds, work_dtype):
     """This rank's shard summed over ranks (float, ``work_dtype``): its own piece from its
-    quantized levels (no other rank sees that piece), the others decoded from ``received``."""
+    quantized levels (no other rank sees that piece), the others decoded from ``received``
+    (a generator, as ``_rank_sum``)."""
     key, me = job.key, coll.rank
     size = bounds[me + 1] - bounds[me]
     with codec.statistics.span(key, "decode"):
         pieces = split_frames(received, coll.size, phase_tag(job.tag, "scatter", me), job.step,
                               key)
-        return _rank_sum(codec, ops, coll, pieces, mine, size, work_dtype, key, checked=False)
+    return (yield from _rank_sum(codec, ops, coll, pieces, mine, size, work_dtype, key,
+                                 checked=False))
 
 
 def _rank_sum(codec, ops, coll, messages, mine, size, work_dtype, key, checked=True):
     """The sum in rank order of every rank's tensor of ``size`` coordinates: this rank's own
     from its quantized ``mine`` (with ``checked``, its message as it came back verified,
     ``Codec.own``), the others' decoded from ``messages``; on a GPU the streams between two
-    of this rank's own additions decode in one launch (``ops.decode_group``)."""
+    of this rank's own additions decode in one launch (``ops.decode_group``). A generator:
+    it waits for the decode group's verdict (``_decoded``)."""
     total = None
-    with ops.decode_group() as group:
-        for rank, message in enumerate(messages):
-            if rank == coll.rank:
-                group.flush()
-                own = codec.own(message, mine, size, key, rank) if checked else mine
-                total = ops.add_dequantized(total, own)
-            else:
-                total = codec.decode_into(ops, message, total, total is not None, size,
-                                          work_dtype, key, rank, group)
+    with codec.statistics.span(key, "decode"):
+        with ops.decode_group() as group:
+            for rank, message in enumerate(messages):
+                if rank == coll.rank:
+                    group.flush()
+                    own = codec.own(message, mine, size, key, rank) if checked else mine
+                    total = ops.add_dequantized(total, own)
+                else:
+                    total = codec.decode_into(ops, message, total, total is not None, size,
+                                              work_dtype, key, rank, group)
+    yield from _decoded(group)
     return total
 
 
+def _decoded(group):
+    """Wait (a generator) for the verdict of a decode group (``ops.decode_group``): on a GPU
+    the statuses of its streams stay on the device until a driver reads them back with
+    other groups' in one copy. Raises the DecodeError of a stream it rejected."""
+    verdict = group.checked()
+    if not verdict.done():
+        yield verdict
+    verdict.wait()
+
+
 def _summed_shard(codec, ops, coll, job, received, mine, bounds, work_dtype):
-    """(the frame of this rank's shard summed over ranks and requantized, that quantized
-    sum)."""
+    """This rank's shard summed over ranks and requantized (a QuantizedTensor; a generator,
+    as ``_rank_sum``)."""
     key, me = job.key, coll.rank
-    total = _shard_total(codec, ops, coll, job, received, mine, bounds, work_dtype)
+    total = yield from _shard_total(codec, ops, coll, job, received, mine, bounds, work_dtype)
     with codec.statistics.span(key, "encode"):
         server = _server_state(key, me) if codec.feedback.server else None
-        summed = codec.quantize(ops, total, (bounds[me + 1] - bounds[me],), f"{key}/sum{me}",
-                                job.step, state=server)
-        return frame(phase_tag(job.tag, "gather"), job.step,
-                     codec.encode(ops, summed, job, "sum", bounds[me])), summed
+        return codec.quantize(ops, total, (bounds[me + 1] - bounds[me],), f"{key}/sum{me}",
+                              job.step, state=server)

@@ -12,9 +12,10 @@ from horovod_huffman.kernels import cuda_feedback as cf, cuda_quantize as cq, qu
 from horovod_huffman.kernels.cuda_bits import BLOCK
 
 from ..codec.device import grid_for, is_device_array
-from ..codec.encoders.gpu import StreamGroup
+from ..codec.encoders.gpu import StatusChecks, StreamGroup
 from ..codec.message import encode as encode_message, encode_batch
 from ..codec.quantizers import QuantizedTensor, dequantize, device_scales
+from .encode_queue import EncodeQueue, Ready
 
 
 def work_dtype(dtype):
@@ -46,10 +47,16 @@ class Ungrouped:
     def flush(self):
         pass
 
+    @staticmethod
+    def checked():
+        """Its verdict: a Pending of None (a host stream that fails raises as it decodes)."""
+        return Ready(None)
+
 
 class HostOps:
     """NumPy implementations."""
     stream = None
+    queue = None            # host tensors encode at once (encode_queue.py)
 
     @staticmethod
     def add(a, b):
@@ -84,7 +91,9 @@ class HostOps:
     def decode_group():
         """A context giving the ``group`` that ``decode_into`` takes for the streams of one
         total; every stream joined to it is decoded when the context ends, or at its
-        ``flush()``, which must come before anything else writes that total."""
+        ``flush()``, which must come before anything else writes that total. Its
+        ``checked()`` is a Pending (allreduce.py) that raises the DecodeError of a stream it
+        rejected: wait for it before the total settles or leaves."""
         return Ungrouped()
 
     @staticmethod
@@ -134,6 +143,10 @@ class DeviceOps:
 
     def __init__(self, stream):
         self.stream = stream
+        # Encodes the exchanges on this stream ask for, run as one batch (encode_queue.py),
+        # and the statuses of their decode groups, read back in one copy.
+        self.queue = EncodeQueue(self)
+        self.checks = StatusChecks(stream)
 
     def _launch(self, kernel, n):
         return kernel[grid_for(n, BLOCK), BLOCK, self.stream]
@@ -186,8 +199,10 @@ class DeviceOps:
 
     def decode_group(self):
         """As HostOps.decode_group: a gpu.StreamGroup, which decodes the Huffman family's
-        streams of one total (the ranks' streams of a bucket) in one launch."""
-        return StreamGroup(self.stream)
+        streams of one total (the ranks' streams of a bucket) in one launch. Its streams'
+        statuses stay on the device with every other group's of these ops until a driver
+        flushes them (``checked()``, the group's verdict, raises the DecodeError)."""
+        return StreamGroup(self.stream, self.checks)
 
     def decode_into(self, contents, total, add, group=None, label="", within=None):
         """As HostOps.decode_into, decoding, dequantizing and adding in one pass on the device

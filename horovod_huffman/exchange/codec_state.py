@@ -13,6 +13,7 @@ from ..codec.errors import DecodeError
 from ..codec.message import contents, verify
 from ..codec.quantizers import QSGD
 from .array_ops import work_dtype
+from .encode_queue import Ready
 from .feedback import ErrorFeedback
 from .frames import MismatchError, derive_seed
 from .routing import FAST_ROUTE
@@ -97,15 +98,20 @@ class Codec:
             lambda encoder, layout: ops.encode(qt, encoder, layout), self.choices,
             (job.key, part), job.step, qt.shape, layout)
 
-    def encode_parts(self, ops, qts, job, parts, starts):
-        """``encode`` of each of ``qts`` as ``parts`` of ``job`` from ``starts``. An encoder
-        that codes batches on the device (``Encoder.codes_in_batches``: the Huffman family,
-        which keep no choices and use no layout) codes them as one batch
-        (``ops.encode_batch``), the same bytes."""
+    def encoding(self, ops, qts, job, parts, starts):
+        """A Pending (allreduce.py) of the messages of ``qts``, as ``encode`` of each as
+        ``parts`` of ``job`` from ``starts``. An encoder that codes batches on the device
+        (``Encoder.codes_in_batches``: the Huffman family, which keep no choices and use no
+        layout) joins the queue of ``ops`` where it has one (DeviceOps), to be encoded with
+        every tensor queued there with it as one batch (encode_queue.py), the same bytes;
+        anything else is encoded now."""
         if getattr(self.encoder, "codes_in_batches", False):
-            return ops.encode_batch(qts, self.encoder)
-        return [self.encode(ops, qt, job, part, start)
-                for qt, part, start in zip(qts, parts, starts)]
+            queue = getattr(ops, "queue", None)
+            if queue is not None and qts:
+                return queue.put(qts, self.encoder, self.statistics, job.key)
+            return Ready(ops.encode_batch(qts, self.encoder))
+        return Ready([self.encode(ops, qt, job, part, start)
+                      for qt, part, start in zip(qts, parts, starts)])
 
     def decode_into(self, ops, message, total, add, numel, dtype, what, rank, group=None,
                     within=None):

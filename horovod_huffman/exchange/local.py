@@ -93,10 +93,12 @@ class _LocalPending:
 
 
 def run_ranks(exchanges, return_exceptions=False):
-    """Run one exchange generator per rank to the end on this thread; their results in rank
-    order. An exchange's exception propagates, or with ``return_exceptions`` stands as that
-    rank's result. Raises RuntimeError when no exchange can advance (ranks wait on different
-    collectives: a deadlock on a real cluster)."""
+    """Run exchange generators (one per rank, or several buckets' per rank) to the end on
+    this thread; their results in order. An exchange's exception propagates, or with
+    ``return_exceptions`` stands as its result. When every exchange waits, the encodes they
+    queued run (encode_queue.py: on a GPU, one batch for all of them). Raises RuntimeError
+    when no exchange can advance (ranks wait on different collectives: a deadlock on a real
+    cluster)."""
     pending = [None] * len(exchanges)
     results, finished = [None] * len(exchanges), [False] * len(exchanges)
     while not all(finished):
@@ -114,6 +116,11 @@ def run_ranks(exchanges, return_exceptions=False):
                     raise
                 results[r], finished[r] = error, True
         if not progressed:
+            queued = [p for p in pending if p is not None and not p.done() and
+                      hasattr(p, "flush")]
+            if queued:
+                queued[0].flush()
+                continue
             raise RuntimeError("every unfinished rank waits for a collective another rank never "
                                "starts")
     return results

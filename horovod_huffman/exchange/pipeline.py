@@ -4,7 +4,9 @@ thread, several at once.
 The training thread ``submit``s an exchange as soon as its bucket is complete and goes on with
 backward; the worker starts it (quantize, encode, start the first collective) and, while its
 bytes are in flight, starts the next bucket or continues any exchange whose collective has
-completed. The result (or the exception) lands in a ``concurrent.futures.Future``, which the
+completed. Each round advances every exchange that can advance, then runs the device encodes
+they queued (encode_queue.py): the buckets that became ready while the worker was busy are
+encoded as one batch. The result (or the exception) lands in a ``concurrent.futures.Future``, which the
 optimizer step waits for. The worker only polls collectives (``Pending.done``): Horovod's own
 wait holds the GIL while it spins, which would stall the training thread.
 """
@@ -47,7 +49,7 @@ class Pipeline:
         poll = MIN_POLL_SECONDS
         while True:
             with self._wake:
-                if not self._incoming:
+                if not self._incoming and not any(p.done() for _, _, p in active):
                     if active:
                         self._wake.wait(poll)
                     else:
@@ -63,6 +65,10 @@ class Pipeline:
                 else:
                     waiting.append((exchange, future, pending))
             active = [item for item in waiting if item is not None]
+            # The encodes the exchanges just queued run now, every queue's as one batch.
+            for _, _, pending in active:
+                if not pending.done() and hasattr(pending, "flush"):
+                    pending.flush()
             poll = MIN_POLL_SECONDS if progressed else min(2 * poll, MAX_POLL_SECONDS)
 
 

@@ -72,11 +72,18 @@ class Statistics:
             yield
         finally:
             end = time.perf_counter()
-            self.trace.append((key, phase, start, end))
-            if phase == "encode":
-                self.current.encode_s += end - start
-            elif phase == "decode":
-                self.current.decode_s += end - start
+            self.record(key, phase, start, end)
+
+    def record(self, key, phase, start, end, seconds=None):
+        """Add a phase span of ``key`` (as ``span`` times one) from ``start`` to ``end``;
+        ``seconds``: the share of it charged to the step's times (None: all of it), for a span
+        that served several exchanges at once (encode_queue.EncodeQueue)."""
+        self.trace.append((key, phase, start, end))
+        seconds = end - start if seconds is None else seconds
+        if phase == "encode":
+            self.current.encode_s += seconds
+        elif phase == "decode":
+            self.current.decode_s += seconds
 
     def end_step(self):
         """Close the current step: add it to the total, log it, and return its StepStats."""

@@ -2,10 +2,13 @@
 CPU tensor, and for a CUDA tensor on the device, with the kernels on a stream of the worker's
 own (array_ops.DeviceOps), so that only encoded bytes reach the host.
 
+A thread's CUDA buckets on one GPU share a stream and an encode queue (``_device_ops``).
 A CUDA bucket is written by the training thread's stream. The exchange first yields a
 ``StreamReady`` recorded on that stream after the writes, and the worker polls it like a
 collective: neither the training thread nor the worker blocks on the device for it.
 """
+import threading
+
 import torch
 from numba import cuda
 
@@ -14,6 +17,8 @@ from ..exchange.allreduce import allgather_sum, two_phase_sum
 from ..exchange.array_ops import DeviceOps, HostOps
 
 __all__ = ["StreamReady", "as_torch", "bucket_sum"]
+
+_THREAD = threading.local()
 
 
 class StreamReady:
@@ -42,9 +47,8 @@ def bucket_sum(codec, coll, job, tensor, exchange, align, ready):
         yield ready
     stream = None
     if tensor.is_cuda and cuda_usable():
-        with cuda.gpus[tensor.device.index or 0]:
-            stream = cuda.stream()
-        ops, work = DeviceOps(stream), cuda.as_cuda_array(tensor, sync=False)
+        ops = _device_ops(tensor.device.index or 0)
+        stream, work = ops.stream, cuda.as_cuda_array(tensor, sync=False)
     else:
         ops, work = HostOps, tensor.cpu().numpy()
     if exchange == "two_phase":
@@ -54,6 +58,17 @@ def bucket_sum(codec, coll, job, tensor, exchange, align, ready):
     if stream is not None:
         stream.synchronize()
     return total
+
+
+def _device_ops(index):
+    """The DeviceOps of GPU ``index`` for this thread: one stream, and one encode queue, for
+    every bucket the thread exchanges on that GPU, so that the buckets it holds at once
+    encode as one batch (encode_queue.py)."""
+    held = _THREAD.__dict__.setdefault("ops", {})
+    if index not in held:
+        with cuda.gpus[index]:
+            held[index] = DeviceOps(cuda.stream())
+    return held[index]
 
 
 def as_torch(array, device):

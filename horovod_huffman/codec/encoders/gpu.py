@@ -155,11 +155,22 @@ class StreamGroup:
     host arrays of all of them (words, chunk offsets and bits, tables, scales) go to the
     device in one copy, and their statuses come back in one. A stream that does not fit with
     those before (another chunk size, dtype, destination, bucket size or kind of output)
-    flushes them first."""
+    flushes them first.
 
-    def __init__(self, stream):
-        self.stream = stream
+    ``checks``: None reads the statuses back at each flush and raises there. A
+    ``StatusChecks`` instead keeps them on the device with other groups', to be read in one
+    copy for all; ``checked()`` is then the Pending of this group's verdict, to wait for
+    before anything that depends on the decoded values leaves the device or settles."""
+
+    def __init__(self, stream, checks=None):
+        self.stream, self.checks = stream, checks
         self.items = []
+        self.verdict = Verdict(checks)
+
+    def checked(self):
+        """A Pending (exchange/allreduce.py) whose ``wait`` raises the DecodeError of the first
+        stream flushed so far that was rejected, or gives None."""
+        return self.verdict
 
     def __enter__(self):
         return self
@@ -211,22 +222,100 @@ class StreamGroup:
         words, table, starts, chunk_bits, tables, scales = upload(
             stream, np.concatenate(words), table, np.concatenate([item[3] for item in items]),
             np.concatenate([item[4] for item in items]), tables, scales)
-        status = cuda.device_array(len(items) * blocks, dtype=np.int64, stream=stream)
+        streams = [(item[1].label, item[-1]) for item in items]
+        if self.checks is None:
+            status = cuda.device_array(len(items) * blocks, dtype=np.int64, stream=stream)
+        else:
+            status = self.checks.slot(len(items) * blocks, self.verdict, streams)
         if first.total is None:
             dest = (first.levels, _placeholder(np.float32), _placeholder(np.float32), 1)
         else:
             dest = (_placeholder(first.dtype), first.within[0], scales, bucket)
         cuda_decode.decode_streams[blocks, BLOCK, stream](
             words, table, starts, chunk_bits, tables, chunk, lo, hi, *dest, status)
-        status = copy_to_host(status, stream).reshape(len(items), blocks)
-        for item, row in zip(items, status):
+        if self.checks is None:
+            self.verdict.judge(copy_to_host(status, stream), streams)
+            self.verdict.wait()
+
+
+class Verdict:
+    """Whether a StreamGroup's streams decoded: a Pending (exchange/allreduce.py) of None, or
+    of the DecodeError of the first stream rejected, raised by ``wait``; ``flush`` reads
+    every status its ``StatusChecks`` holds."""
+
+    def __init__(self, checks):
+        self.checks, self.error, self.judged = checks, None, 0
+
+    def done(self):
+        return self.checks is None or self.checks.judged(self)
+
+    def flush(self):
+        self.checks.run()
+
+    def wait(self):
+        if not self.done():
+            self.checks.run()
+        if self.error is not None:
+            raise self.error
+
+    def judge(self, status, streams):
+        """Take ``status``, the host statuses of ``streams`` ((label, encoder name) each, in
+        the group's order), one row per stream: the first rejected stream's error is kept."""
+        if self.error is not None:
+            return
+        for (label, name), row in zip(streams, status.reshape(len(streams), -1)):
             bad = row[row != 0]
             if bad.size:
-                label = item[1].label
                 try:
-                    check_status(int(bad[0]), item[-1])
+                    check_status(int(bad[0]), name)
                 except DecodeError as e:
-                    raise DecodeError(f"{label}: {e}" if label else str(e)) from e
+                    self.error = DecodeError(f"{label}: {e}" if label else str(e))
+                    self.error.__cause__ = e
+                return
+
+
+class StatusChecks:
+    """The statuses of StreamGroups' launches, kept in one device buffer of ``capacity``
+    int64 entries and read back in one copy (``run``) when a driver flushes a ``Verdict``,
+    or when the buffer is full."""
+
+    def __init__(self, stream, capacity=1 << 16):
+        self.stream, self.capacity = stream, int(capacity)
+        self._buffer = None
+        self._used = 0
+        self._pending = []          # (verdict, first entry or a device array, entries, streams)
+        self._unjudged = set()      # id() of the verdicts in _pending
+
+    def slot(self, n, verdict, streams):
+        """A device int64 array of ``n`` entries for the statuses of one launch that decodes
+        ``streams`` ((label, encoder name) each) for ``verdict``."""
+        if self._used + n > self.capacity:
+            self.run()
+        if n > self.capacity:
+            out = cuda.device_array(n, dtype=np.int64, stream=self.stream)
+            self._pending.append((verdict, out, n, streams))
+        else:
+            if self._buffer is None:
+                self._buffer = cuda.device_array(self.capacity, dtype=np.int64,
+                                                 stream=self.stream)
+            out = self._buffer[self._used:self._used + n]
+            self._pending.append((verdict, self._used, n, streams))
+            self._used += n
+        self._unjudged.add(id(verdict))
+        return out
+
+    def judged(self, verdict):
+        """Whether every launch of ``verdict`` has been read back."""
+        return id(verdict) not in self._unjudged
+
+    def run(self):
+        """Read every status back (one copy of the buffer) and judge each launch's streams."""
+        pending, self._pending, self._unjudged = self._pending, [], set()
+        used, self._used = self._used, 0
+        host = copy_to_host(self._buffer[:used], self.stream) if used else None
+        for verdict, at, n, streams in pending:
+            status = host[at:at + n] if isinstance(at, int) else copy_to_host(at, self.stream)
+            verdict.judge(status, streams)
 
 
 def level_range(levels, stream):
@@ -433,11 +522,21 @@ def to_device_words(payload, stream):
     return cuda.to_device(bytes_to_words(payload), stream=stream)
 
 
-def _check(status, name, stream):
-    status = copy_to_host(status, stream)
-    bad = status[status != 0]
-    if bad.size:
-        check_status(int(bad[0]), name)
+def _judged(output, n, name, launch):
+    """Run ``launch(status)``, a decode into the ``Output`` ``output`` that writes ``n`` int64
+    statuses, and judge them: read back now (DecodeError here), or where the output's group
+    keeps its statuses on the device (``StatusChecks``), with the group's, for its verdict."""
+    group = output.group
+    group.flush()                       # the streams before this one keep their order
+    if group.checks is None:
+        status = cuda.device_array(n, dtype=np.int64, stream=output.stream)
+        launch(status)
+        status = copy_to_host(status, output.stream)
+        bad = status[status != 0]
+        if bad.size:
+            check_status(int(bad[0]), name)
+    else:
+        launch(group.checks.slot(n, group.verdict, [(output.label, name)]))
 
 
 def _decode_chunks(words, starts, chunk_bits, chunk, table, tokens, base, window, vbits,
@@ -466,10 +565,11 @@ def decode_tokens(words, starts, chunk_bits, chunk, table, base, vbits, esc_has_
 
 def decode_fixed(words, base, width, hi, out, name, stream):
     """raw payload -> the ``Output`` ``out``."""
-    status = cuda.to_device(np.zeros(1, dtype=np.int64), stream=stream)
-    cuda_decode.decode_fixed[grid_for(out.size, STRIDE_BLOCK), STRIDE_BLOCK, stream](
-        words, base, width, hi, out.size, *out.args, status)
-    _check(status, name, stream)
+    def launch(status):
+        fill(status, 0, stream)
+        cuda_decode.decode_fixed[grid_for(out.size, STRIDE_BLOCK), STRIDE_BLOCK, stream](
+            words, base, width, hi, out.size, *out.args, status)
+    _judged(out, 1, name, launch)
 
 
 def ans_payload(levels, base, entries, rcps, classes, block_bits, chunk, stream):
@@ -551,33 +651,33 @@ def decode_ans(words, starts, chunk_bits, chunk, tables, classes, block_bits, es
     """``ans`` payload -> the ``Output`` ``output`` in one pass, a warp per chunk
     (kernels/cuda_ans.py ``decode_chunks``: levels dequantized and summed where they are
     decoded), its host arrays in one copy (``upload``); raises DecodeError like the CPU
-    decoder."""
+    decoder (``_judged``: here, or through the output's group)."""
     n_chunks = len(starts)
-    status = cuda.device_array(n_chunks, dtype=np.int64, stream=stream)
-    if n_chunks:
-        starts, chunk_bits, tables, classes, escapes, escape_starts = upload(
-            stream, starts, chunk_bits, tables, classes, escapes, escape_starts)
+
+    def launch(status):
+        arrays = upload(stream, starts, chunk_bits, tables, classes, escapes, escape_starts)
         cuda_ans.decode_chunks[n_chunks, LANES, stream](
-            words, starts, chunk_bits, chunk, tables, classes, block_bits, escapes,
-            escape_starts, output.size, *output.args, status)
-    _check(status, name, stream)
+            words, *arrays[:2], chunk, *arrays[2:4], block_bits, *arrays[4:], output.size,
+            *output.args, status)
+    if n_chunks:
+        _judged(output, n_chunks, name, launch)
 
 
 def decode_rla(words, starts, chunk_bits, extra_starts, chunk, tables, base, lo, hi, vbits,
                output, name, stream):
     """``rla`` payload -> the ``Output`` ``output`` in one pass (levels dequantized and summed
-    where they are decoded); raises DecodeError like the CPU decoder. The output is zeroed
-    first (``Output.zero``): the decoder writes no run of level 0."""
+    where they are decoded); raises DecodeError like the CPU decoder (``_judged``). The
+    output is zeroed first (``Output.zero``): the decoder writes no run of level 0."""
     n_chunks = len(starts)
-    status = cuda.device_array(n_chunks, dtype=np.int64, stream=stream)
     output.zero()
     bucket_base, bucket_extra = _bucket_tables()
-    starts, chunk_bits, extra_starts, tables = upload(stream, starts, chunk_bits, extra_starts,
-                                                      tables)
-    cuda_rla.decode_chunks[-(-n_chunks // RLA_BLOCK), RLA_BLOCK, stream](
-        words, starts, chunk_bits, extra_starts, chunk, tables, base, lo, hi, vbits,
-        bucket_base, bucket_extra, output.size, *output.args, status)
-    _check(status, name, stream)
+
+    def launch(status):
+        arrays = upload(stream, starts, chunk_bits, extra_starts, tables)
+        cuda_rla.decode_chunks[-(-n_chunks // RLA_BLOCK), RLA_BLOCK, stream](
+            words, *arrays[:3], chunk, arrays[3], base, lo, hi, vbits, bucket_base,
+            bucket_extra, output.size, *output.args, status)
+    _judged(output, n_chunks, name, launch)
 
 
 def block_maxima(levels, block_bits, stream):

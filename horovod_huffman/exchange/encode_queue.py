@@ -1,0 +1,105 @@
+"""Encodings as pendings (allreduce.py's ``Pending``): an exchange asks for its messages
+(``Codec.encoding``) and yields the answer until it is ready, so that the device encodes of
+several buckets run as one batch.
+
+On the device a batch of tensors costs the launches, synchronizations and host copies of one
+tensor (gpu.Batch). ``EncodeQueue`` (one per ``DeviceOps``) holds the tensors that exchanges
+queued with it; they are encoded when a driver flushes the queue, which it does when every
+exchange it holds waits (``pipeline.Pipeline``, ``local.run_ranks``), or when one of them is
+waited for (``allreduce.run_to_end``). Every tensor queued since the last flush with an
+encoder of the same settings and the same level dtype then goes in one ``ops.encode_batch``
+call, whatever bucket, shard or rank it belongs to: the bytes are those of each tensor
+encoded alone. The call's time goes to the statistics of the exchanges it served, shared in
+proportion to their coordinates.
+
+A driver that never flushes loses nothing but the batching: ``wait`` flushes too.
+"""
+import time
+
+import numpy as np
+
+
+class Ready:
+    """A Pending whose value is known now."""
+
+    def __init__(self, value):
+        self.value = value
+
+    @staticmethod
+    def done():
+        return True
+
+    def wait(self):
+        return self.value
+
+
+class QueuedEncode:
+    """A Pending of the messages (message.Message, in order) of quantized tensors ``qts``
+    queued on an ``EncodeQueue``: ``done`` once the queue has run them; ``flush`` runs the
+    queue; ``wait`` runs it if need be and gives the messages, or raises what encoding them
+    raised."""
+
+    def __init__(self, queue, qts, encoder, statistics, key):
+        self.queue, self.qts, self.encoder = queue, list(qts), encoder
+        self.statistics, self.key = statistics, key
+        self.messages, self.error = None, None
+
+    @property
+    def batch_key(self):
+        """Tensors encode in one batch when this is equal: the encoder's type and settings
+        (its repr), whichever codec holds it, and the level dtype."""
+        return repr(self.encoder), np.dtype(self.qts[0].levels.dtype).str
+
+    def done(self):
+        return self.messages is not None or self.error is not None
+
+    def flush(self):
+        self.queue.run()
+
+    def wait(self):
+        if not self.done():
+            self.queue.run()
+        if self.error is not None:
+            raise self.error
+        return self.messages
+
+
+class EncodeQueue:
+    """The encodes queued on one ``ops`` (array_ops.DeviceOps) since its last ``run``."""
+
+    def __init__(self, ops):
+        self.ops = ops
+        self._queued = []
+
+    def put(self, qts, encoder, statistics, key):
+        """A QueuedEncode of ``qts`` (a non-empty list) with ``encoder`` (one that codes
+        batches, Encoder.codes_in_batches); ``statistics`` (statistics.Statistics) is charged
+        its share of the encoding time under ``key``."""
+        queued = QueuedEncode(self, qts, encoder, statistics, key)
+        self._queued.append(queued)
+        return queued
+
+    def run(self):
+        """Encode everything queued: one ``ops.encode_batch`` per encoder and level dtype."""
+        queued, self._queued = self._queued, []
+        batches = {}
+        for item in queued:
+            batches.setdefault(item.batch_key, []).append(item)
+        for items in batches.values():
+            self._encode(items)
+
+    def _encode(self, items):
+        start = time.perf_counter()
+        try:
+            messages = self.ops.encode_batch([qt for item in items for qt in item.qts],
+                                             items[0].encoder)
+        except Exception as error:          # noqa: B902 (raised where each one is waited for)
+            for item in items:
+                item.error = error
+            return
+        end = time.perf_counter()
+        coords = [sum(qt.numel for qt in item.qts) for item in items]
+        total, at = max(sum(coords), 1), 0
+        for item, n in zip(items, coords):
+            item.messages, at = messages[at:at + len(item.qts)], at + len(item.qts)
+            item.statistics.record(item.key, "encode", start, end, (end - start) * n / total)
