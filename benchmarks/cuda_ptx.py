@@ -46,7 +46,7 @@ def kernels(types):
         put = (arr(types.int8), arr(total), arr(total), i64, i64)      # put_level's arguments
         out += [
             (f"decode_streams/{total}", cuda_decode.decode_streams,
-             (arr(u64), table, arr(i64), arr(i64), arr(u64, 2), i64, i64, i64) +
+             (arr(u64), table, table, arr(i64), arr(i64), arr(u64, 2), i64, i64, i64) +
              put[:4] + (arr(i64),)),
             (f"decode_fixed/{total}", cuda_decode.decode_fixed,
              (arr(u64), i64, i64, i64, i64) + put + (arr(i64),)),

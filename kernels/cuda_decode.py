@@ -25,15 +25,19 @@ READ ME FIRST
 4. Every decoder puts its levels through cuda_quantize.put_level: into a levels array, or
    dequantized into a float total, assigned or added (that module's note 4).
 5. ``decode_streams`` decodes a group of streams of the same chunk size and level dtype in
-   one launch, into one destination: the N ranks' streams of one bucket, summed into its
-   total in rank order, or the summed shards of a two-phase gather, each into its own slice
-   of the bucket. A stream table (STREAM_*) gives each stream its words, chunk offsets and
-   bits, levels, first output element, code kind, window, escape widths, scales and put mode
-   (the first assigns, the others add); the words, chunk arrays and scales of all streams
-   are concatenated. Block c decodes chunk c of stream 0, then of stream 1 and so on (a
-   stream with fewer chunks skips the block, the whole block alike), a barrier between
-   them, so that every level's additions come in stream order (a level may be written by
-   another thread of the block for each stream), as the host sums them.
+   one launch, into one destination array: the N ranks' streams of a bucket, summed into its
+   total in rank order; the summed shards of a two-phase gather, each into its own slice of
+   the bucket; the streams of many buckets, each bucket's total a slice of one array. A
+   stream table (STREAM_*) gives each stream its words, chunk offsets and bits, levels,
+   first output element, code kind, window, escape widths, scales and put mode (the first
+   of a slice assigns, the others add); the words, chunk arrays and scales of all streams
+   are concatenated. Streams that write the same elements form a set, consecutive in the
+   table; a block table (BLOCK_*) gives every block a chunk index c and a set, and the block
+   decodes chunk c of the set's first stream, then of its second and so on (a stream with
+   fewer chunks skips the block, the whole block alike), a barrier between them, so that
+   every level's additions come in stream order (a level may be written by another thread
+   of the block for each stream), as the host sums them. Sets run in parallel, a block per
+   chunk of their longest stream.
 Units: positions are int64 bits of the payload; ``chunk`` is levels per chunk.
 """
 from numba import cuda, int64, uint32, uint64
@@ -115,18 +119,20 @@ def _walk(words, tab, tokens, entry, stop_bit, end_bit, base, window, vbits, esc
 (STREAM_WORDS, STREAM_CHUNKS, STREAM_LEVELS, STREAM_OUT, STREAM_TOKENS, STREAM_BASE,
  STREAM_WINDOW, STREAM_VBITS, STREAM_ESC_HAS_RUN, STREAM_SCALES, STREAM_MODE,
  STREAM_FIELDS) = range(12)
+# A block's row (note 5): its chunk index, and its set, the streams [first, end) of the table.
+BLOCK_CHUNK, BLOCK_FIRST, BLOCK_END, BLOCK_FIELDS = range(4)
 
 
 @cuda.jit
-def decode_streams(words, streams, starts, chunk_bits, tables, chunk, lo, hi, out, total,
-                   scales, bucket, status):
-    """A group of huffman/sh or rlh/shs payloads, in order (note 5): level j of stream s put by
+def decode_streams(words, streams, blocks, starts, chunk_bits, tables, chunk, lo, hi, out,
+                   total, scales, bucket, status):
+    """A group of huffman/sh or rlh/shs payloads (note 5): level j of stream s put by
     put_level(out[its first element:], total[its first element:], scales[its first scale:],
-    bucket, its mode, j, level). Block c decodes chunk c of every stream that has one, one
-    after another, with a barrier between them. ``tables``: a 4096-entry lookup table per
-    stream (uint64 entries, as ``_token`` reads them); ``status[s * blocks + c]``: chunk c of
-    stream s (OK where the stream has no chunk c). Grid: one block of BLOCK threads per chunk
-    of the longest stream."""
+    bucket, its mode, j, level). Block b decodes chunk blocks[b, BLOCK_CHUNK] of every stream
+    of its set that has one, in order, with a barrier between them. ``tables``: a 4096-entry
+    lookup table per stream (uint64 entries, as ``_token`` reads them); ``status``: a status
+    per chunk of every stream, chunk c of stream s at its STREAM_CHUNKS + c. Grid: a block of
+    BLOCK threads per row of ``blocks``."""
     tab = cuda.shared.array(TABLE_SIZE, uint64)
     exits = cuda.shared.array(BLOCK, int64)
     scratch = cuda.shared.array(BLOCK, int64)
@@ -134,13 +140,12 @@ def decode_streams(words, streams, starts, chunk_bits, tables, chunk, lo, hi, ou
     verdict = cuda.shared.array(1, int64)
     changed = cuda.shared.array(1, int64)
     t = cuda.threadIdx.x
-    c = cuda.blockIdx.x
-    for s in range(streams.shape[0]):
+    b = cuda.blockIdx.x
+    c = blocks[b, BLOCK_CHUNK]
+    for s in range(blocks[b, BLOCK_FIRST], blocks[b, BLOCK_END]):
         row = streams[s]
         n = row[STREAM_LEVELS]
-        if int64(c) * chunk >= n:           # the same for the whole block: no barrier skipped
-            if t == 0:
-                status[s * cuda.gridDim.x + c] = OK
+        if c * chunk >= n:                  # the same for the whole block: no barrier skipped
             continue
         cuda.syncthreads()                  # the stream before is written, its table unused
         for j in range(t, TABLE_SIZE, BLOCK):
@@ -155,7 +160,7 @@ def decode_streams(words, streams, starts, chunk_bits, tables, chunk, lo, hi, ou
                       row[STREAM_ESC_HAS_RUN] != 0, lo, hi, first, stop, start, end, dest,
                       exits, scratch, errors, verdict, changed)
         if t == 0:
-            status[s * cuda.gridDim.x + c] = verdict[0]
+            status[at + c] = verdict[0]
 
 
 @cuda.jit(device=True, inline=True)

@@ -113,8 +113,9 @@ class Encoder:
 
         On the device, huffman, sh, rlh and shs code all the parts as one batch: each pass is
         one launch over every chunk of every part, and the copies to the host are a fixed few
-        (the parts' level ranges, their histograms, their chunks' bits, their payloads),
-        whatever the number of parts (gpu.Batch). The other encoders code part by part."""
+        (the parts' level ranges and histograms or samples, their chunks' bits, their
+        payloads), whatever the number of parts (gpu.Batch, gpu.window_counts). The other
+        encoders code part by part."""
         sizes = np.asarray(sizes, dtype=np.int64).reshape(-1)
         if sizes.size and (sizes.min() < 0 or int(sizes.sum()) != len(levels)):
             raise ValueError(f"part sizes must be non-negative and add up to the {len(levels)} "

@@ -149,13 +149,15 @@ class Output:
 
 class StreamGroup:
     """Huffman-family streams of the same chunk size and level dtype, decoded into one
-    destination in one launch when flushed (kernels/cuda_decode.py ``decode_streams``, note
-    5): the N ranks' streams of a bucket, summed into its total in their order, or the summed
-    shards of a two-phase gather, each into its slice of the bucket (``Output.within``). The
-    host arrays of all of them (words, chunk offsets and bits, tables, scales) go to the
-    device in one copy, and their statuses come back in one. A stream that does not fit with
-    those before (another chunk size, dtype, destination, bucket size or kind of output)
-    flushes them first.
+    destination array in one launch when flushed (kernels/cuda_decode.py ``decode_streams``,
+    note 5): the N ranks' streams of a bucket, summed into its total in their order; the
+    summed shards of a two-phase gather, each into its slice of the bucket
+    (``Output.within``); the streams of many buckets whose totals are slices of one array.
+    Consecutive streams into the same slice form a set, decoded in order; sets decode in
+    parallel. The host arrays of all of them (words, chunk offsets and bits, tables, scales)
+    go to the device in one copy, and their statuses come back in one. A stream that does not
+    fit with those before (another chunk size, dtype, destination array, bucket size or kind
+    of output) flushes them first.
 
     ``checks``: None reads the statuses back at each flush and raises there. A
     ``StatusChecks`` instead keeps them on the device with other groups', to be read in one
@@ -180,16 +182,17 @@ class StreamGroup:
             self.flush()
 
     def add(self, out, words, starts, chunk_bits, chunk, table, tokens, base, window, vbits,
-            esc_has_run, lo, hi, name):
+            esc_has_run, lo, hi, name, verdict=None):
         """Add a stream (host uint64 ``words``: bits.bytes_to_words of its payload; its chunk
-        starts and bits; its 4096-entry table) that decodes into the Output ``out``."""
+        starts and bits; its 4096-entry table) that decodes into the Output ``out``; its
+        statuses go to ``verdict`` (a Verdict of this group's checks; None: the group's)."""
         dest = out.levels if out.total is None else out.within[0]
         key = (int(chunk), out.dtype, out.total is None, id(dest), out.bucket, int(lo), int(hi))
         if self.items and self.items[0][0] != key:
             self.flush()
         self.items.append((key, out, words, np.asarray(starts, np.int64),
                            np.asarray(chunk_bits, np.int64), table, tokens, base, window, vbits,
-                           esc_has_run, name))
+                           esc_has_run, name, verdict or self.verdict))
         if out.own_group:
             self.flush()
 
@@ -201,13 +204,13 @@ class StreamGroup:
             return
         stream = self.stream
         (chunk, _, _, _, bucket, lo, hi), first = items[0][0], items[0][1]
-        blocks = max(len(item[3]) for item in items)
         table = np.zeros((len(items), cuda_decode.STREAM_FIELDS), dtype=np.int64)
-        words, scales, at_word, at_chunk, at_scale = [], [], 0, 0, 0
-        for s, (_, out, w, starts, _, _, tokens, base, window, vbits, esc_has_run, _) in \
-                enumerate(items):
+        words, scales, streams, at_word, at_chunk, at_scale = [], [], [], 0, 0, 0
+        for s, (_, out, w, starts, _, _, tokens, base, window, vbits, esc_has_run, name,
+                verdict) in enumerate(items):
             table[s] = (at_word, at_chunk, out.size, out.within[1], tokens, base, window, vbits,
                         esc_has_run, at_scale, out.mode)
+            streams.append((verdict, out.label, name, at_chunk, len(starts)))
             words.append(w)
             at_word += w.size
             at_chunk += len(starts)
@@ -216,35 +219,59 @@ class StreamGroup:
                     copy_to_host(out.scales, stream)
                 scales.append(np.asarray(host, dtype=out.total.dtype))
                 at_scale += scales[-1].size
+        blocks = _block_table(items)
         tables = np.stack([np.asarray(item[5], dtype=np.uint64) for item in items])
         dtype = first.total.dtype if first.total is not None else np.float32
         scales = np.concatenate(scales) if scales else np.zeros(1, dtype)
-        words, table, starts, chunk_bits, tables, scales = upload(
-            stream, np.concatenate(words), table, np.concatenate([item[3] for item in items]),
+        words, table, blocks_d, starts, chunk_bits, tables, scales = upload(
+            stream, np.concatenate(words), table, blocks,
+            np.concatenate([item[3] for item in items]),
             np.concatenate([item[4] for item in items]), tables, scales)
-        streams = [(item[1].label, item[-1]) for item in items]
         if self.checks is None:
-            status = cuda.device_array(len(items) * blocks, dtype=np.int64, stream=stream)
+            status = cuda.device_array(at_chunk, dtype=np.int64, stream=stream)
         else:
-            status = self.checks.slot(len(items) * blocks, self.verdict, streams)
+            status = self.checks.slot(at_chunk, streams)
         if first.total is None:
             dest = (first.levels, _placeholder(np.float32), _placeholder(np.float32), 1)
         else:
             dest = (_placeholder(first.dtype), first.within[0], scales, bucket)
-        cuda_decode.decode_streams[blocks, BLOCK, stream](
-            words, table, starts, chunk_bits, tables, chunk, lo, hi, *dest, status)
+        if len(blocks):
+            cuda_decode.decode_streams[len(blocks), BLOCK, stream](
+                words, table, blocks_d, starts, chunk_bits, tables, chunk, lo, hi, *dest,
+                status)
         if self.checks is None:
-            self.verdict.judge(copy_to_host(status, stream), streams)
-            self.verdict.wait()
+            judge(copy_to_host(status, stream), streams)
+            for verdict in {id(v): v for v, *_ in streams}.values():
+                verdict.wait()
+
+
+def _block_table(items):
+    """The block table (kernels/cuda_decode.py BLOCK_*) of a group's ``items``: a set per
+    run of consecutive streams into the same first element, a block per chunk of its longest
+    stream."""
+    rows, first = [], 0
+    for s in range(1, len(items) + 1):
+        if s == len(items) or items[s][1].within[1] != items[first][1].within[1]:
+            n_chunks = max(len(item[3]) for item in items[first:s])
+            rows += [(c, first, s) for c in range(n_chunks)]
+            first = s
+    return np.array(rows, dtype=np.int64).reshape(-1, cuda_decode.BLOCK_FIELDS)
+
+
+def judge(status, streams):
+    """Give each stream's verdict its statuses: ``streams`` are (Verdict, label, encoder name,
+    first status, statuses) of host ``status``; a verdict keeps its first error."""
+    for verdict, label, name, at, n in streams:
+        verdict.judge(status[at:at + n], label, name)
 
 
 class Verdict:
-    """Whether a StreamGroup's streams decoded: a Pending (exchange/allreduce.py) of None, or
-    of the DecodeError of the first stream rejected, raised by ``wait``; ``flush`` reads
-    every status its ``StatusChecks`` holds."""
+    """Whether streams decoded: a Pending (exchange/allreduce.py) of None, or of the
+    DecodeError of the first stream rejected, raised by ``wait``; ``flush`` reads every
+    status its ``StatusChecks`` holds."""
 
     def __init__(self, checks):
-        self.checks, self.error, self.judged = checks, None, 0
+        self.checks, self.error = checks, None
 
     def done(self):
         return self.checks is None or self.checks.judged(self)
@@ -258,50 +285,45 @@ class Verdict:
         if self.error is not None:
             raise self.error
 
-    def judge(self, status, streams):
-        """Take ``status``, the host statuses of ``streams`` ((label, encoder name) each, in
-        the group's order), one row per stream: the first rejected stream's error is kept."""
-        if self.error is not None:
-            return
-        for (label, name), row in zip(streams, status.reshape(len(streams), -1)):
-            bad = row[row != 0]
-            if bad.size:
-                try:
-                    check_status(int(bad[0]), name)
-                except DecodeError as e:
-                    self.error = DecodeError(f"{label}: {e}" if label else str(e))
-                    self.error.__cause__ = e
-                return
+    def judge(self, status, label, name):
+        """Take one stream's host statuses; the first rejected stream's error is kept."""
+        bad = status[status != 0]
+        if self.error is None and bad.size:
+            try:
+                check_status(int(bad[0]), name)
+            except DecodeError as e:
+                self.error = DecodeError(f"{label}: {e}" if label else str(e))
+                self.error.__cause__ = e
 
 
 class StatusChecks:
-    """The statuses of StreamGroups' launches, kept in one device buffer of ``capacity``
-    int64 entries and read back in one copy (``run``) when a driver flushes a ``Verdict``,
-    or when the buffer is full."""
+    """The statuses of decode launches, kept in one device buffer of ``capacity`` int64
+    entries and read back in one copy (``run``) when a driver flushes a ``Verdict``, or when
+    the buffer is full."""
 
     def __init__(self, stream, capacity=1 << 16):
         self.stream, self.capacity = stream, int(capacity)
         self._buffer = None
         self._used = 0
-        self._pending = []          # (verdict, first entry or a device array, entries, streams)
-        self._unjudged = set()      # id() of the verdicts in _pending
+        self._pending = []          # (first entry or a device array, streams)
+        self._unjudged = set()      # id() of the verdicts of _pending's streams
 
-    def slot(self, n, verdict, streams):
+    def slot(self, n, streams):
         """A device int64 array of ``n`` entries for the statuses of one launch that decodes
-        ``streams`` ((label, encoder name) each) for ``verdict``."""
+        ``streams`` (as ``judge`` takes them)."""
         if self._used + n > self.capacity:
             self.run()
         if n > self.capacity:
             out = cuda.device_array(n, dtype=np.int64, stream=self.stream)
-            self._pending.append((verdict, out, n, streams))
+            self._pending.append((out, streams))
         else:
             if self._buffer is None:
                 self._buffer = cuda.device_array(self.capacity, dtype=np.int64,
                                                  stream=self.stream)
             out = self._buffer[self._used:self._used + n]
-            self._pending.append((verdict, self._used, n, streams))
+            self._pending.append((self._used, streams))
             self._used += n
-        self._unjudged.add(id(verdict))
+        self._unjudged.update(id(verdict) for verdict, *_ in streams)
         return out
 
     def judged(self, verdict):
@@ -313,9 +335,9 @@ class StatusChecks:
         pending, self._pending, self._unjudged = self._pending, [], set()
         used, self._used = self._used, 0
         host = copy_to_host(self._buffer[:used], self.stream) if used else None
-        for verdict, at, n, streams in pending:
-            status = host[at:at + n] if isinstance(at, int) else copy_to_host(at, self.stream)
-            verdict.judge(status, streams)
+        for at, streams in pending:
+            status = host[at:] if isinstance(at, int) else copy_to_host(at, self.stream)
+            judge(status, streams)
 
 
 def level_range(levels, stream):
@@ -424,6 +446,50 @@ def token_counts(tokens, windows):
             cuda.to_device(parts, stream=batch.stream), counts)
     counts = copy_to_host(counts, batch.stream)
     return [counts[first[p]:first[p + 1]] for p in range(batch.n_parts)]
+
+
+def window_counts(tokens, window_of):
+    """(host int64 (parts, 2): every part's least and greatest level, as Batch.ranges; every
+    part's window, ``window_of(lo, hi)``; the host int64 histogram of each part's tokens in
+    its window, as ``token_counts``), with one copy to the host where it can.
+
+    The ranges and the histograms are counted in one launch each and come back together, the
+    histograms in a first window for every part: the widest whose histogram fits the kernel's
+    shared-memory bins (cuda_tokens.SHARED_BINS), centred on level 0 (levels -32..32 for
+    RUNS tokens, -2048..2047 for LEVELS: every QSGD up to s = 32 and TernGrad). A part whose
+    levels all lie there, with ``window_of`` covering them whole, takes its own window's bins
+    from that histogram: the same counts, for it has no escape in either window. Otherwise
+    the parts are counted again in their own windows: a second launch and copy."""
+    batch = tokens.batch
+    width = (cuda_tokens.SHARED_BINS - 1) // (RUN_BUCKETS if tokens.mode == RUNS else 1)
+    guess = (-(width // 2), width)
+    n_parts = batch.n_parts
+    bins = tokens.n_bins(guess[1])
+    extremes = np.array([np.iinfo(np.int64).max, np.iinfo(np.int64).min], dtype=np.int64)
+    start = np.concatenate([np.tile(extremes, n_parts), np.zeros(n_parts * bins, np.int64)])
+    parts = tokens._parts({cuda_tokens.PART_BASE: guess[0], cuda_tokens.PART_WINDOW: guess[1],
+                           cuda_tokens.PART_COUNTS: 2 * n_parts + bins * np.arange(n_parts)})
+    found, parts = upload(batch.stream, start, parts)
+    if batch.n_chunks:
+        cuda_tokens.chunk_ranges[batch.n_chunks, BLOCK, batch.stream](
+            batch.levels, batch.chunks, found[:2 * n_parts].reshape(n_parts, 2))
+        cuda_tokens.count_tokens[batch.n_chunks, BLOCK, batch.stream](
+            batch.levels, batch.chunk, batch.chunks, tokens.mode, tokens.seg_prev, parts, found)
+    found = copy_to_host(found, batch.stream)
+    ranges = found[:2 * n_parts].reshape(n_parts, 2).copy()
+    ranges[batch.sizes == 0] = 0
+    windows = [window_of(int(lo), int(hi)) for lo, hi in ranges]
+    counts = []
+    for p, ((lo, hi), (base, window)) in enumerate(zip(ranges, windows)):
+        if batch.sizes[p] and not (guess[0] <= lo and hi < guess[0] + guess[1] and
+                                   (base, window) == (lo, hi - lo + 1)):
+            return ranges, windows, token_counts(tokens, windows)
+        # A symbol is run bucket * window + (level - base) (cuda_tokens.token_symbol): one
+        # row of the window's levels per run bucket (one row for LEVELS), then the escape.
+        rows = found[2 * n_parts + p * bins:][:bins - 1].reshape(-1, width)
+        at = base - guess[0]
+        counts.append(np.append(rows[:, at:at + window].reshape(-1), 0))
+    return ranges, windows, counts
 
 
 TokenCode = namedtuple("TokenCode", "base window entries escape")
@@ -536,7 +602,7 @@ def _judged(output, n, name, launch):
         if bad.size:
             check_status(int(bad[0]), name)
     else:
-        launch(group.checks.slot(n, group.verdict, [(output.label, name)]))
+        launch(group.checks.slot(n, [(group.verdict, output.label, name, 0, n)]))
 
 
 def _decode_chunks(words, starts, chunk_bits, chunk, table, tokens, base, window, vbits,

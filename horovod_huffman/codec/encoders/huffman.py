@@ -84,8 +84,7 @@ class Huffman(Batched, Chunked):
     def plan_device_parts(self, batch):
         """``plan`` of every part of a gpu.Batch (None for an empty part): the histograms are
         counted on the GPU, in one launch for the whole batch."""
-        windows = [level_window(int(lo), int(hi)) for lo, hi in batch.ranges()]
-        counts = gpu.token_counts(gpu.Tokens(batch, gpu.LEVELS), windows)
+        _, windows, counts = gpu.window_counts(gpu.Tokens(batch, gpu.LEVELS), level_window)
         return [LevelPlan.from_counts(base, window, c, self.chunk_levels) if n else None
                 for (base, window), c, n in zip(windows, counts, batch.sizes)]
 

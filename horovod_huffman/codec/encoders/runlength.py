@@ -73,10 +73,10 @@ class RLH(Batched, Chunked):
     def _encode_device_parts(self, levels, sizes, stream):
         batch = gpu.Batch(levels, sizes, stream, self.chunk_levels)
         tokens = gpu.Tokens(batch, gpu.RUNS)
-        windows = [(int(lo), min(int(hi - lo) + 1, RLH_MAX_WINDOW)) for lo, hi in batch.ranges()]
-        codes = [Code.from_counts(counts, window * RUN_BUCKETS) if n else None
-                 for counts, (_, window), n in zip(gpu.token_counts(tokens, windows), windows,
-                                                   batch.sizes)]
+        _, windows, counts = gpu.window_counts(
+            tokens, lambda lo, hi: (lo, min(hi - lo + 1, RLH_MAX_WINDOW)))
+        codes = [Code.from_counts(c, window * RUN_BUCKETS) if n else None
+                 for c, (_, window), n in zip(counts, windows, batch.sizes)]
         payloads = gpu.token_payload(
             tokens, [None if code is None else
                      gpu.TokenCode(base, window, code.entries(), window * RUN_BUCKETS)
