@@ -707,11 +707,15 @@ def test_exchanges_run_on_the_device(quantizer, kind, name, n_ranks):
 
 
 @pytest.mark.parametrize("kind", ["allgather", "two_phase"])
-def test_buckets_exchanged_at_once_encode_as_one_batch_with_each_buckets_bytes(kind):
+def test_buckets_exchanged_at_once_encode_as_one_batch_with_each_buckets_bytes(kind,
+                                                                              monkeypatch):
     """Three buckets of 2 ranks run at once on one DeviceOps: every encode of a phase, all
     buckets' and both ranks', goes in one ``encode_batch`` (the allgather's one phase; the
-    two-phase exchange's scatter and its sums), and every rank sends the bytes and gets the
-    sums of the same exchanges on the host, bucket by bucket."""
+    two-phase exchange's scatter and its sums), and the sums decode in a launch per round
+    of ranks, whatever the buckets (rank_sums.py: the allgather's two ranks, the scatter's
+    two, the gather's one); every rank sends the bytes and gets the sums of the same
+    exchanges on the host, bucket by bucket."""
+    from horovod_huffman.codec.encoders import gpu
     from horovod_huffman.exchange.allreduce import Job, allgather_sum, two_phase_sum
     from horovod_huffman.exchange.array_ops import DeviceOps, HostOps
     from horovod_huffman.exchange.codec_state import Codec
@@ -743,8 +747,12 @@ def test_buckets_exchanged_at_once_encode_as_one_batch_with_each_buckets_bytes(k
 
     host_group, dev_group = LocalGroup(2), LocalGroup(2)
     host = run_ranks(exchanges(HostOps, codecs(), host_group, False))
+    launches = {}
+    monkeypatch.setattr(gpu, "cuda_decode", _Counted(gpu.cuda_decode, launches))
     dev = run_ranks(exchanges(ops, codecs(), dev_group, True))
+    monkeypatch.undo()
     assert batches == ([6, 6] if kind == "two_phase" else [6])
+    assert launches["launch"] == (3 if kind == "two_phase" else 2)
     assert dev_group._submitted.keys() == host_group._submitted.keys()
     for slot, sent in host_group._submitted.items():
         for r, (_, data, _) in sent.items():

@@ -43,6 +43,7 @@ import numpy as np
 from .buckets import shard_bounds
 from ..codec.errors import DecodeError
 from .frames import MismatchError, error_frame, frame, frames, name_tag, split_frames
+from .rank_sums import Part
 
 EXCHANGES = ("allgather", "two_phase", "auto")
 
@@ -148,20 +149,16 @@ def two_phase_sum(codec, ops, coll, job, work, align):
     if failure is not None:
         raise failure          # nothing settles: every residual stays as it was
     with codec.statistics.span(key, "decode"):
-        result = ops.empty(work.size, work.dtype)     # every shard is assigned below
         gathered = split_frames(pending.wait(), coll.size, phase_tag(job.tag, "gather"),
                                 job.step, key)
-        with ops.decode_group() as group:         # on a GPU: the shards in one launch
-            for j, message in enumerate(gathered):
-                size = bounds[j + 1] - bounds[j]
-                what = f"{key} (sum shard {j})"
-                if j == me:
-                    ops.dequantize_into(result, bounds[j],
-                                        codec.own(message, summed, size, what, j))
-                else:
-                    codec.decode_into(ops, message, result[bounds[j]:bounds[j + 1]], False,
-                                      size, work.dtype, what, j, group, (result, bounds[j]))
-    yield from _decoded(group)
+        parts = []
+        for j, message in enumerate(gathered):
+            size, what = bounds[j + 1] - bounds[j], f"{key} (sum shard {j})"
+            parts.append(Part(bounds[j], size, [
+                codec.own(message, summed, size, what, j) if j == me else
+                codec.contents(message, size, work.dtype, what, j)]))
+        summing = ops.sum_later(parts, work.size, work.dtype)
+    result = yield from _summed(summing)
     with codec.statistics.span(key, "decode"):
         codec.feedback.settle(ops, [_client_state(key, j) for j in range(coll.size)] +
                               [_server_state(key, me)], result)
@@ -282,32 +279,27 @@ def _shard_total(codec, ops, coll, job, received, mine, bounds, work_dtype):
 def _rank_sum(codec, ops, coll, messages, mine, size, work_dtype, key, checked=True):
     """The sum in rank order of every rank's tensor of ``size`` coordinates: this rank's own
     from its quantized ``mine`` (with ``checked``, its message as it came back verified,
-    ``Codec.own``), the others' decoded from ``messages``; on a GPU the streams between two
-    of this rank's own additions decode in one launch (``ops.decode_group``). A generator:
-    it waits for the decode group's verdict (``_decoded``)."""
-    total = None
+    ``Codec.own``), the others' decoded from ``messages`` (a generator: ``ops.sum_later``
+    gives a Pending of it, which on a GPU waits to be computed with other exchanges' sums,
+    ``_summed``)."""
     with codec.statistics.span(key, "decode"):
-        with ops.decode_group() as group:
-            for rank, message in enumerate(messages):
-                if rank == coll.rank:
-                    group.flush()
-                    own = codec.own(message, mine, size, key, rank) if checked else mine
-                    total = ops.add_dequantized(total, own)
-                else:
-                    total = codec.decode_into(ops, message, total, total is not None, size,
-                                              work_dtype, key, rank, group)
-    yield from _decoded(group)
-    return total
+        entries = []
+        for rank, message in enumerate(messages):
+            if rank != coll.rank:
+                entries.append(codec.contents(message, size, work_dtype, key, rank))
+            else:
+                entries.append(codec.own(message, mine, size, key, rank) if checked else mine)
+        summing = ops.sum_later([Part(0, size, entries)], size, work_dtype)
+    return (yield from _summed(summing))
 
 
-def _decoded(group):
-    """Wait (a generator) for the verdict of a decode group (``ops.decode_group``): on a GPU
-    the statuses of its streams stay on the device until a driver reads them back with
-    other groups' in one copy. Raises the DecodeError of a stream it rejected."""
-    verdict = group.checked()
-    if not verdict.done():
-        yield verdict
-    verdict.wait()
+def _summed(summing):
+    """Wait (a generator) for a sum (``ops.sum_later``): on a GPU it waits until a driver
+    computes every queued sum at once and reads their decode statuses back in one copy.
+    Raises the DecodeError of a stream it rejected."""
+    if not summing.done():
+        yield summing
+    return summing.wait()
 
 
 def _summed_shard(codec, ops, coll, job, received, mine, bounds, work_dtype):

@@ -16,6 +16,7 @@ from ..codec.encoders.gpu import StatusChecks, StreamGroup
 from ..codec.message import encode as encode_message, encode_batch
 from ..codec.quantizers import QuantizedTensor, dequantize, device_scales
 from .encode_queue import EncodeQueue, Ready
+from .rank_sums import QueuedSum, SumQueue, add_all
 
 
 def work_dtype(dtype):
@@ -57,6 +58,7 @@ class HostOps:
     """NumPy implementations."""
     stream = None
     queue = None            # host tensors encode at once (encode_queue.py)
+    checks = None           # host streams raise as they decode
 
     @staticmethod
     def add(a, b):
@@ -88,13 +90,22 @@ class HostOps:
         return encode_batch(qts, encoder)
 
     @staticmethod
-    def decode_group():
+    def decode_group(shared=None):
         """A context giving the ``group`` that ``decode_into`` takes for the streams of one
         total; every stream joined to it is decoded when the context ends, or at its
         ``flush()``, which must come before anything else writes that total. Its
         ``checked()`` is a Pending (allreduce.py) that raises the DecodeError of a stream it
-        rejected: wait for it before the total settles or leaves."""
+        rejected: wait for it before the total settles or leaves. ``shared``: a list that
+        groups decoded together share (gpu.StreamGroup)."""
         return Ungrouped()
+
+    @staticmethod
+    def sum_later(parts, size, dtype):
+        """A Pending (allreduce.py) of a new 1-D total of ``size`` elements of ``dtype``, the
+        sum of ``parts`` (rank_sums.Part); on the host computed now."""
+        summed = QueuedSum(None, parts, size, dtype)
+        add_all(HostOps, [summed])
+        return summed
 
     @staticmethod
     def decode_into(contents, total, add, group=None, label="", within=None):
@@ -143,9 +154,11 @@ class DeviceOps:
 
     def __init__(self, stream):
         self.stream = stream
-        # Encodes the exchanges on this stream ask for, run as one batch (encode_queue.py),
-        # and the statuses of their decode groups, read back in one copy.
+        # Encodes the exchanges on this stream ask for, run as one batch (encode_queue.py);
+        # the sums they ask for, computed together (rank_sums.py); the statuses of their
+        # decode groups, read back in one copy.
         self.queue = EncodeQueue(self)
+        self.sums = SumQueue(self)
         self.checks = StatusChecks(stream)
 
     def _launch(self, kernel, n):
@@ -197,12 +210,17 @@ class DeviceOps:
         every tensor in one batch on the device (message.encode_batch)."""
         return encode_batch(qts, encoder, stream=self.stream)
 
-    def decode_group(self):
+    def decode_group(self, shared=None):
         """As HostOps.decode_group: a gpu.StreamGroup, which decodes the Huffman family's
         streams of one total (the ranks' streams of a bucket) in one launch. Its streams'
         statuses stay on the device with every other group's of these ops until a driver
         flushes them (``checked()``, the group's verdict, raises the DecodeError)."""
-        return StreamGroup(self.stream, self.checks)
+        return StreamGroup(self.stream, self.checks, shared)
+
+    def sum_later(self, parts, size, dtype):
+        """As HostOps.sum_later, queued: computed with every other sum queued on these ops
+        when a driver flushes it or it is waited for (rank_sums.py)."""
+        return self.sums.put(parts, size, dtype)
 
     def decode_into(self, contents, total, add, group=None, label="", within=None):
         """As HostOps.decode_into, decoding, dequantizing and adding in one pass on the device

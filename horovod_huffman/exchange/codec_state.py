@@ -113,15 +113,13 @@ class Codec:
         return Ready([self.encode(ops, qt, job, part, start)
                       for qt, part, start in zip(qts, parts, starts)])
 
-    def decode_into(self, ops, message, total, add, numel, dtype, what, rank, group=None,
-                    within=None):
-        """``total`` (a 1-D work array; None: a new one) with the tensor of ``rank``'s message
-        for ``what`` dequantized into it, assigned or with ``add`` added
-        (``ops.decode_into``; with ``group``, from ``ops.decode_group``, once the group is
-        flushed; ``within``: the array and offset ``total`` is a slice of, for the group).
-        The message must hold ``numel`` coordinates of the work dtype ``dtype``
-        (``array_ops.work_dtype``); DecodeError or MismatchError naming both when it is
-        malformed or of another size or dtype, raised before ``total`` is written."""
+    @staticmethod
+    def contents(message, numel, dtype, what, rank):
+        """The entry (rank_sums.Part) of ``rank``'s message for ``what``: (its checked
+        message.Contents, the label a DecodeError of its stream names it by). The message must
+        hold ``numel`` coordinates of the work dtype ``dtype`` (``array_ops.work_dtype``);
+        DecodeError or MismatchError naming both when it is malformed or of another size or
+        dtype."""
         try:
             found = contents(message, max_elements=numel)
         except DecodeError as e:
@@ -129,11 +127,7 @@ class Codec:
         if found.numel != numel or work_dtype(found.dtype) != dtype:
             raise MismatchError(f"rank {rank} sent {found.numel} coordinates of {found.dtype} "
                                 f"for {what!r}, expected {numel} of {np.dtype(dtype)}")
-        try:
-            return ops.decode_into(found, total, add, group, f"{what!r} from rank {rank}",
-                                   within)
-        except DecodeError as e:
-            raise DecodeError(f"{what!r} from rank {rank}: {e}") from e
+        return found, f"{what!r} from rank {rank}"
 
     def own(self, message, qt, numel, what, rank):
         """This rank's own message as it came back from a collective: checked without decoding

@@ -193,7 +193,7 @@ class HuffmanCompressor(CodecStats):
                 run = two_phase_sum(codec, ops, coll, job, buffer, align) \
                     if exchange == "two_phase" else \
                     allgather_sum(codec, ops, coll, job, buffer)
-                hop = run.send(None)
+                hop = _next_collective(run)
                 self._running[bucket.key] = (run, hop)
                 return hop.data, hop.splits if hop.splits is not None else np.zeros(0, np.int32)
 
@@ -201,7 +201,7 @@ class HuffmanCompressor(CodecStats):
             with self.lock:
                 run, hop = self._running[bucket.key]
                 hop.result = np.asarray(received)
-                hop = run.send(None)
+                hop = _next_collective(run)
                 self._running[bucket.key] = (run, hop)
                 return hop.data
 
@@ -221,7 +221,7 @@ class HuffmanCompressor(CodecStats):
         run, hop = self._running.pop(key)
         hop.result = np.asarray(received)
         try:
-            run.send(None)
+            _next_collective(run)
         except StopIteration as stop:
             return stop.value
         raise RuntimeError(f"the exchange of {key!r} wants more collectives")
@@ -286,3 +286,14 @@ def _gpu_stream():
 def op_name(key):
     """A graph op name for a bucket key (Horovod names its collectives after their ops)."""
     return "".join(c if c.isalnum() or c in "_." else "_" for c in key)
+
+
+def _next_collective(run):
+    """Advance the exchange generator ``run`` to its next collective (a ``Hop``); the device
+    work it waits for on the way (queued encodes and sums, allreduce.py's other Pendings) runs
+    here, in this stage."""
+    hop = run.send(None)
+    while not isinstance(hop, Hop):
+        hop.wait()
+        hop = run.send(None)
+    return hop

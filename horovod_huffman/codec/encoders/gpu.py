@@ -162,11 +162,14 @@ class StreamGroup:
     ``checks``: None reads the statuses back at each flush and raises there. A
     ``StatusChecks`` instead keeps them on the device with other groups', to be read in one
     copy for all; ``checked()`` is then the Pending of this group's verdict, to wait for
-    before anything that depends on the decoded values leaves the device or settles."""
+    before anything that depends on the decoded values leaves the device or settles.
+    ``shared``: a list of waiting streams shared with other groups of the same checks, so
+    that a flush of any of them decodes the streams of all in one launch, each stream
+    judged for the verdict of the group it was added to."""
 
-    def __init__(self, stream, checks=None):
+    def __init__(self, stream, checks=None, shared=None):
         self.stream, self.checks = stream, checks
-        self.items = []
+        self.items = [] if shared is None else shared
         self.verdict = Verdict(checks)
 
     def checked(self):
@@ -182,24 +185,24 @@ class StreamGroup:
             self.flush()
 
     def add(self, out, words, starts, chunk_bits, chunk, table, tokens, base, window, vbits,
-            esc_has_run, lo, hi, name, verdict=None):
+            esc_has_run, lo, hi, name):
         """Add a stream (host uint64 ``words``: bits.bytes_to_words of its payload; its chunk
-        starts and bits; its 4096-entry table) that decodes into the Output ``out``; its
-        statuses go to ``verdict`` (a Verdict of this group's checks; None: the group's)."""
+        starts and bits; its 4096-entry table) that decodes into the Output ``out``."""
         dest = out.levels if out.total is None else out.within[0]
         key = (int(chunk), out.dtype, out.total is None, id(dest), out.bucket, int(lo), int(hi))
         if self.items and self.items[0][0] != key:
             self.flush()
         self.items.append((key, out, words, np.asarray(starts, np.int64),
                            np.asarray(chunk_bits, np.int64), table, tokens, base, window, vbits,
-                           esc_has_run, name, verdict or self.verdict))
+                           esc_has_run, name, self.verdict))
         if out.own_group:
             self.flush()
 
     def flush(self):
         """Decode every stream added since the last flush; DecodeError (with its stream's
         label) for the first stream, in order, that a chunk of rejects."""
-        items, self.items = self.items, []
+        items = self.items[:]
+        self.items.clear()
         if not items:
             return
         stream = self.stream
