@@ -20,9 +20,10 @@
 #            sharing the GPU (benchmarks/synthetic_gpu.py) for none, fp16 and rlh, and the
 #            CUDA-gradient exact-reduction tests of Horovod's optimizer and DDP's hook
 #            (tests/test_torch_horovod.py and tests/test_ddp.py, -k cuda)
-#   profile  benchmarks/gpu_profile.py: a 1M-coordinate bucket's exchange on 2 in-process ranks,
-#            for rlh, ans and rla: milliseconds, and the launches, copies, allocations and
-#            synchronizations it makes, with the host functions that take the time
+#   profile  benchmarks/gpu_profile.py: a step of 8 buckets of 1M coordinates exchanged at once
+#            on 2 in-process ranks, for rlh, ans and rla: milliseconds per step and bucket, and
+#            the launches, copies, allocations and synchronizations a step makes, with the
+#            host functions that take the time
 #
 # Horovod 0.28.1 is built from its sdist, carried at .gpu/horovod-0.28.1.tar.gz (HOROVOD_SDIST),
 # against the machine's torch, with Gloo and without GPU operations: Horovod then stages the
@@ -225,7 +226,7 @@ for p in "${phases[@]}"; do
             phase cuda-exact 200 "$OUT/runs.log" env NUMBA_ENABLE_CUDASIM=0 "$PY" -m pytest -q \
                 -rs -p no:cacheprovider -n 2 tests/test_torch_horovod.py tests/test_ddp.py -k cuda ;;
         profile) phase profile 120 "$OUT/profile.md" env NUMBA_ENABLE_CUDASIM=0 "$PY" \
-                     benchmarks/gpu_profile.py --coords 1048576 --buckets 4 --steps 5 ;;
+                     benchmarks/gpu_profile.py --coords 1048576 --buckets 8 --steps 3 ;;
         *) echo "unknown phase $p" >&2; exit 2 ;;
     esac
 done

@@ -7,7 +7,8 @@ collectives.
   (``feedback``) and ``auto``'s choices (``statistics``).
 - ``allreduce``: the exchanges (allgather, two-phase, reduce-scatter), written against a small
   collectives interface; ``local`` runs them on in-process ranks.
-- ``array_ops``: their array steps, for host and GPU arrays.
+- ``array_ops``: their array steps, for host and GPU arrays; on a GPU the encodes and the
+  sums of the exchanges a driver holds run together (``encode_queue``, ``rank_sums``).
 - ``pipeline`` and ``routing``: exchanges off the training thread, and adaptive routing.
 
 The framework adapters (``horovod_huffman.torch``, ``horovod_huffman.tensorflow``) supply the

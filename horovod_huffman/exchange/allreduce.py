@@ -3,8 +3,9 @@ two-phase reduce-scatter + allgather; and the reduce-scatter alone (``reduce_sca
 sharded data parallelism.
 
 Each exchange is a generator: it yields a ``Pending`` whenever it must wait, for a started
-collective or for its device encode, queued to run with other exchanges' (encode_queue.py), and
-returns the bucket's sum over ranks, a 1-D float32/64 array.
+collective, or on a GPU for an encode or a sum queued to run with other exchanges'
+(encode_queue.py, rank_sums.py), and returns the bucket's sum over ranks, a 1-D float32/64
+array.
 ``pipeline.Pipeline`` drives many at once on a worker thread, so that one
 bucket is encoded while another's bytes are in flight.
 
@@ -20,7 +21,8 @@ TensorFlow operations (the adapters) or over any other transport::
                                        (small: routing decisions, routing.py)
 
 A ``Pending`` has ``done()`` (never blocks) and ``wait()`` (blocks; returns the received bytes);
-a queued encode also has ``flush()``, which a driver calls when all it holds are waiting.
+a queued encode or sum also has ``flush()``, which a driver calls when all it holds are
+waiting.
 
 Exchanges, per rank and step, for n coordinates at b bits each over N ranks::
 
@@ -83,7 +85,7 @@ def choose(exchange, n_ranks):
 
 def run_to_end(exchange):
     """Run an exchange generator on this thread, waiting for each collective it starts (and
-    running each encode it queues), and return its result."""
+    running each encode and sum it queues), and return its result."""
     try:
         pending = exchange.send(None)
         while True:
@@ -157,7 +159,7 @@ def two_phase_sum(codec, ops, coll, job, work, align):
             parts.append(Part(bounds[j], size, [
                 codec.own(message, summed, size, what, j) if j == me else
                 codec.contents(message, size, work.dtype, what, j)]))
-        summing = ops.sum_later(parts, work.size, work.dtype)
+        summing = ops.sum_later(parts, work.size, work.dtype, (codec.statistics, key))
     result = yield from _summed(summing)
     with codec.statistics.span(key, "decode"):
         codec.feedback.settle(ops, [_client_state(key, j) for j in range(coll.size)] +
@@ -289,7 +291,8 @@ def _rank_sum(codec, ops, coll, messages, mine, size, work_dtype, key, checked=T
                 entries.append(codec.contents(message, size, work_dtype, key, rank))
             else:
                 entries.append(codec.own(message, mine, size, key, rank) if checked else mine)
-        summing = ops.sum_later([Part(0, size, entries)], size, work_dtype)
+        summing = ops.sum_later([Part(0, size, entries)], size, work_dtype,
+                                (codec.statistics, key))
     return (yield from _summed(summing))
 
 

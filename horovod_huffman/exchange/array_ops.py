@@ -100,9 +100,10 @@ class HostOps:
         return Ungrouped()
 
     @staticmethod
-    def sum_later(parts, size, dtype):
+    def sum_later(parts, size, dtype, charge=None):
         """A Pending (allreduce.py) of a new 1-D total of ``size`` elements of ``dtype``, the
-        sum of ``parts`` (rank_sums.Part); on the host computed now."""
+        sum of ``parts`` (rank_sums.Part); on the host computed now, within the caller's
+        time. ``charge``: (statistics, key) charged the decoding time where it runs later."""
         summed = QueuedSum(None, parts, size, dtype)
         add_all(HostOps, [summed])
         return summed
@@ -217,10 +218,10 @@ class DeviceOps:
         flushes them (``checked()``, the group's verdict, raises the DecodeError)."""
         return StreamGroup(self.stream, self.checks, shared)
 
-    def sum_later(self, parts, size, dtype):
+    def sum_later(self, parts, size, dtype, charge=None):
         """As HostOps.sum_later, queued: computed with every other sum queued on these ops
         when a driver flushes it or it is waited for (rank_sums.py)."""
-        return self.sums.put(parts, size, dtype)
+        return self.sums.put(parts, size, dtype, charge)
 
     def decode_into(self, contents, total, add, group=None, label="", within=None):
         """As HostOps.decode_into, decoding, dequantizing and adding in one pass on the device

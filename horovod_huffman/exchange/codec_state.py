@@ -1,6 +1,6 @@
-"""The codec state of the exchanges (allreduce.py): ``Codec`` quantizes (with error feedback),
-encodes and decodes a bucket's parts, and keeps each key's steps, statistics and ``auto``'s
-choices.
+"""The codec state of the exchanges (allreduce.py): ``Codec`` quantizes (with error feedback)
+and encodes a bucket's parts, checks the messages the ranks send back before they are
+decoded, and keeps each key's steps, statistics and ``auto``'s choices.
 """
 import copy
 from dataclasses import InitVar, dataclass, field

@@ -95,8 +95,8 @@ class _LocalPending:
 def run_ranks(exchanges, return_exceptions=False):
     """Run exchange generators (one per rank, or several buckets' per rank) to the end on
     this thread; their results in order. An exchange's exception propagates, or with
-    ``return_exceptions`` stands as its result. When every exchange waits, the encodes they
-    queued run (encode_queue.py: on a GPU, one batch for all of them). Raises RuntimeError
+    ``return_exceptions`` stands as its result. When every exchange waits, the encodes and sums
+    they queued run (encode_queue.py, rank_sums.py: on a GPU, together). Raises RuntimeError
     when no exchange can advance (ranks wait on different collectives: a deadlock on a real
     cluster)."""
     pending = [None] * len(exchanges)

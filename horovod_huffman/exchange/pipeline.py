@@ -5,8 +5,8 @@ The training thread ``submit``s an exchange as soon as its bucket is complete an
 backward; the worker starts it (quantize, encode, start the first collective) and, while its
 bytes are in flight, starts the next bucket or continues any exchange whose collective has
 completed. Each round advances every exchange that can advance, then runs the device encodes
-they queued (encode_queue.py): the buckets that became ready while the worker was busy are
-encoded as one batch. The result (or the exception) lands in a ``concurrent.futures.Future``, which the
+and sums they queued (encode_queue.py, rank_sums.py): the buckets that became ready while the
+worker was busy encode as one batch and decode together. The result (or the exception) lands in a ``concurrent.futures.Future``, which the
 optimizer step waits for. The worker only polls collectives (``Pending.done``): Horovod's own
 wait holds the GIL while it spins, which would stall the training thread.
 """
@@ -65,7 +65,7 @@ class Pipeline:
                 else:
                     waiting.append((exchange, future, pending))
             active = [item for item in waiting if item is not None]
-            # The encodes the exchanges just queued run now, every queue's as one batch.
+            # The encodes and sums the exchanges just queued run now, every queue's together.
             for _, _, pending in active:
                 if not pending.done() and hasattr(pending, "flush"):
                     pending.flush()

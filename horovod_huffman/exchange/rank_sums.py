@@ -11,6 +11,7 @@ tensors are added. A step's buckets then take a launch per round, not per bucket
 decode statuses come back in one copy (``ops.checks``), each sum keeping its own verdict.
 Every element of a total gets its additions in rank order, as the host's sum does.
 """
+import time
 from collections import namedtuple
 
 from ..codec.errors import DecodeError
@@ -26,15 +27,18 @@ this rank's own QuantizedTensor; the first is assigned, the others added."""
 class QueuedSum:
     """A Pending (allreduce.py) of a total: a 1-D array of ``size`` elements of ``dtype``, the
     sum of its ``parts``. ``wait`` gives it, or raises the DecodeError of a stream it could not
-    decode (named by the stream's label)."""
+    decode (named by the stream's label), or what computing it raised. ``charge``: None, or
+    (statistics.Statistics, key) charged its share of the decoding time when it is computed
+    with others."""
 
-    def __init__(self, queue, parts, size, dtype):
+    def __init__(self, queue, parts, size, dtype, charge=None):
         self.queue, self.parts, self.size, self.dtype = queue, parts, int(size), dtype
+        self.charge = charge
         self.total, self.error, self.group, self.ran = None, None, None, False
         self.at = None              # (the array the total is a slice of, its first element)
 
     def done(self):
-        return self.ran and self.group.checked().done()
+        return self.ran and (self.error is not None or self.group.checked().done())
 
     def flush(self):
         self.queue.run()
@@ -55,17 +59,29 @@ class SumQueue:
         self.ops = ops
         self._queued = []
 
-    def put(self, parts, size, dtype):
-        queued = QueuedSum(self, parts, size, dtype)
+    def put(self, parts, size, dtype, charge=None):
+        queued = QueuedSum(self, parts, size, dtype, charge)
         self._queued.append(queued)
         return queued
 
     def run(self):
-        """Compute every queued sum, then read every decode status back in one copy."""
+        """Compute every queued sum, then read every decode status back in one copy. The
+        time goes to the sums' ``charge``, in proportion to their sizes; an error that is no
+        stream's (a device failure) goes to every sum."""
         queued, self._queued = self._queued, []
-        add_all(self.ops, queued)
-        if self.ops.checks is not None:
+        start = time.perf_counter()
+        try:
+            add_all(self.ops, queued)
             self.ops.checks.run()
+        except Exception as error:          # noqa: B902 (raised where each one is waited for)
+            for s in queued:
+                s.ran, s.error = True, s.error or error
+        end = time.perf_counter()
+        total = max(sum(s.size for s in queued), 1)
+        for s in queued:
+            if s.charge is not None:
+                statistics, key = s.charge
+                statistics.record(key, "decode", start, end, (end - start) * s.size / total)
 
 
 def add_all(ops, sums):
