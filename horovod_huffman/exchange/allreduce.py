@@ -89,10 +89,21 @@ def run_to_end(exchange):
     try:
         pending = exchange.send(None)
         while True:
-            pending.wait()
+            settle(pending)
             pending = exchange.send(None)
     except StopIteration as stop:
         return stop.value
+
+
+def settle(pending):
+    """Block until ``pending`` is done. A queued encode or sum is run (``flush``, which never
+    raises): the exchange's own ``wait`` then raises its error inside the exchange, where it
+    sends an error frame to the other ranks."""
+    if hasattr(pending, "flush"):
+        if not pending.done():
+            pending.flush()
+    else:
+        pending.wait()
 
 
 def phase_tag(bucket_tag, phase, shard=0):
@@ -238,7 +249,8 @@ class _NoBody:
 def _encoded(codec, ops, qts, job, parts, starts):
     """The messages of ``qts`` (generator, ``Codec.encoding``: it yields the encoding while
     it waits in a queue to be encoded with other exchanges' tensors)."""
-    encoding = codec.encoding(ops, qts, job, parts, starts)
+    with codec.statistics.span(job.key, "encode"):    # a queued encode charges its own
+        encoding = codec.encoding(ops, qts, job, parts, starts)
     if not encoding.done():
         yield encoding
     return encoding.wait()

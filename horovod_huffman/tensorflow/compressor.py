@@ -28,7 +28,7 @@ import horovod.tensorflow as hvd
 from ..adapters import CodecStats, sent_uncompressed
 from ..codec.device import SIMULATED, cuda_usable
 from ..codec.dlpack import from_dlpack, to_dlpack
-from ..exchange.allreduce import Job, allgather_sum, choose, two_phase_sum
+from ..exchange.allreduce import Job, allgather_sum, choose, settle, two_phase_sum
 from ..exchange.array_ops import DeviceOps, HostOps
 from ..exchange.buckets import (DEFAULT_BUCKET_BYTES, DEFAULT_MIN_NUMEL, UNFUSED_MIN_NUMEL,
                                 BucketPlan, bucket_layout)
@@ -253,7 +253,12 @@ class HuffmanCompressor(CodecStats):
         return self._gpu_stream is not None
 
     def ops(self):
-        return HostOps if self._gpu_stream is None else DeviceOps(self._gpu_stream)
+        """HostOps, or one DeviceOps (its queues and status buffer) for every stage."""
+        if self._gpu_stream is None:
+            return HostOps
+        if getattr(self, "_device_ops", None) is None:
+            self._device_ops = DeviceOps(self._gpu_stream)
+        return self._device_ops
 
     def _zeros(self, ops, n, dtype):
         """n zeros of ``dtype`` on the host or the device."""
@@ -294,6 +299,6 @@ def _next_collective(run):
     here, in this stage."""
     hop = run.send(None)
     while not isinstance(hop, Hop):
-        hop.wait()
+        settle(hop)
         hop = run.send(None)
     return hop

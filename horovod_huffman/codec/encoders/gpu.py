@@ -451,6 +451,11 @@ def token_counts(tokens, windows):
     return [counts[first[p]:first[p + 1]] for p in range(batch.n_parts)]
 
 
+# Most histogram bins ``window_counts`` counts in its first window for a batch (int64: 512 KiB
+# each way), 16 parts of 4097 bins; a batch of more parts counts its ranges first.
+MAX_GUESSED_BINS = 1 << 16
+
+
 def window_counts(tokens, window_of):
     """(host int64 (parts, 2): every part's least and greatest level, as Batch.ranges; every
     part's window, ``window_of(lo, hi)``; the host int64 histogram of each part's tokens in
@@ -462,12 +467,17 @@ def window_counts(tokens, window_of):
     RUNS tokens, -2048..2047 for LEVELS: every QSGD up to s = 32 and TernGrad). A part whose
     levels all lie there, with ``window_of`` covering them whole, takes its own window's bins
     from that histogram: the same counts, for it has no escape in either window. Otherwise
-    the parts are counted again in their own windows: a second launch and copy."""
+    the parts are counted again in their own windows: a second launch and copy. A batch of
+    more parts than MAX_GUESSED_BINS allows counts its ranges, then its own windows."""
     batch = tokens.batch
     width = (cuda_tokens.SHARED_BINS - 1) // (RUN_BUCKETS if tokens.mode == RUNS else 1)
     guess = (-(width // 2), width)
     n_parts = batch.n_parts
     bins = tokens.n_bins(guess[1])
+    if n_parts * bins > MAX_GUESSED_BINS:       # many parts: their own windows are smaller
+        ranges = batch.ranges()
+        windows = [window_of(int(lo), int(hi)) for lo, hi in ranges]
+        return ranges, windows, token_counts(tokens, windows)
     extremes = np.array([np.iinfo(np.int64).max, np.iinfo(np.int64).min], dtype=np.int64)
     start = np.concatenate([np.tile(extremes, n_parts), np.zeros(n_parts * bins, np.int64)])
     parts = tokens._parts({cuda_tokens.PART_BASE: guess[0], cuda_tokens.PART_WINDOW: guess[1],
