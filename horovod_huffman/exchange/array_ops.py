@@ -15,7 +15,8 @@ from ..codec.device import grid_for, is_device_array
 from ..codec.encoders.gpu import StatusChecks, StreamGroup
 from ..codec.message import encode as encode_message, encode_batch
 from ..codec.quantizers import QuantizedTensor, dequantize, device_scales
-from .encode_queue import EncodeQueue, Ready
+from ..codec.pending import Ready
+from .encode_queue import EncodeQueue
 from .rank_sums import QueuedSum, SumQueue, add_all
 
 

@@ -13,7 +13,7 @@ from ..codec.errors import DecodeError
 from ..codec.message import contents, verify
 from ..codec.quantizers import QSGD
 from .array_ops import work_dtype
-from .encode_queue import Ready
+from ..codec.pending import Ready
 from .feedback import ErrorFeedback
 from .frames import MismatchError, derive_seed
 from .routing import FAST_ROUTE

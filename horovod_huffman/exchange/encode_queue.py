@@ -18,31 +18,18 @@ import time
 
 import numpy as np
 
-
-class Ready:
-    """A Pending whose value is known now."""
-
-    def __init__(self, value):
-        self.value = value
-
-    @staticmethod
-    def done():
-        return True
-
-    def wait(self):
-        return self.value
+from ..codec.pending import Queued
 
 
-class QueuedEncode:
+class QueuedEncode(Queued):
     """A Pending of the messages (message.Message, in order) of quantized tensors ``qts``
-    queued on an ``EncodeQueue``: ``done`` once the queue has run them; ``flush`` runs the
-    queue; ``wait`` runs it if need be and gives the messages, or raises what encoding them
-    raised."""
+    queued on an ``EncodeQueue``: ``done`` once the queue has run them; ``wait`` gives the
+    messages, or raises what encoding them raised."""
 
     def __init__(self, queue, qts, encoder, statistics, key):
-        self.queue, self.qts, self.encoder = queue, list(qts), encoder
+        self.runner, self.qts, self.encoder = queue, list(qts), encoder
         self.statistics, self.key = statistics, key
-        self.messages, self.error = None, None
+        self.messages = None
 
     @property
     def batch_key(self):
@@ -53,14 +40,7 @@ class QueuedEncode:
     def done(self):
         return self.messages is not None or self.error is not None
 
-    def flush(self):
-        self.queue.run()
-
-    def wait(self):
-        if not self.done():
-            self.queue.run()
-        if self.error is not None:
-            raise self.error
+    def result(self):
         return self.messages
 
 

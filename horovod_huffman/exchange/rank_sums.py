@@ -16,6 +16,7 @@ from collections import namedtuple
 
 from ..codec.errors import DecodeError
 from ..codec.quantizers import QuantizedTensor
+from ..codec.pending import Queued
 from .frames import MismatchError
 
 Part = namedtuple("Part", "offset size entries")
@@ -24,7 +25,7 @@ each entry a (message.Contents, label) to decode (checked against ``size`` and t
 this rank's own QuantizedTensor; the first is assigned, the others added."""
 
 
-class QueuedSum:
+class QueuedSum(Queued):
     """A Pending (allreduce.py) of a total: a 1-D array of ``size`` elements of ``dtype``, the
     sum of its ``parts``. ``wait`` gives it, or raises the DecodeError of a stream it could not
     decode (named by the stream's label), or what computing it raised. ``charge``: None, or
@@ -32,7 +33,7 @@ class QueuedSum:
     with others."""
 
     def __init__(self, queue, parts, size, dtype, charge=None):
-        self.queue, self.parts, self.size, self.dtype = queue, parts, int(size), dtype
+        self.runner, self.parts, self.size, self.dtype = queue, parts, int(size), dtype
         self.charge = charge
         self.total, self.error, self.group, self.ran = None, None, None, False
         self.at = None              # (the array the total is a slice of, its first element)
@@ -40,14 +41,7 @@ class QueuedSum:
     def done(self):
         return self.ran and (self.error is not None or self.group.checked().done())
 
-    def flush(self):
-        self.queue.run()
-
-    def wait(self):
-        if not self.done():
-            self.queue.run()
-        if self.error is not None:
-            raise self.error
+    def result(self):
         self.group.checked().wait()
         return self.total
 

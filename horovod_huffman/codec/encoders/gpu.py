@@ -28,6 +28,7 @@ from horovod_huffman.kernels.runs import BUCKET_BASE, BUCKET_EXTRA
 
 from ..device import SIMULATED, copy_to_host, grid_for
 from ..errors import DecodeError, check_status
+from ..pending import Queued
 from .codes import chunk_count
 
 # Threads per block of the grid-stride kernels (range, gather, fill, raw).
@@ -268,25 +269,19 @@ def judge(status, streams):
         verdict.judge(status[at:at + n], label, name)
 
 
-class Verdict:
+class Verdict(Queued):
     """Whether streams decoded: a Pending (exchange/allreduce.py) of None, or of the
     DecodeError of the first stream rejected, raised by ``wait``; ``flush`` reads every
     status its ``StatusChecks`` holds."""
 
     def __init__(self, checks):
-        self.checks, self.error = checks, None
+        self.runner, self.error = checks, None
 
     def done(self):
-        return self.checks is None or self.checks.judged(self)
+        return self.runner is None or self.runner.judged(self)
 
-    def flush(self):
-        self.checks.run()
-
-    def wait(self):
-        if not self.done():
-            self.checks.run()
-        if self.error is not None:
-            raise self.error
+    def result(self):
+        return None
 
     def judge(self, status, label, name):
         """Take one stream's host statuses; the first rejected stream's error is kept."""
