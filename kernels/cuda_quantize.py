@@ -9,6 +9,10 @@ READ ME FIRST
    not twice, and would change the sum); ``fmul_rn`` likewise in float32. The simulator's
    libdevice lacks them, so there a plain product stands in.
 3. Two kernels per quantizer: one thread per bucket for the scale, then one per element.
+   QSGD's and ``dequantize_parts`` take a tuple of tensors, the y index of the grid choosing
+   one, so that a step's buckets take one launch: tuples are padded to a power of two
+   (``padded``) to bound the specializations, and hold at most MAX_PARTS tensors, whose
+   parameters (56 bytes per array, 8 per integer) fit a launch's 4 KiB.
 4. Decoders write level j through ``put_level``, which either stores the level or dequantizes
    it straight into a float total (assigned for the first rank, added for the next): the
    decode, dequantize and sum of ranks' streams in one pass, with no levels array. The result
@@ -41,6 +45,17 @@ else:                                          # pragma: no cover - needs a GPU
     @cuda.jit(device=True, inline=True)
     def fmul_rn(a, b):
         return libdevice.fmul_rn(a, b)
+
+
+# Tensors per launch of the kernels that take a tuple of them (note 3).
+MAX_PARTS = 32
+
+
+def padded(items):
+    """The tuple ``items`` (1 to MAX_PARTS of them) padded to a power of two with its first;
+    the padding is never read (the grid's y extent is ``len(items)``)."""
+    k = 1 << (len(items) - 1).bit_length()
+    return tuple(items) + (items[0],) * (k - len(items))
 
 
 # ``put_level`` modes (note 4): store the level, or dequantize it into a total; bits of the mode.
@@ -97,38 +112,44 @@ def sum_squares(x, start, stop):
 
 
 @cuda.jit
-def qsgd_scales(x, s, bucket, scales, inv):
-    """Per bucket: scales = norm / s (float32; NaN for a non-finite norm, 0 for a zero one) and
-    inv = s / norm (0 where levels must be 0). One thread per bucket."""
-    b = cuda.grid(1)
-    if b >= scales.shape[0]:
-        return
-    start = int64(b) * bucket
-    norm = math.sqrt(sum_squares(x, start, min(start + bucket, x.shape[0])))
-    if not math.isfinite(norm) or norm == 0.0:
-        scales[b] = math.nan if not math.isfinite(norm) else 0.0
-        inv[b] = 0.0
-    else:
-        scales[b] = norm / s
-        inv[b] = s / norm
+def qsgd_scales(xs, s, bucket, firsts, scales, inv):
+    """Per bucket b of tensor p (``xs[p]``, 1-D; p = blockIdx.y): scales[firsts[p] + b] =
+    norm / s (float32; NaN for a non-finite norm, 0 for a zero one) and inv[firsts[p] + b] =
+    s / norm (0 where levels must be 0). One thread per bucket, any grid along x (note 3)."""
+    p = cuda.blockIdx.y
+    x, at = xs[p], firsts[p]
+    n = x.shape[0]
+    for b in range(cuda.grid(1), (n + bucket - 1) // bucket, cuda.gridsize(1)):
+        start = int64(b) * bucket
+        norm = math.sqrt(sum_squares(x, start, min(start + bucket, n)))
+        if not math.isfinite(norm) or norm == 0.0:
+            scales[at + b] = math.nan if not math.isfinite(norm) else 0.0
+            inv[at + b] = 0.0
+        else:
+            scales[at + b] = norm / s
+            inv[at + b] = s / norm
 
 
 @cuda.jit
-def qsgd_levels(x, s, bucket, seed, inv, levels):
-    """level = sign(x) * stochastic_round(|x| * inv[bucket]), at most s. Any grid."""
+def qsgd_levels(xs, s, bucket, seeds, firsts, starts, inv, levels):
+    """Element i of tensor p (as ``qsgd_scales``): levels[starts[p] + i] = sign(x) *
+    stochastic_round(|x| * inv[firsts[p] + i // bucket]), at most s, drawn with
+    uniform(seeds[p], i) as the host draws for that tensor alone. Any grid along x."""
+    p = cuda.blockIdx.y
+    x, seed, first, at = xs[p], seeds[p], firsts[p], starts[p]
     for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
-        r = inv[i // bucket]
+        r = inv[first + i // bucket]
         if r == 0.0:
-            levels[i] = 0
+            levels[at + i] = 0
             continue
         v = float64(x[i])
-        p = mul_rn(abs(v), r)
-        q = math.floor(p)
-        if uniform(seed, i) < p - q:
+        scaled = mul_rn(abs(v), r)
+        q = math.floor(scaled)
+        if uniform(seed, i) < scaled - q:
             q += 1.0
         if q > s:
             q = s
-        levels[i] = -q if v < 0 else q
+        levels[at + i] = -q if v < 0 else q
 
 
 @cuda.jit
@@ -214,3 +235,16 @@ def dequantize_add64(levels, scales, bucket, out):
     """As ``dequantize_add32`` in float64 (float64 scales and out)."""
     for i in range(cuda.grid(1), levels.shape[0], cuda.gridsize(1)):
         out[i] += mul_rn(scales[i // bucket], float64(levels[i]))
+
+
+@cuda.jit
+def dequantize_parts(levels, scales, buckets, offsets, modes, total):
+    """Tensor p (``levels[p]``, ``scales[p]``, ``buckets[p]`` elements per scale; p =
+    blockIdx.y) into total[offsets[p]:], assigned or added as ``modes[p]`` (a put_level mode
+    with PUT_DEQUANTIZED, and PUT_WIDE for a float64 total): what ``dequantize`` or
+    ``dequantize_add32``/``dequantize_add64`` of each gives. Any grid along x."""
+    p = cuda.blockIdx.y
+    lv, sc, bucket, mode = levels[p], scales[p], buckets[p], modes[p]
+    out = total[offsets[p]:offsets[p] + lv.shape[0]]
+    for i in range(cuda.grid(1), lv.shape[0], cuda.gridsize(1)):
+        put_level(lv, out, sc, bucket, mode, i, lv[i])

@@ -68,10 +68,17 @@ class _Seeded:
         self.seed = seed
         self._rng = np.random.default_rng(seed)
 
-    def _next_seed(self, seed=None):
-        """The kernel seed for one call: ``seed`` when given, else the next from the sequence."""
+    def next_seed(self, seed=None):
+        """The kernel seed (< 2**63) of one quantization: ``seed`` when given, else the next of
+        the sequence."""
         # Kernels take an int64 seed: keep 63 bits of whatever the caller passes.
         return int(seed) & (2**63 - 1) if seed is not None else int(self._rng.integers(0, 2**63 - 1))
+
+    def quantize_batch(self, grads, seeds, stream=None):
+        """[``quantize(g, seed=s, stream=stream)`` for each g, s of ``grads``, ``seeds``]: a
+        quantizer that ``quantizes_in_batches`` does it for device arrays in one launch per
+        kernel and MAX_PARTS tensors, their levels and scales slices of one array each."""
+        return [self.quantize(g, seed=s, stream=stream) for g, s in zip(grads, seeds)]
 
 
 class QSGD(_Seeded):
@@ -81,6 +88,7 @@ class QSGD(_Seeded):
     Unbiased; levels in [-s, s] (``levels`` = s), int8 up to s = 127.
     """
     biased = False
+    quantizes_in_batches = True
 
     def __init__(self, levels=8, bucket_size=512, seed=None):
         if not isinstance(levels, (int, np.integer)) or not 1 <= levels <= np.iinfo(np.int32).max:
@@ -102,24 +110,41 @@ class QSGD(_Seeded):
         ``stream``, into device levels and scales equal to the host result.
         """
         if is_device_array(grad):
-            flat, shape, dtype, stream = _flat_device(grad, stream)
-            levels = cuda.device_array(flat.size, dtype=self.level_dtype, stream=stream)
-            n_buckets = _bucket_count(flat.size, self.bucket_size)
-            scales = cuda.device_array(n_buckets, dtype=np.float32, stream=stream)
-            inv = cuda.device_array(n_buckets, dtype=np.float64, stream=stream)
-            seed = self._next_seed(seed)
-            if flat.size:
-                s = float(self.levels)
-                cq.qsgd_scales[grid_for(n_buckets, _BLOCK), _BLOCK, stream](
-                    flat, s, self.bucket_size, scales, inv)
-                cq.qsgd_levels[grid_for(flat.size, _BLOCK), _BLOCK, stream](
-                    flat, s, self.bucket_size, seed, inv, levels)
-            return QuantizedTensor(levels, scales, shape, dtype, self.bucket_size)
+            return self.quantize_batch([grad], [seed], stream)[0]
         flat, shape, dtype = _flat_float(grad)
         levels = np.empty(flat.size, dtype=self.level_dtype)
         scales = np.empty(_bucket_count(flat.size, self.bucket_size), dtype=np.float32)
-        qk.qsgd(flat, float(self.levels), self.bucket_size, self._next_seed(seed), levels, scales)
+        qk.qsgd(flat, float(self.levels), self.bucket_size, self.next_seed(seed), levels, scales)
         return QuantizedTensor(levels, scales, shape, dtype, self.bucket_size)
+
+
+    def quantize_batch(self, grads, seeds, stream=None):
+        if not grads or not all(is_device_array(g) for g in grads):
+            return super().quantize_batch(grads, seeds, stream)
+        flats = [_flat_device(g, stream) for g in grads]
+        stream = flats[0][3]
+        if len({f[2] for f in flats}) > 1:
+            raise TypeError("a batch of device gradients must share one float dtype")
+        sizes = [int(f[0].size) for f in flats]
+        counts = [_bucket_count(n, self.bucket_size) for n in sizes]
+        starts, firsts = np.cumsum([0] + sizes), np.cumsum([0] + counts)
+        levels = cuda.device_array(int(starts[-1]), dtype=self.level_dtype, stream=stream)
+        scales = cuda.device_array(int(firsts[-1]), dtype=np.float32, stream=stream)
+        inv = cuda.device_array(int(firsts[-1]), dtype=np.float64, stream=stream)
+        s = float(self.levels)
+        for a in range(0, len(flats), cq.MAX_PARTS):
+            part = range(a, min(a + cq.MAX_PARTS, len(flats)))
+            if not any(sizes[k] for k in part):
+                continue
+            xs = cq.padded(tuple(flats[k][0] for k in part))
+            at = [cq.padded(tuple(int(v[k]) for k in part)) for v in (firsts, starts)]
+            seed = cq.padded(tuple(self.next_seed(seeds[k]) for k in part))
+            cq.qsgd_scales[(grid_for(max(counts[k] for k in part), _BLOCK), len(part)), _BLOCK,
+                           stream](xs, s, self.bucket_size, at[0], scales, inv)
+            cq.qsgd_levels[(grid_for(max(sizes[k] for k in part), _BLOCK), len(part)), _BLOCK,
+                           stream](xs, s, self.bucket_size, seed, at[0], at[1], inv, levels)
+        return [QuantizedTensor(levels[starts[k]:starts[k + 1]], scales[firsts[k]:firsts[k + 1]],
+                                f[1], f[2], self.bucket_size) for k, f in enumerate(flats)]
 
 
 class TernGrad(_Seeded):
@@ -157,7 +182,7 @@ class TernGrad(_Seeded):
         clip_at = float(self.clip * flat.std()) if self.clip is not None and flat.size else 0.0
         levels = np.empty(flat.size, dtype=np.int8)
         scales = np.empty(_bucket_count(flat.size, bucket), dtype=np.float32)
-        qk.terngrad(flat, bucket, clip_at, self._next_seed(seed), levels, scales)
+        qk.terngrad(flat, bucket, clip_at, self.next_seed(seed), levels, scales)
         return QuantizedTensor(levels, scales, shape, dtype, bucket)
 
     def _quantize_device(self, grad, seed, stream):
@@ -169,7 +194,7 @@ class TernGrad(_Seeded):
         levels = cuda.device_array(flat.size, dtype=np.int8, stream=stream)
         scales = cuda.device_array(n_buckets, dtype=np.float32, stream=stream)
         max_norm = cuda.device_array(n_buckets, dtype=np.float64, stream=stream)
-        seed = self._next_seed(seed)
+        seed = self.next_seed(seed)
         if flat.size:
             cq.terngrad_scales[grid_for(n_buckets, _BLOCK), _BLOCK, stream](
                 flat, bucket, clip_at, scales, max_norm)

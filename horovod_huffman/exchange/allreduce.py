@@ -3,8 +3,8 @@ two-phase reduce-scatter + allgather; and the reduce-scatter alone (``reduce_sca
 sharded data parallelism.
 
 Each exchange is a generator: it yields a ``Pending`` whenever it must wait, for a started
-collective, or on a GPU for an encode or a sum queued to run with other exchanges'
-(encode_queue.py, rank_sums.py), and returns the bucket's sum over ranks, a 1-D float32/64
+collective, or on a GPU for a quantization, an encode or a sum queued to run with other
+exchanges' (quantize_queue.py, encode_queue.py, rank_sums.py), and returns the bucket's sum over ranks, a 1-D float32/64
 array.
 ``pipeline.Pipeline`` drives many at once on a worker thread, so that one
 bucket is encoded while another's bytes are in flight.
@@ -21,7 +21,7 @@ TensorFlow operations (the adapters) or over any other transport::
                                        (small: routing decisions, routing.py)
 
 A ``Pending`` has ``done()`` (never blocks) and ``wait()`` (blocks; returns the received bytes);
-a queued encode or sum also has ``flush()``, which a driver calls when all it holds are
+a queued quantization, encode or sum also has ``flush()``, which a driver calls when all it holds are
 waiting.
 
 Exchanges, per rank and step, for n coordinates at b bits each over N ranks::
@@ -115,9 +115,8 @@ def allgather_sum(codec, ops, coll, job, work):
     """One-phase exchange of a bucket (generator): every rank's message to every rank, each
     rank decodes the others' and sums all N in rank order (``Codec.own`` for its own)."""
     key, tag = job.key, phase_tag(job.tag, "all")
-    with codec.statistics.span(key, "encode"):
-        state = (key, "all") if codec.feedback.client else None
-        qt = codec.quantize(ops, work, (work.size,), f"{key}/all", job.step, state)
+    state = (key, "all") if codec.feedback.client else None
+    qt, = yield from _quantized(codec, ops, job, [work], [f"{key}/all"], [state])
     message, = yield from _encoded(codec, ops, [qt], job, ["all"], [0])
     with codec.statistics.span(key, "encode"):
         data = frame(tag, job.step, message)
@@ -171,7 +170,7 @@ def two_phase_sum(codec, ops, coll, job, work, align):
                 codec.own(message, summed, size, what, j) if j == me else
                 codec.contents(message, size, work.dtype, what, j)]))
         summing = ops.sum_later(parts, work.size, work.dtype, (codec.statistics, key))
-    result = yield from _summed(summing)
+    result = yield from _awaited(summing)
     with codec.statistics.span(key, "decode"):
         codec.feedback.settle(ops, [_client_state(key, j) for j in range(coll.size)] +
                               [_server_state(key, me)], result)
@@ -246,27 +245,38 @@ class _NoBody:
         pass
 
 
+def _awaited(pending):
+    """The value of ``pending`` (a generator: it yields the pending until it is done)."""
+    if not pending.done():
+        yield pending
+    return pending.wait()
+
+
+def _quantized(codec, ops, job, works, seed_names, states):
+    """The QuantizedTensors of ``works`` (generator, ``Codec.quantizing``: it yields the
+    quantization while it waits in a queue to run with other exchanges' gradients)."""
+    with codec.statistics.span(job.key, "encode"):    # a queued one charges its own
+        quantizing = codec.quantizing(ops, job, works, seed_names, states)
+    return (yield from _awaited(quantizing))
+
+
 def _encoded(codec, ops, qts, job, parts, starts):
     """The messages of ``qts`` (generator, ``Codec.encoding``: it yields the encoding while
     it waits in a queue to be encoded with other exchanges' tensors)."""
     with codec.statistics.span(job.key, "encode"):    # a queued encode charges its own
         encoding = codec.encoding(ops, qts, job, parts, starts)
-    if not encoding.done():
-        yield encoding
-    return encoding.wait()
+    return (yield from _awaited(encoding))
 
 
 def _scatter_frames(codec, ops, job, work, bounds, me):
     """(the frames of every shard of ``work`` in rank order, in one array, this rank's own
     with an empty body; their sizes; this rank's own quantized shard), a generator
     (``_encoded``). The other ranks' shards are encoded together (one batch on a GPU)."""
-    qts = []
-    with codec.statistics.span(job.key, "encode"):
-        for j in range(len(bounds) - 1):
-            a, b = bounds[j], bounds[j + 1]
-            state = _client_state(job.key, j) if codec.feedback.client else None
-            qts.append(codec.quantize(ops, work[a:b], (b - a,), f"{job.key}/shard{j}",
-                                      job.step, state))
+    shards = range(len(bounds) - 1)
+    qts = yield from _quantized(
+        codec, ops, job, [work[bounds[j]:bounds[j + 1]] for j in shards],
+        [f"{job.key}/shard{j}" for j in shards],
+        [_client_state(job.key, j) if codec.feedback.client else None for j in shards])
     others = [j for j in range(len(qts)) if j != me]
     messages = dict(zip(others, (yield from _encoded(
         codec, ops, [qts[j] for j in others], job, [f"shard{j}" for j in others],
@@ -295,7 +305,7 @@ def _rank_sum(codec, ops, coll, messages, mine, size, work_dtype, key, checked=T
     from its quantized ``mine`` (with ``checked``, its message as it came back verified,
     ``Codec.own``), the others' decoded from ``messages`` (a generator: ``ops.sum_later``
     gives a Pending of it, which on a GPU waits to be computed with other exchanges' sums,
-    ``_summed``)."""
+    rank_sums.py; it raises the DecodeError of a stream it rejected)."""
     with codec.statistics.span(key, "decode"):
         entries = []
         for rank, message in enumerate(messages):
@@ -305,16 +315,7 @@ def _rank_sum(codec, ops, coll, messages, mine, size, work_dtype, key, checked=T
                 entries.append(codec.own(message, mine, size, key, rank) if checked else mine)
         summing = ops.sum_later([Part(0, size, entries)], size, work_dtype,
                                 (codec.statistics, key))
-    return (yield from _summed(summing))
-
-
-def _summed(summing):
-    """Wait (a generator) for a sum (``ops.sum_later``): on a GPU it waits until a driver
-    computes every queued sum at once and reads their decode statuses back in one copy.
-    Raises the DecodeError of a stream it rejected."""
-    if not summing.done():
-        yield summing
-    return summing.wait()
+    return (yield from _awaited(summing))
 
 
 def _summed_shard(codec, ops, coll, job, received, mine, bounds, work_dtype):
@@ -322,7 +323,6 @@ def _summed_shard(codec, ops, coll, job, received, mine, bounds, work_dtype):
     as ``_rank_sum``)."""
     key, me = job.key, coll.rank
     total = yield from _shard_total(codec, ops, coll, job, received, mine, bounds, work_dtype)
-    with codec.statistics.span(key, "encode"):
-        server = _server_state(key, me) if codec.feedback.server else None
-        return codec.quantize(ops, total, (bounds[me + 1] - bounds[me],), f"{key}/sum{me}",
-                              job.step, state=server)
+    server = _server_state(key, me) if codec.feedback.server else None
+    qt, = yield from _quantized(codec, ops, job, [total], [f"{key}/sum{me}"], [server])
+    return qt

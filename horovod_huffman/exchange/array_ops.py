@@ -17,6 +17,7 @@ from ..codec.message import encode as encode_message, encode_batch
 from ..codec.quantizers import QuantizedTensor, dequantize, device_scales
 from ..codec.pending import Ready
 from .encode_queue import EncodeQueue
+from .quantize_queue import QuantizeQueue
 from .rank_sums import QueuedSum, SumQueue, add_all
 
 
@@ -59,6 +60,7 @@ class HostOps:
     """NumPy implementations."""
     stream = None
     queue = None            # host tensors encode at once (encode_queue.py)
+    quantizes = None        # and quantize at once (quantize_queue.py)
     checks = None           # host streams raise as they decode
 
     @staticmethod
@@ -146,9 +148,14 @@ class HostOps:
         out[offset:offset + part.size] = part
 
     @staticmethod
-    def dequantize_into(out, offset, qt):
-        """out[offset:offset + qt.numel] = dequantize(qt) (``out`` 1-D, of qt's work dtype)."""
-        dequantize(qt, out=out[offset:offset + qt.numel])
+    def dequantize_all(items):
+        """For each (out, offset, qt, add) of ``items``: out[offset:offset + qt.numel] =
+        dequantize(qt), or with ``add`` += it (``out`` 1-D, of qt's work dtype), in order."""
+        for out, offset, qt, add in items:
+            if add:
+                HostOps.add_dequantized(out[offset:offset + qt.numel], qt)
+            else:
+                dequantize(qt, out=out[offset:offset + qt.numel])
 
 
 class DeviceOps:
@@ -156,9 +163,10 @@ class DeviceOps:
 
     def __init__(self, stream):
         self.stream = stream
-        # Encodes the exchanges on this stream ask for, run as one batch (encode_queue.py);
-        # the sums they ask for, computed together (rank_sums.py); the statuses of their
-        # decode groups, read back in one copy.
+        # Quantizations the exchanges on this stream ask for, and their encodes, each run as
+        # one batch (quantize_queue.py, encode_queue.py); the sums they ask for, computed
+        # together (rank_sums.py); the statuses of their decode groups, read back in one copy.
+        self.quantizes = QuantizeQueue(self)
         self.queue = EncodeQueue(self)
         self.sums = SumQueue(self)
         self.checks = StatusChecks(stream)
@@ -232,18 +240,30 @@ class DeviceOps:
         contents.dequantize_into(total, add, self.stream, group, label, within)
         return total
 
-    def dequantize(self, qt):
-        flat = cuda.device_array(qt.numel, dtype=work_dtype(qt.dtype), stream=self.stream)
-        return dequantize(qt, out=flat, stream=self.stream)
-
-    def add_dequantized(self, total, qt):
-        if total is None:
-            return self.dequantize(qt)
-        if qt.numel:
-            kernel = cq.dequantize_add64 if total.dtype == np.float64 else cq.dequantize_add32
-            self._launch(kernel, qt.numel)(qt.levels, device_scales(qt, total.dtype, self.stream),
-                                           qt.bucket_size, total)
-        return total
+    def dequantize_all(self, items):
+        """As HostOps.dequantize_all, in one launch per output array, level dtype and
+        MAX_PARTS tensors (cuda_quantize.dequantize_parts): every element is what
+        ``dequantize`` assigns or ``dequantize_add32``/``dequantize_add64`` add."""
+        groups = {}
+        for out, offset, qt, add in items:
+            if qt.numel:
+                groups.setdefault((id(out), np.dtype(qt.levels.dtype)), []).append(
+                    (out, offset, qt, add))
+        for group in groups.values():
+            out = group[0][0]
+            wide = cq.PUT_WIDE if out.dtype == np.float64 else 0
+            for a in range(0, len(group), cq.MAX_PARTS):
+                chunk = group[a:a + cq.MAX_PARTS]
+                levels = tuple(qt.levels.reshape(qt.numel) for _, _, qt, _ in chunk)
+                scales = tuple(device_scales(qt, np.float32, self.stream)
+                               for _, _, qt, _ in chunk)
+                buckets = tuple(qt.bucket_size for _, _, qt, _ in chunk)
+                offsets = tuple(int(offset) for _, offset, _, _ in chunk)
+                modes = tuple(cq.PUT_DEQUANTIZED | wide | (cq.PUT_ADD if add else 0)
+                              for *_, add in chunk)
+                grid = (grid_for(max(qt.numel for _, _, qt, _ in chunk), BLOCK), len(chunk))
+                cq.dequantize_parts[grid, BLOCK, self.stream](
+                    *(cq.padded(t) for t in (levels, scales, buckets, offsets, modes)), out)
 
     def empty(self, n, dtype):
         return cuda.device_array(n, dtype=dtype, stream=self.stream)

@@ -86,6 +86,23 @@ class Codec:
             return self.feedback.quantize(ops, self.quantizer, work, shape, seed, state)
         return self.quantizer.quantize(work.reshape(shape), seed=seed, stream=ops.stream)
 
+    def quantizing(self, ops, job, works, seed_names, states):
+        """A Pending (allreduce.py) of the QuantizedTensors of the 1-D work arrays ``works``
+        of ``job`` (allreduce.Job), as ``quantize`` of each with its seed name and state. A
+        quantizer that ``quantizes_in_batches`` (QSGD), with no error feedback, joins the
+        quantize queue of ``ops`` where it has one (DeviceOps), to be quantized with every
+        gradient queued there with it in one launch per kernel (quantize_queue.py), the same
+        levels; anything else is quantized now. Seeds are drawn now, in order."""
+        queue = getattr(ops, "quantizes", None)
+        if queue is not None and works and all(state is None for state in states) and \
+                getattr(self.quantizer, "quantizes_in_batches", False):
+            seeds = [self.quantizer.next_seed(
+                None if self.seed is None else derive_seed(self.seed, name, job.step))
+                for name in seed_names]
+            return queue.put(self.quantizer, works, seeds, (self.statistics, job.key))
+        return Ready([self.quantize(ops, work, (work.size,), name, job.step, state)
+                      for work, name, state in zip(works, seed_names, states)])
+
     def encode(self, ops, qt, job, part, start=0):
         """The message of ``qt``, ``part`` ("all", "shard<j>", "sum") of the exchange ``job``
         (allreduce.Job), which holds the bucket's coordinates from ``start``, encoded with

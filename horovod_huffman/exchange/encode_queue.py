@@ -19,6 +19,7 @@ import time
 import numpy as np
 
 from ..codec.pending import Queued
+from .statistics import share
 
 
 class QueuedEncode(Queued):
@@ -78,8 +79,8 @@ class EncodeQueue:
                 item.error = error
             return
         end = time.perf_counter()
-        coords = [sum(qt.numel for qt in item.qts) for item in items]
-        total, at = max(sum(coords), 1), 0
-        for item, n in zip(items, coords):
+        at = 0
+        for item in items:
             item.messages, at = messages[at:at + len(item.qts)], at + len(item.qts)
-            item.statistics.record(item.key, "encode", start, end, (end - start) * n / total)
+        share([(item.statistics, item.key, sum(qt.numel for qt in item.qts)) for item in items],
+              "encode", start, end)

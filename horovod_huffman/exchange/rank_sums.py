@@ -7,8 +7,9 @@ On the host a sum is computed when it is asked for. On a GPU (``DeviceOps``) it 
 queued sum is computed at once: their totals are slices of one new array per dtype, and round
 by round the streams of every sum up to its next own tensor decode in one launch (the
 Huffman family's decode groups, gpu.StreamGroup, sharing one list of streams), then the own
-tensors are added. A step's buckets then take a launch per round, not per bucket, and their
-decode statuses come back in one copy (``ops.checks``), each sum keeping its own verdict.
+tensors are added, in one launch too (``ops.dequantize_all``). A step's buckets then take
+two launches per round, not two per bucket, and their decode statuses come back in one copy
+(``ops.checks``), each sum keeping its own verdict.
 Every element of a total gets its additions in rank order, as the host's sum does.
 """
 import time
@@ -18,6 +19,7 @@ from ..codec.errors import DecodeError
 from ..codec.quantizers import QuantizedTensor
 from ..codec.pending import Queued
 from .frames import MismatchError
+from .statistics import share
 
 Part = namedtuple("Part", "offset size entries")
 Part.__doc__ = """Elements [offset, offset + size) of a total and what they sum, in rank order:
@@ -70,12 +72,8 @@ class SumQueue:
         except Exception as error:          # noqa: B902 (raised where each one is waited for)
             for s in queued:
                 s.ran, s.error = True, s.error or error
-        end = time.perf_counter()
-        total = max(sum(s.size for s in queued), 1)
-        for s in queued:
-            if s.charge is not None:
-                statistics, key = s.charge
-                statistics.record(key, "decode", start, end, (end - start) * s.size / total)
+        share([None if s.charge is None else (*s.charge, s.size) for s in queued], "decode",
+              start, time.perf_counter())
 
 
 def add_all(ops, sums):
@@ -107,13 +105,8 @@ def add_all(ops, sums):
                 later.append((s, part, k))
         if sums:
             sums[0].group.flush()           # every group's streams: they share one list
-        for s, part, k in owns:
-            if s.error is None:
-                own = part.entries[k]
-                if k:
-                    ops.add_dequantized(s.total[part.offset:part.offset + part.size], own)
-                else:
-                    ops.dequantize_into(s.total, part.offset, own)
+        ops.dequantize_all([(s.at[0], s.at[1] + part.offset, part.entries[k], k > 0)
+                            for s, part, k in owns if s.error is None])
         work = later
 
 

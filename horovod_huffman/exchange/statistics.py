@@ -109,3 +109,13 @@ class Statistics:
         total.add(self.current)
         return {"step": self.last.as_dict() if self.last else None,
                 "current": self.current.as_dict(), "total": total.as_dict()}
+
+
+def share(charges, phase, start, end):
+    """Charge the span [start, end) of work done for several exchanges at once (the queues
+    of encode_queue.py, quantize_queue.py, rank_sums.py) to ``charges``: (Statistics, key,
+    weight) each, or None for work that charges no one, in proportion to the weights."""
+    charges = [c for c in charges if c is not None]
+    total = max(sum(weight for _, _, weight in charges), 1)
+    for statistics, key, weight in charges:
+        statistics.record(key, phase, start, end, (end - start) * weight / total)
