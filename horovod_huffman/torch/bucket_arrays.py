@@ -2,10 +2,11 @@
 CPU tensor, and for a CUDA tensor on the device, with the kernels on a stream of the worker's
 own (array_ops.DeviceOps), so that only encoded bytes reach the host.
 
-A thread's CUDA buckets on one GPU share a stream and an encode queue (``_device_ops``).
+A thread's CUDA buckets on one GPU share a stream and its queues (``_device_ops``).
 A CUDA bucket is written by the training thread's stream. The exchange first yields a
-``StreamReady`` recorded on that stream after the writes, and the worker polls it like a
-collective: neither the training thread nor the worker blocks on the device for it.
+``StreamReady`` recorded on that stream after the writes, and last one recorded on its own
+stream after the sum; the worker polls them like collectives: neither the training thread
+nor the worker blocks on the device for them.
 """
 import threading
 
@@ -22,13 +23,19 @@ _THREAD = threading.local()
 
 
 class StreamReady:
-    """allreduce.py's Pending for the CUDA work queued so far on the current torch stream of
-    ``device`` (recorded now, on the thread that queued it): ``done`` once that work has run;
-    ``wait`` blocks until then and gives None."""
+    """allreduce.py's Pending for the work queued so far on a CUDA stream: an ``event`` (a
+    torch or Numba CUDA event) recorded on ``stream`` now, on the thread that queued the work.
+    ``done`` once that work has run (the event's query, which never blocks); ``wait``
+    blocks until then and gives None."""
 
-    def __init__(self, device):
-        self.event = torch.cuda.Event()
-        self.event.record(torch.cuda.current_stream(device))
+    def __init__(self, event, stream):
+        self.event = event
+        self.event.record(stream)
+
+    @classmethod
+    def torch(cls, device):
+        """The work queued so far on the current torch stream of ``device``."""
+        return cls(torch.cuda.Event(), torch.cuda.current_stream(device))
 
     def done(self):
         return self.event.query()
@@ -42,7 +49,8 @@ def bucket_sum(codec, coll, job, tensor, exchange, align, ready):
     ``exchange`` "allgather" or "two_phase" (``align``: its shard alignment) of ``job`` with
     ``codec`` over ``coll``, once ``ready`` (a StreamReady, or None). Returns the sum as the
     exchange gives it: a NumPy array, or for a CUDA tensor a device array whose stream is
-    done (a host array where the device kernels cannot run: the tensor is copied)."""
+    done, yielded as a StreamReady for the worker to poll rather than synchronized (a host
+    array where the device kernels cannot run: the tensor is copied)."""
     if ready is not None:
         yield ready
     stream = None
@@ -56,14 +64,17 @@ def bucket_sum(codec, coll, job, tensor, exchange, align, ready):
     else:
         total = yield from allgather_sum(codec, ops, coll, job, work)
     if stream is not None:
-        stream.synchronize()
+        with cuda.gpus[tensor.device.index or 0]:
+            done = StreamReady(cuda.event(timing=False), stream)
+        yield done
     return total
 
 
 def _device_ops(index):
-    """The DeviceOps of GPU ``index`` for this thread: one stream, and one encode queue, for
+    """The DeviceOps of GPU ``index`` for this thread: one stream, and one set of queues, for
     every bucket the thread exchanges on that GPU, so that the buckets it holds at once
-    encode as one batch (encode_queue.py)."""
+    quantize, encode and sum as one batch (quantize_queue.py, encode_queue.py,
+    rank_sums.py)."""
     held = _THREAD.__dict__.setdefault("ops", {})
     if index not in held:
         with cuda.gpus[index]:

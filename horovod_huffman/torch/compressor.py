@@ -261,7 +261,7 @@ class HuffmanCompressor(CodecStats):
         the copies queued into it have run (``StreamReady``, polled by the worker)."""
         staging = state.staging[bucket.index]
         raw_bytes, state.raw_bytes[bucket.index] = state.raw_bytes[bucket.index], 0
-        ready = StreamReady(staging.device) if staging.is_cuda else None
+        ready = StreamReady.torch(staging.device) if staging.is_cuda else None
         exchange = _exchange(self.codec.for_route(current.route), state, bucket, staging,
                              raw_bytes, ready)
         current.future = self._pipeline.submit(exchange)

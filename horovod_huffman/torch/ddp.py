@@ -181,7 +181,7 @@ def hook(state, bucket):
     grads = buffer.detach()
     if grads.dtype not in (torch.float32, torch.float64):
         grads = grads.float()
-    ready = StreamReady(grads.device) if grads.is_cuda else None
+    ready = StreamReady.torch(grads.device) if grads.is_cuda else None
     shapes = tuple(tuple(p.shape) for p in bucket.parameters())
     if bucket.index() == 0:                      # DDP hands bucket 0 over first in every step
         state._step += 1
