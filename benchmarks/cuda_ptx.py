@@ -1,5 +1,5 @@
-"""Compile the device decoders (and the batch kernels of the token encoders) for a real GPU
-without one: PTX from numba-cuda, then ptxas.
+"""Compile the device decoders (and the batch kernels of the token encoders and the quantizer)
+for a real GPU without one: PTX from numba-cuda, then ptxas.
 
 Checks what the CUDA simulator cannot: that the kernels type and compile for the real target,
 that their products stay unfused (no ``fma.rn``: the decoders' sums must equal the host's), and
@@ -24,9 +24,10 @@ import types as pytypes
 
 
 def kernels(types):
-    """(name, kernel, signature) of every decoder, for float32 and float64 totals, and of the
-    token encoders' batch kernels, for int8 levels."""
-    from horovod_huffman.kernels import cuda_decode, cuda_tokens
+    """(name, kernel, signature) of every decoder, for float32 and float64 totals, of the
+    token encoders' batch kernels, for int8 levels, and of the kernels that take a tuple of
+    tensors (QSGD's and dequantize_parts), at their longest tuple."""
+    from horovod_huffman.kernels import cuda_decode, cuda_quantize, cuda_tokens
     i64, u32, u64 = types.int64, types.uint32, types.uint64
 
     def arr(t, dims=1):
@@ -42,6 +43,20 @@ def kernels(types):
         ("segment_bits", cuda_tokens.segment_bits, head + code + (arr(i64),)),
         ("write_tokens", cuda_tokens.write_tokens, head + code + (arr(i64), arr(u32))),
     ]
+    f64, k = types.float64, 32                    # tuples as long as cuda_quantize.MAX_PARTS
+    ints = types.UniTuple(i64, k)
+    for grad in (types.float16, types.float32):
+        xs = types.UniTuple(arr(grad), k)
+        out += [
+            (f"qsgd_scales/{grad}", cuda_quantize.qsgd_scales,
+             (xs, f64, i64, ints, arr(types.float32), arr(f64))),
+            (f"qsgd_levels/{grad}", cuda_quantize.qsgd_levels,
+             (xs, f64, i64, ints, ints, ints, arr(f64), arr(types.int8))),
+        ]
+    for total in (types.float32, types.float64):
+        out.append((f"dequantize_parts/{total}", cuda_quantize.dequantize_parts,
+                    (types.UniTuple(arr(types.int8), k), types.UniTuple(arr(types.float32), k),
+                     ints, ints, ints, arr(total))))
     for total in (types.float32, types.float64):
         put = (arr(types.int8), arr(total), arr(total), i64, i64)      # put_level's arguments
         out += [
