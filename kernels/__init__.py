@@ -17,7 +17,7 @@ rANS-coded under contexts, their run bits), rows (the row model of ``ans``), row
 Quantizers: quantize (QSGD, TernGrad, dequantization), squares (the QSGD bucket norm's vector
 sum).
 GPU: cuda_bits, cuda_decode, cuda_tokens, cuda_ans, cuda_rla, cuda_quantize, cuda_feedback (the
-same formats and results on the device).
+same formats and results on the device), cuda_parts (kernels over a tuple of tensors).
 
 The kernels inline one another's functions across files, and Numba's cache index checks only the
 file that holds each function: a kernel cached before a function it inlines from another file

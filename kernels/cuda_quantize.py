@@ -10,9 +10,7 @@ READ ME FIRST
    libdevice lacks them, so there a plain product stands in.
 3. Two kernels per quantizer: one thread per bucket for the scale, then one per element.
    QSGD's and ``dequantize_parts`` take a tuple of tensors, the y index of the grid choosing
-   one, so that a step's buckets take one launch: tuples are padded to a power of two
-   (``padded``) to bound the specializations, and hold at most MAX_PARTS tensors, whose
-   parameters (56 bytes per array, 8 per integer) fit a launch's 4 KiB.
+   one, so that a step's buckets take one launch (cuda_parts.py).
 4. Decoders write level j through ``put_level``, which either stores the level or dequantizes
    it straight into a float total (assigned for the first rank, added for the next): the
    decode, dequantize and sum of ranks' streams in one pass, with no levels array. The result
@@ -45,17 +43,6 @@ else:                                          # pragma: no cover - needs a GPU
     @cuda.jit(device=True, inline=True)
     def fmul_rn(a, b):
         return libdevice.fmul_rn(a, b)
-
-
-# Tensors per launch of the kernels that take a tuple of them (note 3).
-MAX_PARTS = 32
-
-
-def padded(items):
-    """The tuple ``items`` (1 to MAX_PARTS of them) padded to a power of two with its first;
-    the padding is never read (the grid's y extent is ``len(items)``)."""
-    k = 1 << (len(items) - 1).bit_length()
-    return tuple(items) + (items[0],) * (k - len(items))
 
 
 # ``put_level`` modes (note 4): store the level, or dequantize it into a total; bits of the mode.

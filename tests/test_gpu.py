@@ -715,7 +715,9 @@ def test_buckets_exchanged_at_once_encode_as_one_batch_with_each_buckets_bytes(k
     of ranks, whatever the buckets (rank_sums.py: the allgather's two ranks, the scatter's
     two, the gather's one); every rank sends the bytes and gets the sums of the same
     exchanges on the host, bucket by bucket."""
+    from horovod_huffman.codec import message, quantizers
     from horovod_huffman.codec.encoders import gpu
+    from horovod_huffman.exchange import array_ops
     from horovod_huffman.exchange.allreduce import Job, allgather_sum, two_phase_sum
     from horovod_huffman.exchange.array_ops import DeviceOps, HostOps
     from horovod_huffman.exchange.codec_state import Codec
@@ -747,18 +749,84 @@ def test_buckets_exchanged_at_once_encode_as_one_batch_with_each_buckets_bytes(k
 
     host_group, dev_group = LocalGroup(2), LocalGroup(2)
     host = run_ranks(exchanges(HostOps, codecs(), host_group, False))
-    launches = {}
+    launches, quantize, own, concat = {}, {}, {}, {}
     monkeypatch.setattr(gpu, "cuda_decode", _Counted(gpu.cuda_decode, launches))
+    monkeypatch.setattr(quantizers, "cq", _Counted(quantizers.cq, quantize))
+    monkeypatch.setattr(array_ops, "cq", _Counted(array_ops.cq, own))
+    monkeypatch.setattr(message, "cp", _Counted(message.cp, concat))
     dev = run_ranks(exchanges(ops, codecs(), dev_group, True))
     monkeypatch.undo()
-    assert batches == ([6, 6] if kind == "two_phase" else [6])
-    assert launches["launch"] == (3 if kind == "two_phase" else 2)
+    two = kind == "two_phase"
+    assert batches == ([6, 6] if two else [6])
+    assert launches["launch"] == (3 if two else 2)
+    # Scales and levels: the scatter's 12 shards, then the 6 summed ones; the allgather's 6.
+    assert quantize["launch"] == (4 if two else 2)
+    assert own["launch"] == (2 if two else 1)           # the own tensors of a round of ranks
+    assert concat["launch"] == (4 if two else 2)        # each batch's levels and scales
     assert dev_group._submitted.keys() == host_group._submitted.keys()
     for slot, sent in host_group._submitted.items():
         for r, (_, data, _) in sent.items():
             assert bytes(dev_group._submitted[slot][r][1]) == bytes(data), (slot, r)
     for h, d in zip(host, dev):
         np.testing.assert_allclose(d.copy_to_host(), h, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_forty_gradients_quantize_in_two_launches_per_kernel_with_the_hosts_levels(
+        dtype, monkeypatch):
+    """QSGD.quantize_batch of 40 device gradients (empty ones among them) launches each
+    kernel once per 32 (cuda_parts.MAX_PARTS); every tensor's levels and scales are those
+    the host gives it alone with its seed, and slices of one array each."""
+    from horovod_huffman.codec import quantizers
+
+    rng = np.random.default_rng(13)
+    sizes = [int(n) for n in rng.integers(0, 300, 40)]
+    sizes[5] = sizes[33] = 0
+    grads = [rng.standard_normal(n).astype(dtype) for n in sizes]
+    seeds = [int(s) for s in rng.integers(0, 2**62, 40)]
+    quantizer = hh.QSGD(levels=8, bucket_size=64)
+    stream = cuda.stream()
+    counts = {}
+    monkeypatch.setattr(quantizers, "cq", _Counted(quantizers.cq, counts))
+    qts = quantizer.quantize_batch([cuda.to_device(g, stream=stream) for g in grads], seeds,
+                                   stream)
+    monkeypatch.undo()
+    assert counts["launch"] == 4
+    for g, seed, qt in zip(grads, seeds, qts):
+        want = quantizer.quantize(g, seed=seed)
+        assert qt.shape == want.shape and qt.dtype == want.dtype
+        np.testing.assert_array_equal(qt.levels.copy_to_host(), want.levels)
+        np.testing.assert_array_equal(qt.scales.copy_to_host(), want.scales)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_own_tensors_dequantize_into_their_totals_in_one_launch_per_32(dtype, monkeypatch):
+    """DeviceOps.dequantize_all of 34 quantized tensors into slices of one total, assigned or
+    added, in two launches (cuda_quantize.dequantize_parts), equals HostOps.dequantize_all
+    bit for bit."""
+    from horovod_huffman.exchange import array_ops
+    from horovod_huffman.exchange.array_ops import DeviceOps, HostOps
+
+    rng = np.random.default_rng(14)
+    sizes = [int(n) for n in rng.integers(0, 200, 34)]
+    quantizer = hh.QSGD(levels=8, bucket_size=32, seed=3)
+    qts = [quantizer.quantize(rng.standard_normal(n).astype(dtype)) for n in sizes]
+    offsets = np.cumsum([0] + sizes)
+    start = rng.standard_normal(int(offsets[-1])).astype(dtype)
+    adds = [bool(k % 3) for k in range(len(qts))]
+    host = start.copy()
+    HostOps.dequantize_all([(host, int(o), qt, a) for o, qt, a in zip(offsets, qts, adds)])
+    stream = cuda.stream()
+    total = cuda.to_device(start, stream=stream)
+    dev_qts = [hh.QuantizedTensor(cuda.to_device(qt.levels), cuda.to_device(qt.scales),
+                                  qt.shape, qt.dtype, qt.bucket_size) for qt in qts]
+    counts = {}
+    monkeypatch.setattr(array_ops, "cq", _Counted(array_ops.cq, counts))
+    DeviceOps(stream).dequantize_all([(total, int(o), qt, a)
+                                      for o, qt, a in zip(offsets, dev_qts, adds)])
+    monkeypatch.undo()
+    assert counts["launch"] == 2
+    np.testing.assert_array_equal(total.copy_to_host(), host)
 
 
 def test_the_pipeline_encodes_the_buckets_it_holds_at_once_as_one_batch():

@@ -22,10 +22,12 @@ from dataclasses import dataclass
 import numpy as np
 from numba import cuda
 
+from horovod_huffman.kernels import cuda_parts as cp
+from horovod_huffman.kernels.cuda_bits import BLOCK
 from horovod_huffman.kernels.maxima import MAX_NDIM
 
 from . import wire
-from .device import is_device_array, as_device_array, stream_or_default, copy_to_host
+from .device import is_device_array, as_device_array, stream_or_default, copy_to_host, grid_for
 from .encoders import Encoder, as_encoder, check, decode, decode_dequantized
 from .errors import DecodeError
 from .quantizers import QuantizedTensor
@@ -119,14 +121,18 @@ def encode_batch(qts, encoder="rlh", stream=None):
 
 def _end_to_end(arrays, stream):
     """One device array of ``arrays`` (device arrays of one dtype) flattened and laid end to
-    end, copied on ``stream``."""
+    end on ``stream``: one launch per MAX_PARTS of them (cuda_parts.concat)."""
     arrays = [as_device_array(a) for a in arrays]
-    out = cuda.device_array(sum(a.size for a in arrays), dtype=arrays[0].dtype, stream=stream)
-    pos = 0
-    for a in arrays:
-        if a.size:
-            out[pos:pos + a.size].copy_to_device(a.reshape(a.size), stream=stream)
-        pos += a.size
+    sizes = [a.size for a in arrays]
+    starts = np.cumsum([0] + sizes)
+    out = cuda.device_array(int(starts[-1]), dtype=arrays[0].dtype, stream=stream)
+    for a in range(0, len(arrays), cp.MAX_PARTS):
+        part = range(a, min(a + cp.MAX_PARTS, len(arrays)))
+        if any(sizes[k] for k in part):
+            cp.concat[(grid_for(max(sizes[k] for k in part), BLOCK), len(part)),
+                      BLOCK, stream](
+                cp.padded(tuple(arrays[k].reshape(sizes[k]) for k in part)),
+                cp.padded(tuple(int(starts[k]) for k in part)), out)
     return out
 
 

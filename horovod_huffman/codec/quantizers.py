@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import cuda
 
-from horovod_huffman.kernels import cuda_quantize as cq, quantize as qk
+from horovod_huffman.kernels import cuda_parts as cp, cuda_quantize as cq, quantize as qk
 from horovod_huffman.kernels.cuda_bits import BLOCK as _BLOCK
 
 from .device import is_device_array, as_device_array, stream_or_default, copy_to_host, grid_for
@@ -132,13 +132,13 @@ class QSGD(_Seeded):
         scales = cuda.device_array(int(firsts[-1]), dtype=np.float32, stream=stream)
         inv = cuda.device_array(int(firsts[-1]), dtype=np.float64, stream=stream)
         s = float(self.levels)
-        for a in range(0, len(flats), cq.MAX_PARTS):
-            part = range(a, min(a + cq.MAX_PARTS, len(flats)))
+        for a in range(0, len(flats), cp.MAX_PARTS):
+            part = range(a, min(a + cp.MAX_PARTS, len(flats)))
             if not any(sizes[k] for k in part):
                 continue
-            xs = cq.padded(tuple(flats[k][0] for k in part))
-            at = [cq.padded(tuple(int(v[k]) for k in part)) for v in (firsts, starts)]
-            seed = cq.padded(tuple(self.next_seed(seeds[k]) for k in part))
+            xs = cp.padded(tuple(flats[k][0] for k in part))
+            at = [cp.padded(tuple(int(v[k]) for k in part)) for v in (firsts, starts)]
+            seed = cp.padded(tuple(self.next_seed(seeds[k]) for k in part))
             cq.qsgd_scales[(grid_for(max(counts[k] for k in part), _BLOCK), len(part)), _BLOCK,
                            stream](xs, s, self.bucket_size, at[0], scales, inv)
             cq.qsgd_levels[(grid_for(max(sizes[k] for k in part), _BLOCK), len(part)), _BLOCK,

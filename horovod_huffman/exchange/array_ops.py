@@ -8,7 +8,8 @@ bytes and the scales. Work arrays are float32, or float64 for float64 gradients.
 import numpy as np
 from numba import cuda
 
-from horovod_huffman.kernels import cuda_feedback as cf, cuda_quantize as cq, quantize as qk
+from horovod_huffman.kernels import cuda_feedback as cf, cuda_parts as cp, cuda_quantize as cq, \
+    quantize as qk
 from horovod_huffman.kernels.cuda_bits import BLOCK
 
 from ..codec.device import grid_for, is_device_array
@@ -252,8 +253,8 @@ class DeviceOps:
         for group in groups.values():
             out = group[0][0]
             wide = cq.PUT_WIDE if out.dtype == np.float64 else 0
-            for a in range(0, len(group), cq.MAX_PARTS):
-                chunk = group[a:a + cq.MAX_PARTS]
+            for a in range(0, len(group), cp.MAX_PARTS):
+                chunk = group[a:a + cp.MAX_PARTS]
                 levels = tuple(qt.levels.reshape(qt.numel) for _, _, qt, _ in chunk)
                 scales = tuple(device_scales(qt, np.float32, self.stream)
                                for _, _, qt, _ in chunk)
@@ -263,7 +264,7 @@ class DeviceOps:
                               for *_, add in chunk)
                 grid = (grid_for(max(qt.numel for _, _, qt, _ in chunk), BLOCK), len(chunk))
                 cq.dequantize_parts[grid, BLOCK, self.stream](
-                    *(cq.padded(t) for t in (levels, scales, buckets, offsets, modes)), out)
+                    *(cp.padded(t) for t in (levels, scales, buckets, offsets, modes)), out)
 
     def empty(self, n, dtype):
         return cuda.device_array(n, dtype=dtype, stream=self.stream)
