@@ -771,6 +771,32 @@ def test_buckets_exchanged_at_once_encode_as_one_batch_with_each_buckets_bytes(k
         np.testing.assert_allclose(d.copy_to_host(), h, rtol=1e-6, atol=1e-7)
 
 
+def test_copies_to_the_host_land_in_a_page_locked_buffer_lent_again_once_unviewed():
+    """device.copy_to_host copies into a PinnedPool buffer: while any view of a result lives,
+    its buffer is not lent again; once none does, the next copy reuses it."""
+    from horovod_huffman.codec.device import PinnedPool, copy_to_host
+    import horovod_huffman.codec.device as device
+
+    pool = PinnedPool(limit=1 << 20)
+    stream = cuda.stream()
+    old, device._PINNED = device._PINNED, pool
+    try:
+        first = copy_to_host(cuda.to_device(np.arange(10.0)), stream)
+        part = first[3:5]
+        del first
+        second = copy_to_host(cuda.to_device(np.arange(7, dtype=np.int32)), stream)
+        assert len(pool._buffers) == 2 and part.tolist() == [3.0, 4.0]
+        del part
+        third = copy_to_host(cuda.to_device(np.arange(4, dtype=np.int8)), stream)
+        assert len(pool._buffers) == 2
+        assert second.tolist() == list(range(7)) and third.tolist() == list(range(4))
+        assert pool.take(2 << 20) is None          # beyond the limit: pageable memory
+        assert copy_to_host(cuda.to_device(np.arange(1 << 19)), stream).sum() == \
+            (1 << 19) * ((1 << 19) - 1) // 2
+    finally:
+        device._PINNED = old
+
+
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 def test_forty_gradients_quantize_in_two_launches_per_kernel_with_the_hosts_levels(
         dtype, monkeypatch):

@@ -28,7 +28,7 @@ from horovod_huffman.kernels.maxima import MAX_NDIM
 
 from . import wire
 from .device import is_device_array, as_device_array, stream_or_default, copy_to_host, grid_for
-from .encoders import Encoder, as_encoder, check, decode, decode_dequantized
+from .encoders import Encoder, as_encoder, check, decode, decode_dequantized, gpu
 from .errors import DecodeError
 from .quantizers import QuantizedTensor
 
@@ -99,10 +99,10 @@ def encode_batch(qts, encoder="rlh", stream=None):
     default). Device tensors of one level dtype, with an encoder that codes batches on the GPU
     (``Encoder.codes_in_batches``: the Huffman family), go as one batch: their levels laid end
     to end on the device (``Encoder.encoded_parts``, a fixed number of launches and copies to
-    the host whatever the number of tensors) and their scales brought to the host in one
-    copy."""
+    the host whatever the number of tensors), their scales brought to the host in the
+    payload's copy (gpu.Rider)."""
     enc = as_encoder(encoder)
-    batched = (len(qts) > 1 and getattr(enc, "codes_in_batches", False) and
+    batched = (qts and getattr(enc, "codes_in_batches", False) and
                all(is_device_array(qt.levels) and is_device_array(qt.scales) and
                    np.dtype(qt.scales.dtype) == np.float32 for qt in qts) and
                len({np.dtype(qt.levels.dtype) for qt in qts}) == 1)
@@ -112,8 +112,9 @@ def encode_batch(qts, encoder="rlh", stream=None):
         _check_fields(qt)
     stream = stream_or_default(stream)
     levels = _end_to_end([qt.levels for qt in qts], stream)
-    scales = copy_to_host(_end_to_end([qt.scales for qt in qts], stream), stream)
-    coded = enc.encoded_parts(levels, [qt.numel for qt in qts], stream)
+    rider = gpu.Rider(_end_to_end([qt.scales for qt in qts], stream))
+    coded = enc.encoded_parts(levels, [qt.numel for qt in qts], stream, rider)
+    scales = rider.host if rider.host is not None else copy_to_host(rider.array, stream)
     ends = np.cumsum([qt.scales.size for qt in qts])
     return [_message(qt, levels_stream, scales[end - qt.scales.size:end], stream)
             for qt, levels_stream, end in zip(qts, coded, ends)]
@@ -121,8 +122,11 @@ def encode_batch(qts, encoder="rlh", stream=None):
 
 def _end_to_end(arrays, stream):
     """One device array of ``arrays`` (device arrays of one dtype) flattened and laid end to
-    end on ``stream``: one launch per MAX_PARTS of them (cuda_parts.concat)."""
+    end on ``stream``: one launch per MAX_PARTS of them (cuda_parts.concat); a single array
+    is its own flat view."""
     arrays = [as_device_array(a) for a in arrays]
+    if len(arrays) == 1:
+        return arrays[0].reshape(arrays[0].size)
     sizes = [a.size for a in arrays]
     starts = np.cumsum([0] + sizes)
     out = cuda.device_array(int(starts[-1]), dtype=arrays[0].dtype, stream=stream)

@@ -108,8 +108,10 @@ class Encoder:
         bytes the part alone gives (``encoded_parts``)."""
         return [wire.frame(e) for e in self.encoded_parts(levels, sizes, stream)]
 
-    def encoded_parts(self, levels, sizes, stream=None):
-        """As ``encode_parts``, unframed: a list of ``wire.Encoded``.
+    def encoded_parts(self, levels, sizes, stream=None, rider=None):
+        """As ``encode_parts``, unframed: a list of ``wire.Encoded``. ``rider``: None, or a
+        gpu.Rider, a device array that a batch coded on the device brings to the host in its
+        payload's copy (``rider.host``; left None where no payload was copied).
 
         On the device, huffman, sh, rlh and shs code all the parts as one batch: each pass is
         one launch over every chunk of every part, and the copies to the host are a fixed few
@@ -123,7 +125,7 @@ class Encoder:
         if is_device_array(levels) and self.on_device:
             levels, stream = as_device_array(levels), stream_or_default(stream)
             check_device_levels(levels, stream)
-            results = iter(self._encode_device_parts(levels, sizes, stream))
+            results = iter(self._encode_device_parts(levels, sizes, stream, rider))
             return [self._empty(levels.dtype) if n == 0 else
                     self._result(levels.dtype, int(n), *next(results)) for n in sizes]
         return [self.encoded(levels[part], stream) for part in part_slices(sizes)]
@@ -174,10 +176,10 @@ class Encoder:
         """As ``_encode`` for a device array (non-empty, checked), kernels on ``stream``."""
         raise NotImplementedError
 
-    def _encode_device_parts(self, levels, sizes, stream):
+    def _encode_device_parts(self, levels, sizes, stream, rider=None):
         """``_encode_device`` of every non-empty part of device ``levels`` (checked): a list of
-        ``_encode`` results in part order. This one codes part by part; an encoder whose
-        kernels code a batch (``Batched``) overrides it."""
+        ``_encode`` results in part order. This one codes part by part (and carries no
+        ``rider``); an encoder whose kernels code a batch (``Batched``) overrides it."""
         return [self._encode_device(levels[part], stream) for part in part_slices(sizes)
                 if part.stop > part.start]
 

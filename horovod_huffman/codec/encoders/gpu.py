@@ -355,14 +355,24 @@ def gather(levels, positions, stream):
     return copy_to_host(out, stream)
 
 
+class Rider:
+    """A device array of 4-byte elements (a batch's scales) that ``token_payload`` brings to
+    the host in its payload's copy: ``host``, its host copy, once that copy has run (None
+    until then)."""
+
+    def __init__(self, array):
+        self.array, self.host = array, None
+
+
 class Batch:
     """Device levels of several parts (tensors) laid end to end in one flat array, ``sizes``
     levels each, cut into chunks of ``chunk`` levels part by part, so that a part's chunks are
     the ones the tensor alone has; the chunk table goes to the device in one copy
-    (kernels/cuda_tokens.py, note 2). An empty part has no chunk."""
+    (kernels/cuda_tokens.py, note 2). An empty part has no chunk. ``rider``: None, or a
+    Rider to bring to the host with the payload."""
 
-    def __init__(self, levels, sizes, stream, chunk=CHUNK_LEVELS):
-        self.levels, self.stream, self.chunk = levels, stream, int(chunk)
+    def __init__(self, levels, sizes, stream, chunk=CHUNK_LEVELS, rider=None):
+        self.levels, self.stream, self.chunk, self.rider = levels, stream, int(chunk), rider
         self.sizes = np.asarray(sizes, dtype=np.int64).reshape(-1)
         if self.sizes.sum() != levels.size:
             raise ValueError(f"parts of {int(self.sizes.sum())} levels in all, for "
@@ -510,7 +520,8 @@ def token_payload(tokens, codes, vbits, k=1):
     here, an empty or constant one) as a chunked stream: a list, per part, of (host uint32
     words, words used, host chunk bits), laid out exactly as the CPU encoders lay them out, or
     None. Two launches and two copies to the host for the whole batch: every chunk's bits,
-    then every part's words, each part from a word of its own."""
+    then every part's words, each part from a word of its own, and after them the batch's
+    rider (Batch.rider) if it has one."""
     batch = tokens.batch
     stream, n_chunks, n_parts = batch.stream, batch.n_chunks, batch.n_parts
     coded = [c for c in codes if c is not None]
@@ -542,11 +553,17 @@ def token_payload(tokens, codes, vbits, k=1):
         starts[rows] = at_word * WORD_BITS + part_starts
         layout.append((at_word, n_words, chunk_bits[rows].copy()))
         at_word += n_words + 1                 # + 1: a flush may OR into the next word
-    out = _zeroed_words(max(at_word, 1), stream)
+    rider = batch.rider
+    riding = 0 if rider is None else rider.array.size
+    out = _zeroed_words(max(at_word + riding, 1), stream)
     if n_chunks and coded:
         cuda_tokens.write_tokens[n_chunks, BLOCK, stream](
             *args, cuda.to_device(starts, stream=stream), out)
+    if riding:
+        out[at_word:at_word + riding].copy_to_device(rider.array.view(np.uint32), stream=stream)
     host = copy_to_host(out, stream)
+    if rider is not None:
+        rider.host = host[at_word:at_word + riding].view(rider.array.dtype)
     return [None if part is None else (host[part[0]:part[0] + part[1] + 1], part[1], part[2])
             for part in layout]
 

@@ -91,8 +91,8 @@ class Huffman(Batched, Chunked):
     def _encode(self, levels):
         return emit(levels, self.plan(levels))
 
-    def _encode_device_parts(self, levels, sizes, stream):
-        batch = gpu.Batch(levels, sizes, stream, self.chunk_levels)
+    def _encode_device_parts(self, levels, sizes, stream, rider=None):
+        batch = gpu.Batch(levels, sizes, stream, self.chunk_levels, rider)
         return emit_device_parts(batch, self.plan_device_parts(batch))
 
     @classmethod

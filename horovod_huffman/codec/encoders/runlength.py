@@ -70,8 +70,8 @@ class RLH(Batched, Chunked):
             n_words, \
             payload_bits(chunk_bits)
 
-    def _encode_device_parts(self, levels, sizes, stream):
-        batch = gpu.Batch(levels, sizes, stream, self.chunk_levels)
+    def _encode_device_parts(self, levels, sizes, stream, rider=None):
+        batch = gpu.Batch(levels, sizes, stream, self.chunk_levels, rider)
         tokens = gpu.Tokens(batch, gpu.RUNS)
         _, windows, counts = gpu.window_counts(
             tokens, lambda lo, hi: (lo, min(hi - lo + 1, RLH_MAX_WINDOW)))
@@ -272,8 +272,8 @@ class SHS(Sampled, Batched, Chunked):
     def _encode(self, levels):
         return emit_shs(levels, self.plan(levels))
 
-    def _encode_device_parts(self, levels, sizes, stream):
-        batch = gpu.Batch(levels, sizes, stream, self.chunk_levels)
+    def _encode_device_parts(self, levels, sizes, stream, rider=None):
+        batch = gpu.Batch(levels, sizes, stream, self.chunk_levels, rider)
         return emit_shs_device_parts(batch, self.plan_device_parts(batch))
 
     @classmethod
