@@ -26,7 +26,7 @@ import types as pytypes
 def kernels(types):
     """(name, kernel, signature) of every decoder, for float32 and float64 totals, of the
     token encoders' batch kernels, for int8 levels, and of the kernels that take a tuple of
-    tensors (QSGD's and dequantize_parts), at their longest tuple."""
+    tensors (QSGD's, TernGrad's and dequantize_parts), at their longest tuple."""
     from horovod_huffman.kernels import cuda_decode, cuda_quantize, cuda_tokens
     i64, u32, u64 = types.int64, types.uint32, types.uint64
 
@@ -52,6 +52,10 @@ def kernels(types):
              (xs, f64, i64, ints, arr(types.float32), arr(f64))),
             (f"qsgd_levels/{grad}", cuda_quantize.qsgd_levels,
              (xs, f64, i64, ints, ints, ints, arr(f64), arr(types.int8))),
+            (f"terngrad_maxima/{grad}", cuda_quantize.terngrad_maxima,
+             (xs, ints, types.UniTuple(f64, k), ints, arr(f64), arr(i64))),
+            (f"terngrad_levels/{grad}", cuda_quantize.terngrad_levels,
+             (xs, ints, types.UniTuple(f64, k), ints, ints, ints, arr(f64), arr(types.int8))),
         ]
     for total in (types.float32, types.float64):
         out.append((f"dequantize_parts/{total}", cuda_quantize.dequantize_parts,

@@ -8,7 +8,10 @@ READ ME FIRST
    compiler never fuses with a following add into an FMA (a fused multiply-add rounds once,
    not twice, and would change the sum); ``fmul_rn`` likewise in float32. The simulator's
    libdevice lacks them, so there a plain product stands in.
-3. Two kernels per quantizer: one thread per bucket for the scale, then one per element.
+3. QSGD takes two kernels: one thread per bucket for the scale (its sum of squares must keep
+   squares.py's order), then one per element. TernGrad's max-norm is exact in any order, so
+   blocks reduce a bucket's segments in parallel and merge them atomically
+   (``terngrad_maxima``), then a thread per element draws the levels.
    QSGD's and ``dequantize_parts`` take a tuple of tensors, the y index of the grid choosing
    one, so that a step's buckets take one launch (cuda_parts.py).
 4. Decoders write level j through ``put_level``, which either stores the level or dequantizes
@@ -22,7 +25,7 @@ import math
 from numba import config, cuda, float32, float64, int64
 
 from .cuda_bits import BLOCK
-from .quantize import splitmix_uniform, clipped_max_norm
+from .quantize import splitmix_uniform
 from .squares import SUM_LANES
 
 if config.ENABLE_CUDASIM:
@@ -75,7 +78,9 @@ def put_level(out, total, scales, bucket, mode, j, level):
 
 
 uniform = cuda.jit(device=True, inline=True)(splitmix_uniform)     # quantize.uniform
-bucket_max_norm = cuda.jit(device=True, inline=True)(clipped_max_norm)     # quantize.max_norm
+
+# Elements of a TernGrad bucket one block of ``terngrad_maxima`` reduces at a time.
+SEGMENT = 8 * BLOCK
 
 
 @cuda.jit(device=True, inline=True)
@@ -140,25 +145,82 @@ def qsgd_levels(xs, s, bucket, seeds, firsts, starts, inv, levels):
 
 
 @cuda.jit
-def terngrad_scales(x, bucket, clip_at, scales, max_norm):
-    """Per bucket max-norm m (after clipping at ``clip_at`` > 0): scales = m as float32 (NaN if
-    a value is non-finite), max_norm = m as float64 (0 where levels must be 0). One thread per
-    bucket."""
-    b = cuda.grid(1)
-    if b >= scales.shape[0]:
-        return
-    start = int64(b) * bucket
-    m, finite = bucket_max_norm(x, start, min(start + bucket, x.shape[0]), clip_at)
-    scales[b] = m if finite else math.nan
-    max_norm[b] = m if finite else 0.0
+def terngrad_maxima(xs, buckets, clip_ats, firsts, maxima, finite):
+    """Bucket b of tensor p (``xs[p]``, ``buckets[p]`` elements per bucket, clipped at
+    ``clip_ats[p]`` when > 0; p = blockIdx.y): maxima[firsts[p] + b] = max of its clipped |x|,
+    finite[firsts[p] + b] = 0 if a value is not finite, both starting at 0 and 1
+    (``terngrad_start``). A block reduces SEGMENT elements of a bucket at a time and merges
+    its maximum atomically: a maximum is exact in any order, so the result is the host's.
+    Any grid along x."""
+    p = cuda.blockIdx.y
+    x, bucket, clip_at, first = xs[p], buckets[p], clip_ats[p], firsts[p]
+    n = x.shape[0]
+    per_bucket = (bucket + SEGMENT - 1) // SEGMENT
+    n_buckets = (n + bucket - 1) // bucket
+    best = cuda.shared.array(BLOCK, float64)
+    bad = cuda.shared.array(BLOCK, int64)
+    t = cuda.threadIdx.x
+    for s in range(cuda.blockIdx.x, n_buckets * per_bucket, cuda.gridDim.x):
+        b = s // per_bucket
+        start = int64(b) * bucket + (s % per_bucket) * SEGMENT
+        stop = min(start + SEGMENT, min(int64(b + 1) * bucket, n))
+        m = 0.0
+        ok = 1
+        for i in range(start + t, stop, BLOCK):
+            a = abs(float64(x[i]))
+            if not math.isfinite(a):
+                ok = 0
+            if clip_at > 0.0 and a > clip_at:
+                a = clip_at
+            if a > m:
+                m = a
+        best[t] = m
+        bad[t] = 1 - ok
+        cuda.syncthreads()
+        half = BLOCK // 2
+        while half > 0:
+            if t < half:
+                if best[t + half] > best[t]:
+                    best[t] = best[t + half]
+                bad[t] |= bad[t + half]
+            cuda.syncthreads()
+            half //= 2
+        if t == 0 and start < stop:
+            cuda.atomic.max(maxima, first + b, best[0])
+            if bad[0]:
+                finite[first + b] = 0
+        cuda.syncthreads()
 
 
 @cuda.jit
-def terngrad_levels(x, bucket, clip_at, seed, max_norm, levels):
-    """level = sign(x) * Bernoulli(|x| / m) with m the bucket's max-norm. Any grid."""
+def terngrad_start(maxima, finite):
+    """maxima[b] = 0 and finite[b] = 1, before ``terngrad_maxima``. Any grid."""
+    for b in range(cuda.grid(1), maxima.shape[0], cuda.gridsize(1)):
+        maxima[b] = 0.0
+        finite[b] = 1
+
+
+@cuda.jit
+def terngrad_scales(maxima, finite, scales, max_norm):
+    """Per bucket, from ``terngrad_maxima``'s m: scales = m as float32 (NaN if a value is
+    non-finite), max_norm = m as float64 (0 where levels must be 0). Any grid."""
+    for b in range(cuda.grid(1), maxima.shape[0], cuda.gridsize(1)):
+        m = maxima[b]
+        scales[b] = m if finite[b] else math.nan
+        max_norm[b] = m if finite[b] else 0.0
+
+
+@cuda.jit
+def terngrad_levels(xs, buckets, clip_ats, seeds, firsts, starts, max_norm, levels):
+    """Element i of tensor p (as ``terngrad_maxima``): levels[starts[p] + i] = sign(x) *
+    Bernoulli(|x| / m), m = max_norm[firsts[p] + i // buckets[p]], drawn with
+    uniform(seeds[p], i) as the host draws for that tensor alone. Any grid along x."""
+    p = cuda.blockIdx.y
+    x, bucket, clip_at, seed = xs[p], buckets[p], clip_ats[p], seeds[p]
+    first, at = firsts[p], starts[p]
     for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
-        m = max_norm[i // bucket]
-        levels[i] = 0
+        m = max_norm[first + i // bucket]
+        levels[at + i] = 0
         if m == 0.0:
             continue
         v = float64(x[i])
@@ -166,7 +228,7 @@ def terngrad_levels(x, bucket, clip_at, seed, max_norm, levels):
         if clip_at > 0.0 and a > clip_at:
             a = clip_at
         if uniform(seed, i) < a / m:
-            levels[i] = -1 if v < 0 else 1
+            levels[at + i] = -1 if v < 0 else 1
 
 
 @cuda.jit

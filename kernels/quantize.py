@@ -38,10 +38,10 @@ def splitmix_uniform(seed, index):
 uniform = njit(cache=True, inline="always")(splitmix_uniform)
 
 
-def clipped_max_norm(x, start, stop, clip_at):
+@njit(cache=True, inline="always")
+def max_norm(x, start, stop, clip_at):
     """(max |x[i]| over [start, stop) after clipping at ``clip_at`` > 0, whether all x[i] were
-    finite). Plain Python compiled twice, like ``splitmix_uniform``: ``max_norm`` here and a
-    device function in cuda_quantize.py."""
+    finite)."""
     m = 0.0
     finite = True
     for i in range(start, stop):
@@ -53,9 +53,6 @@ def clipped_max_norm(x, start, stop, clip_at):
         if a > m:
             m = a
     return m, finite
-
-
-max_norm = njit(cache=True, inline="always")(clipped_max_norm)
 
 
 @njit(cache=True, nogil=True)

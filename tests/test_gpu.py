@@ -798,26 +798,30 @@ def test_copies_to_the_host_land_in_a_page_locked_buffer_lent_again_once_unviewe
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("quantizer, launches", [
+    (hh.QSGD(levels=8, bucket_size=64), 4),         # scales, levels: twice each
+    (hh.TernGrad(), 6),                             # and the maxima's start and scales once
+    (hh.TernGrad(bucket_size=64), 6)], ids=["qsgd", "terngrad", "terngrad-buckets"])
 def test_forty_gradients_quantize_in_two_launches_per_kernel_with_the_hosts_levels(
-        dtype, monkeypatch):
-    """QSGD.quantize_batch of 40 device gradients (empty ones among them) launches each
-    kernel once per 32 (cuda_parts.MAX_PARTS); every tensor's levels and scales are those
-    the host gives it alone with its seed, and slices of one array each."""
+        dtype, quantizer, launches, monkeypatch):
+    """quantize_batch of 40 device gradients (empty ones among them) launches each kernel
+    over tensors once per 32 (cuda_parts.MAX_PARTS); every tensor's levels and scales are
+    those the host gives it alone with its seed, and slices of one array each."""
     from horovod_huffman.codec import quantizers
 
     rng = np.random.default_rng(13)
     sizes = [int(n) for n in rng.integers(0, 300, 40)]
     sizes[5] = sizes[33] = 0
+    sizes[7] = 5000                   # a TernGrad bucket of three segments (cuda_quantize)
     grads = [rng.standard_normal(n).astype(dtype) for n in sizes]
     seeds = [int(s) for s in rng.integers(0, 2**62, 40)]
-    quantizer = hh.QSGD(levels=8, bucket_size=64)
     stream = cuda.stream()
     counts = {}
     monkeypatch.setattr(quantizers, "cq", _Counted(quantizers.cq, counts))
     qts = quantizer.quantize_batch([cuda.to_device(g, stream=stream) for g in grads], seeds,
                                    stream)
     monkeypatch.undo()
-    assert counts["launch"] == 4
+    assert counts["launch"] == launches
     for g, seed, qt in zip(grads, seeds, qts):
         want = quantizer.quantize(g, seed=seed)
         assert qt.shape == want.shape and qt.dtype == want.dtype

@@ -63,6 +63,7 @@ def _bucket_count(n, bucket):
 
 class _Seeded:
     """Draws one 64-bit kernel seed per call from a Generator seeded once (None: OS entropy)."""
+    quantizes_in_batches = True     # quantize_batch quantizes device tensors in one launch
 
     def __init__(self, seed):
         self.seed = seed
@@ -75,9 +76,9 @@ class _Seeded:
         return int(seed) & (2**63 - 1) if seed is not None else int(self._rng.integers(0, 2**63 - 1))
 
     def quantize_batch(self, grads, seeds, stream=None):
-        """[``quantize(g, seed=s, stream=stream)`` for each g, s of ``grads``, ``seeds``]: a
-        quantizer that ``quantizes_in_batches`` does it for device arrays in one launch per
-        kernel and MAX_PARTS tensors, their levels and scales slices of one array each."""
+        """[``quantize(g, seed=s, stream=stream)`` for each g, s of ``grads``, ``seeds``]. Device
+        arrays (of one float dtype) quantize together: one launch per kernel and MAX_PARTS
+        tensors, their levels and scales slices of one array each."""
         return [self.quantize(g, seed=s, stream=stream) for g, s in zip(grads, seeds)]
 
 
@@ -88,7 +89,6 @@ class QSGD(_Seeded):
     Unbiased; levels in [-s, s] (``levels`` = s), int8 up to s = 127.
     """
     biased = False
-    quantizes_in_batches = True
 
     def __init__(self, levels=8, bucket_size=512, seed=None):
         if not isinstance(levels, (int, np.integer)) or not 1 <= levels <= np.iinfo(np.int32).max:
@@ -118,33 +118,26 @@ class QSGD(_Seeded):
         return QuantizedTensor(levels, scales, shape, dtype, self.bucket_size)
 
 
+    @property
+    def batch_key(self):
+        """Quantizers whose batch keys are equal quantize every tensor alike (seeds aside)."""
+        return "QSGD", self.levels, self.bucket_size
+
     def quantize_batch(self, grads, seeds, stream=None):
         if not grads or not all(is_device_array(g) for g in grads):
             return super().quantize_batch(grads, seeds, stream)
-        flats = [_flat_device(g, stream) for g in grads]
-        stream = flats[0][3]
-        if len({f[2] for f in flats}) > 1:
-            raise TypeError("a batch of device gradients must share one float dtype")
-        sizes = [int(f[0].size) for f in flats]
-        counts = [_bucket_count(n, self.bucket_size) for n in sizes]
-        starts, firsts = np.cumsum([0] + sizes), np.cumsum([0] + counts)
-        levels = cuda.device_array(int(starts[-1]), dtype=self.level_dtype, stream=stream)
-        scales = cuda.device_array(int(firsts[-1]), dtype=np.float32, stream=stream)
-        inv = cuda.device_array(int(firsts[-1]), dtype=np.float64, stream=stream)
-        s = float(self.levels)
-        for a in range(0, len(flats), cp.MAX_PARTS):
-            part = range(a, min(a + cp.MAX_PARTS, len(flats)))
-            if not any(sizes[k] for k in part):
-                continue
-            xs = cp.padded(tuple(flats[k][0] for k in part))
-            at = [cp.padded(tuple(int(v[k]) for k in part)) for v in (firsts, starts)]
-            seed = cp.padded(tuple(self.next_seed(seeds[k]) for k in part))
-            cq.qsgd_scales[(grid_for(max(counts[k] for k in part), _BLOCK), len(part)), _BLOCK,
-                           stream](xs, s, self.bucket_size, at[0], scales, inv)
-            cq.qsgd_levels[(grid_for(max(sizes[k] for k in part), _BLOCK), len(part)), _BLOCK,
-                           stream](xs, s, self.bucket_size, seed, at[0], at[1], inv, levels)
-        return [QuantizedTensor(levels[starts[k]:starts[k + 1]], scales[firsts[k]:firsts[k + 1]],
-                                f[1], f[2], self.bucket_size) for k, f in enumerate(flats)]
+        batch = _DeviceBatch(grads, stream, lambda n: self.bucket_size, self.level_dtype)
+        s, stream = float(self.levels), batch.stream
+        drawn = [self.next_seed(x) for x in seeds]
+        for part in batch.launches():
+            xs, firsts = batch.tensors(part), batch.ints(batch.firsts, part)
+            seed = batch.ints(drawn, part)
+            cq.qsgd_scales[batch.grid(part, batch.counts), _BLOCK, stream](
+                xs, s, self.bucket_size, firsts, batch.scales, batch.factors)
+            cq.qsgd_levels[batch.grid(part, batch.sizes), _BLOCK, stream](
+                xs, s, self.bucket_size, seed, firsts, batch.ints(batch.starts, part),
+                batch.factors, batch.levels)
+        return batch.results()
 
 
 class TernGrad(_Seeded):
@@ -172,11 +165,16 @@ class TernGrad(_Seeded):
     def __repr__(self):
         return f"TernGrad(clip={self.clip!r}, bucket_size={self.bucket_size!r}, seed={self.seed!r})"
 
+    @property
+    def batch_key(self):
+        """As QSGD.batch_key."""
+        return "TernGrad", self.clip, self.bucket_size
+
     def quantize(self, grad, seed=None, stream=None):
         """As QSGD.quantize. On a GPU array the clip threshold's standard deviation is a
         fixed-order device reduction, which may differ from NumPy's in the last bits."""
         if is_device_array(grad):
-            return self._quantize_device(grad, seed, stream)
+            return self.quantize_batch([grad], [seed], stream)[0]
         flat, shape, dtype = _flat_float(grad)
         bucket = self.bucket_size or max(flat.size, 1)
         clip_at = float(self.clip * flat.std()) if self.clip is not None and flat.size else 0.0
@@ -185,22 +183,88 @@ class TernGrad(_Seeded):
         qk.terngrad(flat, bucket, clip_at, self.next_seed(seed), levels, scales)
         return QuantizedTensor(levels, scales, shape, dtype, bucket)
 
-    def _quantize_device(self, grad, seed, stream):
-        flat, shape, dtype, stream = _flat_device(grad, stream)
-        bucket = self.bucket_size or max(flat.size, 1)
-        n_buckets = _bucket_count(flat.size, bucket)
-        clip_at = float(self.clip * _device_std(flat, stream)) \
-            if self.clip is not None and flat.size else 0.0
-        levels = cuda.device_array(flat.size, dtype=np.int8, stream=stream)
-        scales = cuda.device_array(n_buckets, dtype=np.float32, stream=stream)
-        max_norm = cuda.device_array(n_buckets, dtype=np.float64, stream=stream)
-        seed = self.next_seed(seed)
-        if flat.size:
-            cq.terngrad_scales[grid_for(n_buckets, _BLOCK), _BLOCK, stream](
-                flat, bucket, clip_at, scales, max_norm)
-            cq.terngrad_levels[grid_for(flat.size, _BLOCK), _BLOCK, stream](
-                flat, bucket, clip_at, seed, max_norm, levels)
-        return QuantizedTensor(levels, scales, shape, dtype, bucket)
+    def quantize_batch(self, grads, seeds, stream=None):
+        """As QSGD.quantize_batch; a bucket's max-norm is reduced by blocks in parallel
+        (cuda_quantize.terngrad_maxima). With ``clip``, each tensor's standard deviation
+        takes a copy to the host."""
+        if not grads or not all(is_device_array(g) for g in grads):
+            return super().quantize_batch(grads, seeds, stream)
+        batch = _DeviceBatch(grads, stream, lambda n: self.bucket_size or max(n, 1), np.int8)
+        stream = batch.stream
+        drawn = [self.next_seed(x) for x in seeds]
+        clip_ats = [float(self.clip * _device_std(flat, stream))
+                    if self.clip is not None and flat.size else 0.0 for flat, *_ in batch.flats]
+        n_buckets = batch.scales.size
+        finite = cuda.device_array(n_buckets, dtype=np.int64, stream=stream)
+        grid = grid_for(n_buckets, _BLOCK)
+        if n_buckets:
+            cq.terngrad_start[grid, _BLOCK, stream](batch.factors, finite)
+        segments = [c * -(-b // cq.SEGMENT) for c, b in zip(batch.counts, batch.buckets)]
+        for part in batch.launches():
+            xs, firsts = batch.tensors(part), batch.ints(batch.firsts, part)
+            buckets, clip = batch.ints(batch.buckets, part), batch.ints(clip_ats, part)
+            cq.terngrad_maxima[batch.grid(part, segments, 1), _BLOCK, stream](
+                xs, buckets, clip, firsts, batch.factors, finite)
+        if n_buckets:
+            cq.terngrad_scales[grid, _BLOCK, stream](batch.factors, finite, batch.scales,
+                                                     batch.factors)
+        for part in batch.launches():
+            cq.terngrad_levels[batch.grid(part, batch.sizes), _BLOCK, stream](
+                batch.tensors(part), batch.ints(batch.buckets, part), batch.ints(clip_ats, part),
+                batch.ints(drawn, part), batch.ints(batch.firsts, part),
+                batch.ints(batch.starts, part), batch.factors, batch.levels)
+        return batch.results()
+
+
+class _DeviceBatch:
+    """Device gradients of one float dtype quantized together: their levels, scales and
+    float64 per-bucket factors (QSGD's s / norm, TernGrad's max-norm) are slices of one array
+    each, and each kernel takes them MAX_PARTS at a time (kernels/cuda_parts.py).
+    ``bucket_of(n)``: the bucket size of a tensor of n elements."""
+
+    def __init__(self, grads, stream, bucket_of, level_dtype):
+        self.flats = [_flat_device(g, stream) for g in grads]
+        self.stream = self.flats[0][3]
+        if len({f[2] for f in self.flats}) > 1:
+            raise TypeError("a batch of device gradients must share one float dtype")
+        self.sizes = [int(f[0].size) for f in self.flats]
+        self.buckets = [int(bucket_of(n)) for n in self.sizes]
+        self.counts = [_bucket_count(n, b) for n, b in zip(self.sizes, self.buckets)]
+        self.starts = [int(v) for v in np.cumsum([0] + self.sizes)]
+        self.firsts = [int(v) for v in np.cumsum([0] + self.counts)]
+        stream = self.stream
+        self.levels = cuda.device_array(self.starts[-1], dtype=level_dtype, stream=stream)
+        self.scales = cuda.device_array(self.firsts[-1], dtype=np.float32, stream=stream)
+        self.factors = cuda.device_array(self.firsts[-1], dtype=np.float64, stream=stream)
+
+    def launches(self):
+        """The tensors of each launch (ranges of at most MAX_PARTS indices), skipping those
+        that are all empty."""
+        n = len(self.flats)
+        for a in range(0, n, cp.MAX_PARTS):
+            part = range(a, min(a + cp.MAX_PARTS, n))
+            if any(self.sizes[k] for k in part):
+                yield part
+
+    def tensors(self, part):
+        return cp.padded(tuple(self.flats[k][0] for k in part))
+
+    @staticmethod
+    def ints(values, part):
+        """The kernel tuple of ``values`` (one per tensor) for the tensors of ``part``."""
+        return cp.padded(tuple(values[k] for k in part))
+
+    @staticmethod
+    def grid(part, work, per_block=_BLOCK):
+        """(blocks along x for the largest ``work`` of ``part`` at ``per_block`` items each,
+        one row of blocks per tensor)."""
+        return grid_for(max(work[k] for k in part), per_block), len(part)
+
+    def results(self):
+        return [QuantizedTensor(self.levels[self.starts[k]:self.starts[k + 1]],
+                                self.scales[self.firsts[k]:self.firsts[k + 1]],
+                                f[1], f[2], bucket)
+                for k, (f, bucket) in enumerate(zip(self.flats, self.buckets))]
 
 
 def _flat_device(grad, stream):

@@ -89,7 +89,7 @@ class Codec:
     def quantizing(self, ops, job, works, seed_names, states):
         """A Pending (allreduce.py) of the QuantizedTensors of the 1-D work arrays ``works``
         of ``job`` (allreduce.Job), as ``quantize`` of each with its seed name and state. A
-        quantizer that ``quantizes_in_batches`` (QSGD), with no error feedback, joins the
+        quantizer that ``quantizes_in_batches`` (QSGD, TernGrad), with no error feedback, joins the
         quantize queue of ``ops`` where it has one (DeviceOps), to be quantized with every
         gradient queued there with it in one launch per kernel (quantize_queue.py), the same
         levels; anything else is quantized now. Seeds are drawn now, in order."""

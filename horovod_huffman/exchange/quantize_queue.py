@@ -4,9 +4,9 @@ quantizations of several buckets run in one launch per kernel, as their encodes 
 (encode_queue.py).
 
 ``QuantizeQueue`` (one per ``DeviceOps``) holds the gradients that exchanges queued with it
-for a quantizer that ``quantizes_in_batches`` (QSGD) and no error feedback. When a driver
-flushes it, every gradient queued with quantizers of the same settings and the same float
-dtype goes into one ``quantize_batch``: their levels and scales are slices of one array each,
+for a quantizer that ``quantizes_in_batches`` (QSGD, TernGrad) and no error feedback. When a
+driver flushes it, every gradient queued with quantizers of the same settings and the same
+float dtype goes into one ``quantize_batch``: their levels and scales are slices of one array each,
 and each tensor's levels are those it has quantized alone with its seed, which was drawn
 when it was queued, in the order the exchanges asked. The time goes to the statistics of the
 exchanges it served, in proportion to their coordinates.
@@ -31,10 +31,9 @@ class QueuedQuantize(Queued):
 
     @property
     def batch_key(self):
-        """Gradients quantize in one batch when this is equal: the quantizer's type and
-        settings (its seed aside: each tensor brings its own) and the float dtype."""
-        q = self.quantizer
-        return type(q), q.levels, q.bucket_size, np.dtype(self.works[0].dtype).str
+        """Gradients quantize in one batch when this is equal: the quantizer's settings
+        (``batch_key``: its seed aside, as each tensor brings its own) and the float dtype."""
+        return self.quantizer.batch_key, np.dtype(self.works[0].dtype).str
 
     def done(self):
         return self.qts is not None or self.error is not None
