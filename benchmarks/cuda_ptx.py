@@ -2,8 +2,10 @@
 for a real GPU without one: PTX from numba-cuda, then ptxas.
 
 Checks what the CUDA simulator cannot: that the kernels type and compile for the real target,
-that their products stay unfused (no ``fma.rn``: the decoders' sums must equal the host's), and
-what they cost a multiprocessor (registers, spills, shared memory; ptxas -v). Needs numba-cuda
+that their products stay unfused (no ``fma.rn``: the decoders' sums must equal the host's),
+that their parameters fit 4 KiB (the kernels over tuples of tensors, kernels/cuda_parts.py),
+and what they cost a multiprocessor (registers, spills, shared memory; ptxas -v). It exits 1
+where a kernel fails either check. Needs numba-cuda
 with its CUDA bindings and NVRTC, libNVVM (CUDA_HOME) and, for the second step, ptxas; no
 driver and no GPU:
 
@@ -17,6 +19,7 @@ Device functions are compiled for the current device's compute capability; with 
 """
 import argparse
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -27,7 +30,7 @@ def kernels(types):
     """(name, kernel, signature) of every decoder, for float32 and float64 totals, of the
     token encoders' batch kernels, for int8 levels, and of the kernels that take a tuple of
     tensors (QSGD's, TernGrad's and dequantize_parts), at their longest tuple."""
-    from horovod_huffman.kernels import cuda_decode, cuda_quantize, cuda_tokens
+    from horovod_huffman.kernels import cuda_decode, cuda_parts, cuda_quantize, cuda_tokens
     i64, u32, u64 = types.int64, types.uint32, types.uint64
 
     def arr(t, dims=1):
@@ -43,7 +46,7 @@ def kernels(types):
         ("segment_bits", cuda_tokens.segment_bits, head + code + (arr(i64),)),
         ("write_tokens", cuda_tokens.write_tokens, head + code + (arr(i64), arr(u32))),
     ]
-    f64, k = types.float64, 32                    # tuples as long as cuda_quantize.MAX_PARTS
+    f64, k = types.float64, 32                    # tuples as long as cuda_parts.MAX_PARTS
     ints = types.UniTuple(i64, k)
     for grad in (types.float16, types.float32):
         xs = types.UniTuple(arr(grad), k)
@@ -57,10 +60,16 @@ def kernels(types):
             (f"terngrad_levels/{grad}", cuda_quantize.terngrad_levels,
              (xs, ints, types.UniTuple(f64, k), ints, ints, ints, arr(f64), arr(types.int8))),
         ]
+    half = types.UniTuple(i64, k // 2)           # dequantize_parts: two arrays a tensor
     for total in (types.float32, types.float64):
         out.append((f"dequantize_parts/{total}", cuda_quantize.dequantize_parts,
-                    (types.UniTuple(arr(types.int8), k), types.UniTuple(arr(types.float32), k),
-                     ints, ints, ints, arr(total))))
+                    (types.UniTuple(arr(types.int8), k // 2),
+                     types.UniTuple(arr(types.float32), k // 2), half, half, half, arr(total))))
+    out += [("terngrad_start", cuda_quantize.terngrad_start, (arr(f64), arr(i64))),
+            ("terngrad_scales", cuda_quantize.terngrad_scales,
+             (arr(f64), arr(i64), arr(types.float32), arr(f64))),
+            ("concat", cuda_parts.concat,
+             (types.UniTuple(arr(types.int8), k), ints, arr(types.int8)))]
     for total in (types.float32, types.float64):
         put = (arr(types.int8), arr(total), arr(total), i64, i64)      # put_level's arguments
         out += [
@@ -73,6 +82,18 @@ def kernels(types):
             (f"put_constant/{total}", cuda_decode.put_constant, (i64, i64) + put),
         ]
     return out
+
+
+# A launch's parameters, on every CUDA version and GPU (12.1 and sm_70 on allow 32,764).
+MAX_PARAM_BYTES = 4096
+
+
+def param_bytes(ptx):
+    """Bytes of the parameters of the kernel entry in ``ptx``."""
+    entry = ptx[ptx.index(".entry"):]
+    entry = entry[:entry.index(")")]
+    return sum(int(bits) // 8 * int(count or 1) for bits, count in re.findall(
+        r"\.param\s+(?:\.align\s+\d+\s+)?\.[busf](\d+)\s+\w+(?:\[(\d+)\])?", entry))
 
 
 def ptxas(ptx, cc, tool):
@@ -109,8 +130,10 @@ def main(argv=None):
     failed = 0
     for name, kernel, sig in kernels(types):
         ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=cc)
-        line = f"{name}: {len(ptx)} bytes of PTX, {ptx.count('fma.rn')} fma.rn"
-        failed += ptx.count("fma.rn") > 0
+        params = param_bytes(ptx)
+        line = (f"{name}: {len(ptx)} bytes of PTX, {ptx.count('fma.rn')} fma.rn, {params} "
+                f"bytes of parameters")
+        failed += ptx.count("fma.rn") > 0 or params > MAX_PARAM_BYTES
         if os.path.exists(args.ptxas):
             line += "; " + ptxas(ptx, cc, args.ptxas)
         print(line, flush=True)

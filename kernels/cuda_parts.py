@@ -4,8 +4,9 @@ A kernel that takes a tuple of 1-D arrays works on tensor p = blockIdx.y of it, 
 grid-stride loop along x (``cuda.grid(1)``, ``cuda.gridsize(1)``), so any x extent is
 correct. Tuples are padded to a power of two (``padded``) so that a kernel compiles for a few
 lengths only, and hold at most MAX_PARTS tensors: a launch's parameters must fit 4 KiB, and an
-array takes 56 bytes of them, an integer 8. Users: QSGD's kernels and ``dequantize_parts``
-(cuda_quantize.py), and ``concat`` below.
+array takes 56 bytes of them, an integer or a float 8, so a kernel that takes two arrays per
+tensor (``dequantize_parts``) takes MAX_PARTS // 2. Users: QSGD's and TernGrad's kernels and
+``dequantize_parts`` (cuda_quantize.py), and ``concat`` below.
 """
 from numba import cuda
 

@@ -12,8 +12,8 @@ READ ME FIRST
    squares.py's order), then one per element. TernGrad's max-norm is exact in any order, so
    blocks reduce a bucket's segments in parallel and merge them atomically
    (``terngrad_maxima``), then a thread per element draws the levels.
-   QSGD's and ``dequantize_parts`` take a tuple of tensors, the y index of the grid choosing
-   one, so that a step's buckets take one launch (cuda_parts.py).
+   These kernels, and ``dequantize_parts``, take a tuple of tensors, the y index of the grid
+   choosing one, so that a step's buckets take one launch (cuda_parts.py).
 4. Decoders write level j through ``put_level``, which either stores the level or dequantizes
    it straight into a float total (assigned for the first rank, added for the next): the
    decode, dequantize and sum of ranks' streams in one pass, with no levels array. The result

@@ -52,41 +52,40 @@ class PinnedPool:
     """Page-locked host buffers for copies from the device (``copy_to_host``). A copy into
     page-locked memory is one DMA on the stream; into pageable memory the driver stages it
     through a buffer of its own and copies it again on the host. A buffer is lent again once
-    no array views it (its owner's reference count is back to what it was when the buffer
-    was made); buffers are powers of two from 64 KiB, and the pool holds at most ``limit``
-    bytes (``take`` gives None beyond that: the copy goes to pageable memory)."""
+    no array views it: NumPy points every view's ``base`` at the buffer's array (the first
+    array that is no view of another), so its reference count is back to what it was when
+    the buffer was made. Buffers are powers of two from 64 KiB, the smallest free one that
+    fits is lent, and the pool holds at most ``limit`` bytes (beyond that ``host_array``
+    gives None, and the copy goes to pageable memory)."""
 
     def __init__(self, limit=256 << 20):
         self.limit, self.held = int(limit), 0
         self._lock = threading.Lock()
-        self._buffers = []          # [uint8 array, the object that owns its memory, free refs]
+        self._buffers = []          # [uint8 array, its reference count when nothing views it]
 
-    def take(self, nbytes):
-        """A page-locked uint8 array of at least ``nbytes`` that nothing views, or None."""
-        size = max(1 << 16, 1 << max(int(nbytes) - 1, 0).bit_length())
+    def host_array(self, shape, dtype):
+        """A C-contiguous array of ``shape`` and ``dtype`` viewing a page-locked buffer that
+        nothing else views (made under the pool's lock, so no other thread is lent it), or
+        None."""
+        nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
         with self._lock:
-            for entry in self._buffers:
-                if entry[0].size >= nbytes and _refs(entry) == entry[2]:
-                    return entry[0]
-            if self.held + size > self.limit:
-                return None
-            entry = [cuda.pinned_array(size, dtype=np.uint8), None, 0]
-            entry[1] = _owner(entry[0])
-            entry[2] = _refs(entry)
-            self._buffers.append(entry)
-            self.held += size
-            return entry[0]
-
-
-def _owner(array):
-    """The object that owns ``array``'s memory: where NumPy points every view's ``base``."""
-    while isinstance(array, np.ndarray) and not array.flags.owndata and array.base is not None:
-        array = array.base
-    return array
+            free = [entry for entry in self._buffers
+                    if entry[0].size >= nbytes and _refs(entry) == entry[1]]
+            if free:
+                entry = min(free, key=lambda e: e[0].size)
+            else:
+                size = max(1 << 16, 1 << max(nbytes - 1, 0).bit_length())
+                if self.held + size > self.limit:
+                    return None
+                entry = [cuda.pinned_array(size, dtype=np.uint8), 0]
+                entry[1] = _refs(entry)
+                self._buffers.append(entry)
+                self.held += size
+            return entry[0][:nbytes].view(dtype).reshape(shape)
 
 
 def _refs(entry):
-    return sys.getrefcount(entry[1])
+    return sys.getrefcount(entry[0])
 
 
 _PINNED = PinnedPool()
@@ -96,11 +95,11 @@ def copy_to_host(array, stream):
     """A host copy of a contiguous device array, waiting on ``stream`` only: it lands in a
     page-locked buffer of the pool (``PinnedPool``), which the result views until it is
     dropped."""
-    buffer = _PINNED.take(array.nbytes) if array.size and array.is_c_contiguous() else None
-    if buffer is None:
+    host = _PINNED.host_array(array.shape, array.dtype) \
+        if array.size and array.is_c_contiguous() else None
+    if host is None:
         host = array.copy_to_host(stream=stream)
     else:
-        host = buffer[:array.nbytes].view(array.dtype).reshape(array.shape)
         array.copy_to_host(host, stream=stream)
     stream.synchronize()
     return host

@@ -63,7 +63,6 @@ def _bucket_count(n, bucket):
 
 class _Seeded:
     """Draws one 64-bit kernel seed per call from a Generator seeded once (None: OS entropy)."""
-    quantizes_in_batches = True     # quantize_batch quantizes device tensors in one launch
 
     def __init__(self, seed):
         self.seed = seed
@@ -89,6 +88,7 @@ class QSGD(_Seeded):
     Unbiased; levels in [-s, s] (``levels`` = s), int8 up to s = 127.
     """
     biased = False
+    quantizes_in_batches = True     # quantize_batch quantizes device tensors in one launch
 
     def __init__(self, levels=8, bucket_size=512, seed=None):
         if not isinstance(levels, (int, np.integer)) or not 1 <= levels <= np.iinfo(np.int32).max:
@@ -117,7 +117,6 @@ class QSGD(_Seeded):
         qk.qsgd(flat, float(self.levels), self.bucket_size, self.next_seed(seed), levels, scales)
         return QuantizedTensor(levels, scales, shape, dtype, self.bucket_size)
 
-
     @property
     def batch_key(self):
         """Quantizers whose batch keys are equal quantize every tensor alike (seeds aside)."""
@@ -130,12 +129,12 @@ class QSGD(_Seeded):
         s, stream = float(self.levels), batch.stream
         drawn = [self.next_seed(x) for x in seeds]
         for part in batch.launches():
-            xs, firsts = batch.tensors(part), batch.ints(batch.firsts, part)
-            seed = batch.ints(drawn, part)
+            xs, firsts = batch.tensors(part), batch.each(batch.firsts, part)
+            seed = batch.each(drawn, part)
             cq.qsgd_scales[batch.grid(part, batch.counts), _BLOCK, stream](
                 xs, s, self.bucket_size, firsts, batch.scales, batch.factors)
             cq.qsgd_levels[batch.grid(part, batch.sizes), _BLOCK, stream](
-                xs, s, self.bucket_size, seed, firsts, batch.ints(batch.starts, part),
+                xs, s, self.bucket_size, seed, firsts, batch.each(batch.starts, part),
                 batch.factors, batch.levels)
         return batch.results()
 
@@ -147,6 +146,7 @@ class TernGrad(_Seeded):
     (which biases the estimate slightly). ``bucket_size`` None scales the whole tensor by one
     max-norm, as in the paper; an integer gives one scale per bucket.
     """
+    quantizes_in_batches = True
 
     def __init__(self, clip=None, bucket_size=None, seed=None):
         if clip is not None and not (isinstance(clip, (int, float)) and clip > 0):
@@ -201,8 +201,8 @@ class TernGrad(_Seeded):
             cq.terngrad_start[grid, _BLOCK, stream](batch.factors, finite)
         segments = [c * -(-b // cq.SEGMENT) for c, b in zip(batch.counts, batch.buckets)]
         for part in batch.launches():
-            xs, firsts = batch.tensors(part), batch.ints(batch.firsts, part)
-            buckets, clip = batch.ints(batch.buckets, part), batch.ints(clip_ats, part)
+            xs, firsts = batch.tensors(part), batch.each(batch.firsts, part)
+            buckets, clip = batch.each(batch.buckets, part), batch.each(clip_ats, part)
             cq.terngrad_maxima[batch.grid(part, segments, 1), _BLOCK, stream](
                 xs, buckets, clip, firsts, batch.factors, finite)
         if n_buckets:
@@ -210,9 +210,9 @@ class TernGrad(_Seeded):
                                                      batch.factors)
         for part in batch.launches():
             cq.terngrad_levels[batch.grid(part, batch.sizes), _BLOCK, stream](
-                batch.tensors(part), batch.ints(batch.buckets, part), batch.ints(clip_ats, part),
-                batch.ints(drawn, part), batch.ints(batch.firsts, part),
-                batch.ints(batch.starts, part), batch.factors, batch.levels)
+                batch.tensors(part), batch.each(batch.buckets, part), batch.each(clip_ats, part),
+                batch.each(drawn, part), batch.each(batch.firsts, part),
+                batch.each(batch.starts, part), batch.factors, batch.levels)
         return batch.results()
 
 
@@ -250,8 +250,8 @@ class _DeviceBatch:
         return cp.padded(tuple(self.flats[k][0] for k in part))
 
     @staticmethod
-    def ints(values, part):
-        """The kernel tuple of ``values`` (one per tensor) for the tensors of ``part``."""
+    def each(values, part):
+        """The kernel tuple of ``values`` (one number per tensor) for the tensors of ``part``."""
         return cp.padded(tuple(values[k] for k in part))
 
     @staticmethod

@@ -243,26 +243,28 @@ class DeviceOps:
 
     def dequantize_all(self, items):
         """As HostOps.dequantize_all, in one launch per output array, level dtype and
-        MAX_PARTS tensors (cuda_quantize.dequantize_parts): every element is what
-        ``dequantize`` assigns or ``dequantize_add32``/``dequantize_add64`` add."""
+        MAX_PARTS // 2 tensors (cuda_quantize.dequantize_parts, which takes two arrays per
+        tensor): every element is what ``dequantize`` assigns or
+        ``dequantize_add32``/``dequantize_add64`` add."""
         groups = {}
         for out, offset, qt, add in items:
             if qt.numel:
-                groups.setdefault((id(out), np.dtype(qt.levels.dtype)), []).append(
-                    (out, offset, qt, add))
+                scales = device_scales(qt, np.float32, self.stream)
+                groups.setdefault((id(out), np.dtype(qt.levels.dtype), np.dtype(scales.dtype)),
+                                  []).append((out, int(offset), qt, scales, add))
+        per_launch = cp.MAX_PARTS // 2
         for group in groups.values():
             out = group[0][0]
             wide = cq.PUT_WIDE if out.dtype == np.float64 else 0
-            for a in range(0, len(group), cp.MAX_PARTS):
-                chunk = group[a:a + cp.MAX_PARTS]
-                levels = tuple(qt.levels.reshape(qt.numel) for _, _, qt, _ in chunk)
-                scales = tuple(device_scales(qt, np.float32, self.stream)
-                               for _, _, qt, _ in chunk)
-                buckets = tuple(qt.bucket_size for _, _, qt, _ in chunk)
-                offsets = tuple(int(offset) for _, offset, _, _ in chunk)
+            for a in range(0, len(group), per_launch):
+                chunk = group[a:a + per_launch]
+                levels = tuple(qt.levels.reshape(qt.numel) for _, _, qt, _, _ in chunk)
+                scales = tuple(sc.reshape(sc.size) for *_, sc, _ in chunk)
+                buckets = tuple(int(qt.bucket_size) for _, _, qt, _, _ in chunk)
+                offsets = tuple(offset for _, offset, *_ in chunk)
                 modes = tuple(cq.PUT_DEQUANTIZED | wide | (cq.PUT_ADD if add else 0)
                               for *_, add in chunk)
-                grid = (grid_for(max(qt.numel for _, _, qt, _ in chunk), BLOCK), len(chunk))
+                grid = (grid_for(max(qt.numel for _, _, qt, _, _ in chunk), BLOCK), len(chunk))
                 cq.dequantize_parts[grid, BLOCK, self.stream](
                     *(cp.padded(t) for t in (levels, scales, buckets, offsets, modes)), out)
 
@@ -273,10 +275,6 @@ class DeviceOps:
         """out[offset:offset + part.size] = part (1-D device arrays), on the stream."""
         if part.size:
             out[offset:offset + part.size].copy_to_device(part, stream=self.stream)
-
-    def dequantize_into(self, out, offset, qt):
-        if qt.numel:
-            dequantize(qt, out=out[offset:offset + qt.numel], stream=self.stream)
 
     def scale(self, x, factor):
         self._launch(cf.scale, x.size)(x, factor)

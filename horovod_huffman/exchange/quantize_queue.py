@@ -58,11 +58,17 @@ class QuantizeQueue:
         return queued
 
     def run(self):
-        """Quantize everything queued: one ``quantize_batch`` per batch key."""
+        """Quantize everything queued: one ``quantize_batch`` per batch key. What this raises
+        goes to every item it would have quantized."""
         queued, self._queued = self._queued, []
-        batches = {}
-        for item in queued:
-            batches.setdefault(item.batch_key, []).append(item)
+        try:
+            batches = {}
+            for item in queued:
+                batches.setdefault(item.batch_key, []).append(item)
+        except Exception as error:          # noqa: B902 (raised where each one is waited for)
+            for item in queued:
+                item.error = error
+            return
         for items in batches.values():
             self._quantize(items)
 
