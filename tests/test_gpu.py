@@ -801,13 +801,16 @@ def test_copies_to_the_host_land_in_a_page_locked_buffer_lent_again_once_unviewe
         (1 << 19) * ((1 << 19) - 1) // 2                          # into pageable memory
 
 
-@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
-@pytest.mark.parametrize("quantizer, launches", [
-    (hh.QSGD(levels=8, bucket_size=64), 4),         # scales, levels: twice each
-    (hh.TernGrad(), 6),                             # and the maxima's start and scales once
-    (hh.TernGrad(bucket_size=64), 6)], ids=["qsgd", "terngrad", "terngrad-buckets"])
+@pytest.mark.parametrize("quantizer, dtype, launches", [
+    (hh.QSGD(levels=8, bucket_size=64), np.float16, 4),      # scales, levels: twice each
+    (hh.QSGD(levels=8, bucket_size=64), np.float32, 4),
+    (hh.QSGD(levels=8, bucket_size=64), np.float64, 4),
+    (hh.TernGrad(), np.float16, 6),             # and the maxima's start and scales once
+    (hh.TernGrad(bucket_size=64), np.float64, 6)],
+    ids=["qsgd-float16", "qsgd-float32", "qsgd-float64", "terngrad-float16",
+         "terngrad-buckets-float64"])
 def test_forty_gradients_quantize_in_two_launches_per_kernel_with_the_hosts_levels(
-        dtype, quantizer, launches, monkeypatch):
+        quantizer, dtype, launches, monkeypatch):
     """quantize_batch of 40 device gradients (empty ones among them) launches each kernel
     over tensors once per 32 (cuda_parts.MAX_PARTS); every tensor's levels and scales are
     those the host gives it alone with its seed, and slices of one array each."""
