@@ -5,7 +5,9 @@ the GPU for 2 in-process ranks sharing it (DeviceOps over local.LocalGroup: quan
 frame, decode into the sum, all on one stream), every bucket of a step at once as a worker
 holding them would (``local.run_ranks``: the encodes the exchanges queue run as one batch,
 encode_queue.py), first to compile and warm up, then ``--steps`` times under cProfile. Prints,
-per encoder: wall milliseconds per step and per bucket (both ranks), and per step the calls
+per encoder: the first step's wall milliseconds (the kernels' compiles: the kernels over
+tuples of tensors compile once per tuple length, a power of two), wall milliseconds per step
+and per bucket (both ranks), and per step the calls
 that cross to the device and back (kernel launches, uploads, downloads, device allocations,
 stream synchronizations); then the functions with the most own time.
 
@@ -64,8 +66,10 @@ def profile(encoder, coords, buckets, steps, stream):
               for _ in range(2)] for _ in range(buckets)]
     codecs = [Codec(encoder=encoder, quantizer=hh.QSGD(levels=8), seed=r) for r in range(2)]
     ops = DeviceOps(stream)
+    t0 = time.perf_counter()
     step_of(codecs, grads, 0, ops)                            # compile and warm up
     stream.synchronize()
+    first = time.perf_counter() - t0
     profiler = cProfile.Profile()
     t0 = time.perf_counter()
     profiler.enable()
@@ -75,7 +79,7 @@ def profile(encoder, coords, buckets, steps, stream):
     profiler.disable()
     wall = time.perf_counter() - t0
     stats = pstats.Stats(profiler)
-    return 1e3 * wall / steps, crossings(stats, steps), stats
+    return 1e3 * first, 1e3 * wall / steps, crossings(stats, steps), stats
 
 
 def main(argv=None):
@@ -89,14 +93,15 @@ def main(argv=None):
     stream = cuda.stream()
     print(f"{args.coords} coordinates per bucket (fp32), {args.buckets} buckets, 2 in-process "
           f"ranks on one GPU, {args.steps} steps; per step (every bucket, both ranks):")
-    print("| encoder | ms per step | ms per bucket | GB/s of fp32 | " + " | ".join(CROSSINGS) +
-          " |")
-    print("|---" * (4 + len(CROSSINGS)) + "|")
+    print("| encoder | first step ms | ms per step | ms per bucket | GB/s of fp32 | " +
+          " | ".join(CROSSINGS) + " |")
+    print("|---" * (5 + len(CROSSINGS)) + "|")
     reports = []
     for encoder in args.encoders:
-        ms, counts, stats = profile(encoder, args.coords, args.buckets, args.steps, stream)
+        first, ms, counts, stats = profile(encoder, args.coords, args.buckets, args.steps,
+                                           stream)
         gbps = 2 * 4 * args.coords * args.buckets / (ms * 1e-3) / 1e9   # both ranks' gradients
-        print(f"| {encoder} | {ms:.2f} | {ms / args.buckets:.2f} | {gbps:.2f} | " +
+        print(f"| {encoder} | {first:.0f} | {ms:.2f} | {ms / args.buckets:.2f} | {gbps:.2f} | " +
               " | ".join(f"{counts[label]:.1f}" for label in CROSSINGS) + " |")
         text = io.StringIO()
         stats.stream = text
