@@ -1,5 +1,6 @@
 """CUDA element-wise and per-bucket steps of error feedback (the device side of
-exchange.codec_state.Codec; summing ranks' gradients is cuda_quantize.dequantize_add32 / dequantize_add64).
+exchange.codec_state.Codec; summing ranks' gradients is cuda_quantize.put_level's, in the
+decoders and ``dequantize_parts``).
 
 READ ME FIRST
 1. ``contract`` computes, per bucket b, the scale times a_b = <x_b, Q_b> / |Q_b|^2 with

@@ -6,7 +6,7 @@ READ ME FIRST
 2. Exactness needs the same float64 operations in the same order: a bucket's sum of squares is
    one thread's loop in squares.py's order, and products go through ``dmul_rn``, which the
    compiler never fuses with a following add into an FMA (a fused multiply-add rounds once,
-   not twice, and would change the sum); ``fmul_rn`` likewise in float32. The simulator's
+   not twice, and would change the sum). The simulator's
    libdevice lacks them, so there a plain product stands in.
 3. QSGD takes two kernels: one thread per bucket for the scale (its sum of squares must keep
    squares.py's order), then one per element. TernGrad's max-norm is exact in any order, so
@@ -17,7 +17,7 @@ READ ME FIRST
 4. Decoders write level j through ``put_level``, which either stores the level or dequantizes
    it straight into a float total (assigned for the first rank, added for the next): the
    decode, dequantize and sum of ranks' streams in one pass, with no levels array. The result
-   is the one ``dequantize`` then ``dequantize_add32``/``dequantize_add64`` give.
+   is the one ``dequantize`` then quantize.dequantize_add give on the host.
 Units: buckets count elements; scales are float32, as on the CPU.
 """
 import math
@@ -32,20 +32,12 @@ if config.ENABLE_CUDASIM:
     @cuda.jit(device=True)
     def mul_rn(a, b):
         return a * b
-
-    @cuda.jit(device=True)
-    def fmul_rn(a, b):
-        return a * b
 else:                                          # pragma: no cover - needs a GPU
     from numba.cuda import libdevice
 
     @cuda.jit(device=True, inline=True)
     def mul_rn(a, b):
         return libdevice.dmul_rn(a, b)
-
-    @cuda.jit(device=True, inline=True)
-    def fmul_rn(a, b):
-        return libdevice.fmul_rn(a, b)
 
 
 # ``put_level`` modes (note 4): store the level, or dequantize it into a total; bits of the mode.
@@ -60,8 +52,8 @@ def put_level(out, total, scales, bucket, mode, j, level):
     """Level ``j`` of a decoded tensor, ``level``, into its destination: out[j] = level under
     PUT_LEVEL; else total[j] = (or +=, with PUT_ADD) scales[j // bucket] * level, the product
     rounded once to the total's precision before the add (never an FMA). For int8 and int16
-    levels (every quantizer's) that is what ``dequantize`` and ``dequantize_add32``/
-    ``dequantize_add64`` compute, and quantize.dequantize_add on the host."""
+    levels (every quantizer's) that is what ``dequantize`` computes, and
+    quantize.dequantize_add on the host."""
     if mode == PUT_LEVEL:
         out[j] = level
         return
@@ -272,26 +264,11 @@ def dequantize(levels, scales, bucket, out):
 
 
 @cuda.jit
-def dequantize_add32(levels, scales, bucket, out):
-    """out[i] += scales[i // bucket] * levels[i] in float32, the product rounded before the
-    add (``fmul_rn``: never fused into an FMA), as quantize.dequantize_add does. Any grid."""
-    for i in range(cuda.grid(1), levels.shape[0], cuda.gridsize(1)):
-        out[i] += fmul_rn(scales[i // bucket], float32(levels[i]))
-
-
-@cuda.jit
-def dequantize_add64(levels, scales, bucket, out):
-    """As ``dequantize_add32`` in float64 (float64 scales and out)."""
-    for i in range(cuda.grid(1), levels.shape[0], cuda.gridsize(1)):
-        out[i] += mul_rn(scales[i // bucket], float64(levels[i]))
-
-
-@cuda.jit
 def dequantize_parts(levels, scales, buckets, offsets, modes, total):
     """Tensor p (``levels[p]``, ``scales[p]``, ``buckets[p]`` elements per scale; p =
     blockIdx.y) into total[offsets[p]:], assigned or added as ``modes[p]`` (a put_level mode
-    with PUT_DEQUANTIZED, and PUT_WIDE for a float64 total): what ``dequantize`` or
-    ``dequantize_add32``/``dequantize_add64`` of each gives. Any grid along x."""
+    with PUT_DEQUANTIZED, and PUT_WIDE for a float64 total): what ``dequantize`` of each
+    gives, or quantize.dequantize_add adds on the host. Any grid along x."""
     p = cuda.blockIdx.y
     lv, sc, bucket, mode = levels[p], scales[p], buckets[p], modes[p]
     out = total[offsets[p]:offsets[p] + lv.shape[0]]

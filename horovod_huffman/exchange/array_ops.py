@@ -244,8 +244,7 @@ class DeviceOps:
     def dequantize_all(self, items):
         """As HostOps.dequantize_all, in one launch per output array, level dtype and
         MAX_PARTS // 2 tensors (cuda_quantize.dequantize_parts, which takes two arrays per
-        tensor): every element is what ``dequantize`` assigns or
-        ``dequantize_add32``/``dequantize_add64`` add."""
+        tensor): every element is what HostOps.dequantize_all assigns or adds."""
         groups = {}
         for out, offset, qt, add in items:
             if qt.numel:
