@@ -14,23 +14,19 @@ proportion to their coordinates.
 
 A driver that never flushes loses nothing but the batching: ``wait`` flushes too.
 """
-import time
-
 import numpy as np
 
-from ..codec.pending import Queued
-from .statistics import share
+from .batch_queue import BatchItem, BatchQueue
 
 
-class QueuedEncode(Queued):
+class QueuedEncode(BatchItem):
     """A Pending of the messages (message.Message, in order) of quantized tensors ``qts``
     queued on an ``EncodeQueue``: ``done`` once the queue has run them; ``wait`` gives the
     messages, or raises what encoding them raised."""
 
     def __init__(self, queue, qts, encoder, statistics, key):
         self.runner, self.qts, self.encoder = queue, list(qts), encoder
-        self.statistics, self.key = statistics, key
-        self.messages = None
+        self.charge = statistics, key
 
     @property
     def batch_key(self):
@@ -38,49 +34,24 @@ class QueuedEncode(Queued):
         (its repr), whichever codec holds it, and the level dtype."""
         return repr(self.encoder), np.dtype(self.qts[0].levels.dtype).str
 
-    def done(self):
-        return self.messages is not None or self.error is not None
-
-    def result(self):
-        return self.messages
+    @property
+    def weight(self):
+        return sum(qt.numel for qt in self.qts)
 
 
-class EncodeQueue:
-    """The encodes queued on one ``ops`` (array_ops.DeviceOps) since its last ``run``."""
-
-    def __init__(self, ops):
-        self.ops = ops
-        self._queued = []
+class EncodeQueue(BatchQueue):
+    """The encodes queued on one ``ops`` (array_ops.DeviceOps) since its last ``run``: one
+    ``ops.encode_batch`` per encoder and level dtype."""
 
     def put(self, qts, encoder, statistics, key):
         """A QueuedEncode of ``qts`` (a non-empty list) with ``encoder`` (one that codes
         batches, Encoder.codes_in_batches); ``statistics`` (statistics.Statistics) is charged
         its share of the encoding time under ``key``."""
-        queued = QueuedEncode(self, qts, encoder, statistics, key)
-        self._queued.append(queued)
-        return queued
+        return self.add(QueuedEncode(self, qts, encoder, statistics, key))
 
-    def run(self):
-        """Encode everything queued: one ``ops.encode_batch`` per encoder and level dtype."""
-        queued, self._queued = self._queued, []
-        batches = {}
-        for item in queued:
-            batches.setdefault(item.batch_key, []).append(item)
-        for items in batches.values():
-            self._encode(items)
-
-    def _encode(self, items):
-        start = time.perf_counter()
-        try:
-            messages = self.ops.encode_batch([qt for item in items for qt in item.qts],
-                                             items[0].encoder)
-        except Exception as error:          # noqa: B902 (raised where each one is waited for)
-            for item in items:
-                item.error = error
-            return
-        end = time.perf_counter()
+    def batch(self, items):
+        messages = self.ops.encode_batch([qt for item in items for qt in item.qts],
+                                         items[0].encoder)
         at = 0
         for item in items:
-            item.messages, at = messages[at:at + len(item.qts)], at + len(item.qts)
-        share([(item.statistics, item.key, sum(qt.numel for qt in item.qts)) for item in items],
-              "encode", start, end)
+            item.value, at = messages[at:at + len(item.qts)], at + len(item.qts)

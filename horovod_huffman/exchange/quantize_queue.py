@@ -11,15 +11,12 @@ and each tensor's levels are those it has quantized alone with its seed, which w
 when it was queued, in the order the exchanges asked. The time goes to the statistics of the
 exchanges it served, in proportion to their coordinates.
 """
-import time
-
 import numpy as np
 
-from ..codec.pending import Queued
-from .statistics import share
+from .batch_queue import BatchItem, BatchQueue
 
 
-class QueuedQuantize(Queued):
+class QueuedQuantize(BatchItem):
     """A Pending of the QuantizedTensors (in order) of device gradients ``works`` quantized
     by ``quantizer`` with ``seeds`` (kernel seeds): ``done`` once the queue has run them;
     ``wait`` gives them, or raises what quantizing them raised."""
@@ -27,7 +24,6 @@ class QueuedQuantize(Queued):
     def __init__(self, queue, quantizer, works, seeds, charge):
         self.runner, self.quantizer = queue, quantizer
         self.works, self.seeds, self.charge = list(works), list(seeds), charge
-        self.qts = None
 
     @property
     def batch_key(self):
@@ -35,55 +31,25 @@ class QueuedQuantize(Queued):
         (``batch_key``: its seed aside, as each tensor brings its own) and the float dtype."""
         return self.quantizer.batch_key, np.dtype(self.works[0].dtype).str
 
-    def done(self):
-        return self.qts is not None or self.error is not None
-
-    def result(self):
-        return self.qts
+    @property
+    def weight(self):
+        return sum(w.size for w in self.works)
 
 
-class QuantizeQueue:
-    """The quantizations queued on one ``ops`` (array_ops.DeviceOps) since its last ``run``."""
-
-    def __init__(self, ops):
-        self.ops = ops
-        self._queued = []
+class QuantizeQueue(BatchQueue):
+    """The quantizations queued on one ``ops`` (array_ops.DeviceOps) since its last ``run``:
+    one ``quantize_batch`` per batch key."""
 
     def put(self, quantizer, works, seeds, charge):
         """A QueuedQuantize of ``works`` (a non-empty list of device arrays) with
         ``quantizer`` (one that ``quantizes_in_batches``) and ``seeds``; ``charge``:
         (statistics.Statistics, key) charged its share of the time."""
-        queued = QueuedQuantize(self, quantizer, works, seeds, charge)
-        self._queued.append(queued)
-        return queued
+        return self.add(QueuedQuantize(self, quantizer, works, seeds, charge))
 
-    def run(self):
-        """Quantize everything queued: one ``quantize_batch`` per batch key. What this raises
-        goes to every item it would have quantized."""
-        queued, self._queued = self._queued, []
-        try:
-            batches = {}
-            for item in queued:
-                batches.setdefault(item.batch_key, []).append(item)
-        except Exception as error:          # noqa: B902 (raised where each one is waited for)
-            for item in queued:
-                item.error = error
-            return
-        for items in batches.values():
-            self._quantize(items)
-
-    def _quantize(self, items):
-        start = time.perf_counter()
-        try:
-            qts = items[0].quantizer.quantize_batch(
-                [w for item in items for w in item.works],
-                [seed for item in items for seed in item.seeds], self.ops.stream)
-        except Exception as error:          # noqa: B902 (raised where each one is waited for)
-            for item in items:
-                item.error = error
-            return
+    def batch(self, items):
+        qts = items[0].quantizer.quantize_batch([w for item in items for w in item.works],
+                                                [s for item in items for s in item.seeds],
+                                                self.ops.stream)
         at = 0
         for item in items:
-            item.qts, at = qts[at:at + len(item.works)], at + len(item.works)
-        share([(*item.charge, sum(w.size for w in item.works)) for item in items], "encode",
-              start, time.perf_counter())
+            item.value, at = qts[at:at + len(item.works)], at + len(item.works)
