@@ -4,8 +4,8 @@ sharded data parallelism.
 
 Each exchange is a generator: it yields a ``Pending`` whenever it must wait, for a started
 collective, or on a GPU for a quantization, an encode or a sum queued to run with other
-exchanges' (quantize_queue.py, encode_queue.py, rank_sums.py), and returns the bucket's sum over ranks, a 1-D float32/64
-array.
+exchanges' (quantize_queue.py, encode_queue.py, rank_sums.py), and returns the bucket's sum
+over ranks, a 1-D float32/64 array.
 ``pipeline.Pipeline`` drives many at once on a worker thread, so that one
 bucket is encoded while another's bytes are in flight.
 
@@ -21,8 +21,8 @@ TensorFlow operations (the adapters) or over any other transport::
                                        (small: routing decisions, routing.py)
 
 A ``Pending`` has ``done()`` (never blocks) and ``wait()`` (blocks; returns the received bytes);
-a queued quantization, encode or sum also has ``flush()``, which a driver calls when all it holds are
-waiting.
+a queued quantization, encode or sum also has ``flush()``, which a driver calls when all it
+holds are waiting.
 
 Exchanges, per rank and step, for n coordinates at b bits each over N ranks::
 
@@ -96,7 +96,7 @@ def run_to_end(exchange):
 
 
 def settle(pending):
-    """Block until ``pending`` is done. A queued encode or sum is run (``flush``, which never
+    """Block until ``pending`` is done. Queued work is run (``flush``, which never
     raises): the exchange's own ``wait`` then raises its error inside the exchange, where it
     sends an error frame to the other ranks."""
     if hasattr(pending, "flush"):
