@@ -27,10 +27,11 @@ import types as pytypes
 
 
 def kernels(types):
-    """(name, kernel, signature) of every decoder, for float32 and float64 totals, of the
-    token encoders' batch kernels, for int8 levels, and of the kernels that take a tuple of
-    tensors (QSGD's, TernGrad's and dequantize_parts), at their longest tuple."""
-    from horovod_huffman.kernels import cuda_decode, cuda_parts, cuda_quantize, cuda_tokens
+    """(name, kernel, signature) of every group decoder, for float32 and float64 totals, of the
+    token encoders' and ``ans``'s batch kernels, for int8 levels, and of the kernels that take
+    a tuple of tensors (QSGD's, TernGrad's and dequantize_parts), at their longest tuple."""
+    from horovod_huffman.kernels import (cuda_ans, cuda_decode, cuda_parts, cuda_quantize,
+                                         cuda_tokens)
     i64, u32, u64 = types.int64, types.uint32, types.uint64
 
     def arr(t, dims=1):
@@ -80,7 +81,19 @@ def kernels(types):
              (arr(u64), i64, i64, i64, i64) + put + (arr(i64),)),
             (f"put_levels/{total}", cuda_decode.put_levels, (arr(types.int8),) + put),
             (f"put_constant/{total}", cuda_decode.put_constant, (i64, i64) + put),
+            (f"ans decode_streams/{total}", cuda_ans.decode_streams,
+             (arr(u64), table, table, arr(i64), arr(i64), arr(u64, 2), arr(types.uint8),
+              arr(i64), table) + put[:4] + (arr(i64),)),
         ]
+    maxima = arr(types.int32)
+    out += [
+        ("ans encode_chunks", cuda_ans.encode_chunks,
+         (levels, table, table, arr(u64, 2), arr(u64, 2), arr(types.uint8), arr(u32), arr(i64))),
+        ("ans pack_chunks", cuda_ans.pack_chunks,
+         (arr(u32), arr(i64), arr(i64), arr(i64), arr(u32))),
+        ("ans block_maxima", cuda_ans.block_maxima, (levels, table, table, maxima)),
+        ("ans context_counts", cuda_ans.context_counts, (levels, table, table, maxima, arr(i64))),
+    ]
     return out
 
 

@@ -9,11 +9,12 @@ READ ME FIRST
    share: ``lane_counts`` gives each lane how many lanes below it renormalize (its unit's rank
    in the step) and how many do in all (how far the stream moves), through a vote in shared
    memory between two barriers.
-2. Encoding runs in two kernels: ``encode_chunks`` codes every chunk backwards into its own
-   slot of a scratch array (``stride`` units per chunk, the stream ending at the slot's end)
-   and records its unit count; the host turns the counts into word offsets
-   (kernels/chunks.py); ``pack_chunks`` copies every chunk's units to its offset as big-endian
-   pairs, as ``ans.encode_chunks`` lays them out, a block per chunk.
+2. Encoding runs in two kernels over a batch of parts (tensors laid end to end, note 6):
+   ``encode_chunks`` codes every chunk of every part backwards into its own slot of a scratch
+   array (the stream ending at the slot's end) and records its unit count; the host turns the
+   counts into word offsets (kernels/chunks.py), every part from a word of its own;
+   ``pack_chunks`` copies every chunk's units to its offset as big-endian pairs, as
+   ``ans.encode_chunks`` lays them out, a block per chunk.
 3. Escaped levels are left to the host (the encoder copies such tensors over first); the
    device coder maps every level to its window index, which the caller guarantees exists.
 4. Decoding checks what the CPU decoder checks: the states' range, every unit read against the
@@ -26,13 +27,39 @@ READ ME FIRST
    which threads of one block race on: the warp kernels here call only this module's device
    functions and cuda_quantize.put_level, which never names ``cuda``. The serial kernels of
    cuda_rla.py run a thread per block there (cuda_rla.RLA_BLOCK).
+6. The encoder's tables. ``chunks`` has a row per chunk of every part (ENCODE_*: its first
+   level and end in the flat levels array, its part, where its scratch slot ends), each part
+   cut into chunks of its own plan's size from its first level. ``parts`` has a row per part
+   (PART_*: where it starts, its base, the first row of ``entries``/``rcps`` its classes' tables
+   take, where its block classes start in ``classes``, and log2 of its block size; a part
+   without contexts has one class, one entry of ``classes`` and blocks of 2**63
+   levels, encoders/ans.py NO_BLOCKS).
+7. The plans' statistics, over a batch cut into chunks as cuda_tokens' note 2 says, with a
+   parts table of STAT_* columns (a part with STAT_COLS 0 is not counted). ``block_maxima``
+   first gives every block's largest |level| (and every larger block's, for the second block
+   size a plan may try); ``context_counts`` then counts the symbols of the sampled blocks in
+   the rows of their maxima, as kernels/ans_plans.py ``block_maxima`` and ``class_counts`` do
+   on the host, so that the device plans the host's tables.
+8. Decoding runs in groups, as the Huffman family's does (cuda_decode.py note 5): one launch
+   decodes every stream a gpu.StreamGroup holds into one destination array, streams that
+   write the same elements in order. The streams of a set may have different chunk sizes
+   (each rank's stream chose its own, encoders/base.py GrowingChunks): a block takes the
+   elements of one chunk of the set's largest size and decodes, stream by stream, every chunk
+   that lies there, so that every element still gets its additions in stream order. The
+   stream table has cuda_decode's common columns, then STREAM_TABLES, STREAM_CLASSES,
+   STREAM_BLOCK_BITS and STREAM_CHUNK; the streams' tables are rows of one array, their
+   classes, escapes and chunk arrays concatenated, and ``escape_bounds`` gives every chunk of
+   every stream its escapes' first index and end.
 """
 from numba import cuda, int32, int64, uint32, uint64
 
 from .ans import (HEADER_UNITS, LANES, STATE_BITS, STATE_LOW, UNIT_BITS, UNIT_BITS_LOG2,
                   UNIT_MASK, UNITS_PER_WORD_LOG2)
 from .ans_plans import SAMPLE_HASH
+from .cuda_decode import (BLOCK_CHUNK, BLOCK_END, BLOCK_FIRST, STREAM_CHUNKS, STREAM_COMMON,
+                          STREAM_LEVELS, STREAM_MODE, STREAM_OUT, STREAM_SCALES, STREAM_WORDS)
 from .cuda_quantize import put_level
+from .cuda_tokens import CHUNK_HI, CHUNK_LO, CHUNK_PART, SHARED_BINS
 from .errors import OK, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, BAD_STATE, ESCAPE_MISMATCH
 from .maxima import (ANS_BIAS_SHIFT, ANS_BOUND_MASK, ANS_COMPLEMENT_SHIFT, ANS_ESCAPE,
                      ANS_FREQ_MASK, ANS_LEVEL_SHIFT, ANS_OFFSET_MASK, ANS_OFFSET_SHIFT,
@@ -43,6 +70,22 @@ PACK_BLOCK = 128
 # ``lane_counts`` packs two counts of at most LANES in one vote.
 COUNT_SHIFT = 8
 assert LANES < 1 << COUNT_SHIFT
+# Columns of the encoder's chunk table and parts table (note 6).
+ENCODE_LO, ENCODE_HI, ENCODE_PART, ENCODE_SLOT_END, ENCODE_FIELDS = range(5)
+PART_OFFSET, PART_BASE, PART_TABLE, PART_CLASSES, PART_BITS, PART_FIELDS = range(6)
+# The columns of a group's stream table (cuda_decode.py STREAM_*, note 8) that are ``ans``'s:
+# the first row of its classes' tables, where its block classes start, log2 of its block size,
+# its chunk size.
+(STREAM_TABLES, STREAM_CLASSES, STREAM_BLOCK_BITS, STREAM_CHUNK,
+ STREAM_FIELDS) = range(STREAM_COMMON, STREAM_COMMON + 5)
+# Columns of the statistics' parts table (note 7): where the part starts, its base, its
+# counts' row width (window + 1; 0: not counted), log2 of its block size (-1: no contexts,
+# one row of counts), every how many blocks one is counted, where its blocks' maxima start
+# (int32), where its larger blocks' maxima start (-1: none) and their log2 size, where its
+# larger blocks' counts start after its own, where its counts start (int64), and how many
+# bins it counts in all.
+(STAT_OFFSET, STAT_BASE, STAT_COLS, STAT_BITS, STAT_STRIDE, STAT_MAXIMA, STAT_LARGER,
+ STAT_LARGER_BITS, STAT_LARGER_AT, STAT_COUNTS, STAT_BINS, STAT_FIELDS) = range(12)
 
 
 # ---- Per-state steps ------------------------------------------------------------------------
@@ -134,18 +177,25 @@ def lane_counts(a, b, lane, votes):
 
 
 @cuda.jit
-def encode_chunks(levels, base, entries, rcps, classes, block_bits, chunk, stride, scratch,
-                  counts):
-    """Block c codes chunk c backwards into scratch[c * stride:(c + 1) * stride], thread l the
-    elements of lane l (element i with the table of class classes[i >> block_bits]); the
+def encode_chunks(levels, chunks, parts, entries, rcps, classes, scratch, counts):
+    """Block c codes row c of the chunk table ``chunks`` (note 6) backwards into its slot of
+    scratch, which ends at its ENCODE_SLOT_END, thread l the elements of lane l, element i of
+    part p with the table of row parts[p, PART_TABLE] + classes[parts[p, PART_CLASSES] +
+    ((i - parts[p, PART_OFFSET]) >> parts[p, PART_BITS])] of ``entries`` and ``rcps``; the
     stream ends at the slot's end: the final states, lane 0 first, high unit first, then the
     units in reading order. counts[c] gets its unit count."""
     votes = cuda.shared.array(LANES, int32)
     c = int64(cuda.blockIdx.x)
     lane = int64(cuda.threadIdx.x)
-    start = c * chunk
-    stop = min(int64(levels.shape[0]), start + chunk)
-    slot_end = (c + 1) * stride
+    start = chunks[c, ENCODE_LO]
+    stop = chunks[c, ENCODE_HI]
+    part = chunks[c, ENCODE_PART]
+    slot_end = chunks[c, ENCODE_SLOT_END]
+    offset = parts[part, PART_OFFSET]
+    base = parts[part, PART_BASE]
+    table = parts[part, PART_TABLE]
+    first_class = parts[part, PART_CLASSES]
+    block_bits = parts[part, PART_BITS]
     u = slot_end
     x = uint64(STATE_LOW)
     t = (stop - start + LANES - 1) // LANES
@@ -156,7 +206,7 @@ def encode_chunks(levels, base, entries, rcps, classes, block_bits, chunk, strid
         e = uint64(0)
         r = uint64(0)
         if i < stop:
-            k = classes[i >> block_bits]
+            k = table + int64(classes[first_class + ((i - offset) >> block_bits)])
             s = int64(levels[i]) - base
             e = entries[k, s]
             r = rcps[k, s]
@@ -176,13 +226,13 @@ def encode_chunks(levels, base, entries, rcps, classes, block_bits, chunk, strid
 
 
 @cuda.jit
-def pack_chunks(scratch, stride, counts, word_starts, out32):
-    """Block c writes chunk c's units (the last ``counts[c]`` of its slot) as big-endian pairs
-    into out32 from word ``word_starts[c]``, an odd last unit in a high half; its threads
-    take the pairs in turn."""
+def pack_chunks(scratch, slot_ends, counts, word_starts, out32):
+    """Block c writes chunk c's units (the last ``counts[c]`` of its slot, which ends at
+    slot_ends[c]) as big-endian pairs into out32 from word ``word_starts[c]``, an odd last
+    unit in a high half; its threads take the pairs in turn."""
     c = cuda.blockIdx.x
     n = counts[c]
-    first = int64(c + 1) * stride - n
+    first = slot_ends[c] - n
     w = word_starts[c]
     for k in range(2 * int64(cuda.threadIdx.x), n, 2 * int64(cuda.blockDim.x)):
         low = scratch[first + k + 1] if k + 1 < n else uint32(0)
@@ -190,19 +240,53 @@ def pack_chunks(scratch, stride, counts, word_starts, out32):
 
 
 @cuda.jit
-def decode_chunks(words, starts, chunk_bits, chunk, tables, classes, block_bits, escapes,
-                  escape_starts, size, out, total, scales, bucket, mode, status):
-    """Block c decodes chunk c of a stream of ``size`` levels, thread l the elements of lane l
-    (element i with the table of class classes[i >> block_bits]), its escapes taking
-    escapes[escape_starts[c]:escape_starts[c + 1]] in order; every level goes where
-    cuda_quantize.put_level's (out, total, scales, bucket, mode) say: into ``out``, or
-    dequantized into (or added to) ``total`` in this pass. status[c] gets its status."""
+def decode_streams(words, streams, blocks, starts, chunk_bits, tables, classes, escapes,
+                   escape_bounds, out, total, scales, bucket, status):
+    """A group of ``ans`` payloads (note 8), as cuda_decode.decode_streams decodes the Huffman
+    family's: block b takes the levels [c * G, (c + 1) * G) of its set, c = blocks[b,
+    BLOCK_CHUNK] and G the set's largest chunk size, and decodes the chunks there of every
+    stream of the set in order, a barrier between them, thread l the elements of lane l.
+    Element i of stream s has the table of row streams[s, STREAM_TABLES] +
+    classes[streams[s, STREAM_CLASSES] + (i >> streams[s, STREAM_BLOCK_BITS])] of ``tables``;
+    chunk k of the group (streams[s, STREAM_CHUNKS] + its index) takes the escapes
+    escapes[escape_bounds[k, 0]:escape_bounds[k, 1]] in order; every level is put by
+    put_level(out[its first element:], total[its first element:], scales[its first scale:],
+    bucket, its mode, i, level). status[k] gets the chunk's status. Grid: a block of LANES
+    threads per row of ``blocks``."""
     votes = cuda.shared.array(LANES, int32)
-    c = int64(cuda.blockIdx.x)
+    b = cuda.blockIdx.x
     lane = int64(cuda.threadIdx.x)
-    start = c * chunk
-    stop = min(int64(size), start + chunk)
-    first_bit, n_bits = starts[c], chunk_bits[c]
+    first, end = blocks[b, BLOCK_FIRST], blocks[b, BLOCK_END]
+    largest = int64(1)
+    for s in range(first, end):
+        largest = max(largest, streams[s, STREAM_CHUNK])
+    lo = blocks[b, BLOCK_CHUNK] * largest
+    for s in range(first, end):
+        n = streams[s, STREAM_LEVELS]
+        chunk = streams[s, STREAM_CHUNK]
+        to = streams[s, STREAM_OUT]
+        # Chunk sizes are chunk_levels times powers of two: a stream's chunks nest in G's.
+        for c in range(lo // chunk, min((n + chunk - 1) // chunk, (lo + largest) // chunk)):
+            cuda.syncthreads()              # the chunk before is written
+            k = streams[s, STREAM_CHUNKS] + c
+            st = _decode_chunk(words[streams[s, STREAM_WORDS]:], starts[k], chunk_bits[k],
+                               c * chunk, min(n, c * chunk + chunk), tables,
+                               streams[s, STREAM_TABLES], classes[streams[s, STREAM_CLASSES]:],
+                               streams[s, STREAM_BLOCK_BITS], escapes, escape_bounds[k, 0],
+                               escape_bounds[k, 1], out[to:], total[to:],
+                               scales[streams[s, STREAM_SCALES]:], bucket,
+                               streams[s, STREAM_MODE], lane, votes)
+            if lane == 0:
+                status[k] = st
+
+
+@cuda.jit(device=True, inline=True)
+def _decode_chunk(words, first_bit, n_bits, start, stop, tables, table, classes, block_bits,
+                  escapes, k, k_stop, out, total, scales, bucket, mode, lane, votes):
+    """Decode the levels [start, stop) of a stream from its bits [first_bit, first_bit +
+    n_bits), every thread of the block its lane's (note 1), element i with the table of row
+    table + classes[i >> block_bits], its escapes escapes[k:k_stop] in order; returns the
+    chunk's status, the same in every thread."""
     st = OK
     u = int64(0)
     end = int64(0)
@@ -217,7 +301,6 @@ def decode_chunks(words, starts, chunk_bits, chunk, tables, classes, block_bits,
         if bad:
             st = BAD_STATE
         u += HEADER_UNITS
-    k, k_stop = escape_starts[c], escape_starts[c + 1]
     steps = (stop - start + LANES - 1) // LANES
     t = int64(0)
     while st == OK and t < steps:           # st is the same in every thread
@@ -226,7 +309,7 @@ def decode_chunks(words, starts, chunk_bits, chunk, tables, classes, block_bits,
         escape = False
         e = uint64(0)
         if i < stop:
-            x, e = get_symbol(x, tables, classes[i >> block_bits])
+            x, e = get_symbol(x, tables, table + int64(classes[i >> block_bits]))
             low = x < uint64(STATE_LOW)
             escape = (e & uint64(ANS_ESCAPE)) != uint64(0)
         low_below, lows, escape_below, escaped = lane_counts(low, escape, lane, votes)
@@ -252,33 +335,107 @@ def decode_chunks(words, starts, chunk_bits, chunk, tables, classes, block_bits,
             st = PAYLOAD_UNDERRUN
         elif astray:
             st = BAD_STATE
-    if lane == 0:
-        status[c] = st
+    return st
 
 
 # ---- Statistics -----------------------------------------------------------------------------
 
+@cuda.jit(device=True, inline=True)
+def sampled(b, stride):
+    """Whether block b is the one of its ``stride`` blocks that ans_plans.sampled_block
+    names."""
+    w = b // stride
+    return b - w * stride == int64(((uint64(w) * uint64(SAMPLE_HASH)) >> uint64(40)) %
+                                   uint64(stride))
+
+
 @cuda.jit
-def block_maxima(levels, block_bits, out):
-    """Thread b: the largest |level| of block b (2**block_bits levels) into out[b]."""
-    b = cuda.grid(1)
-    if b >= out.shape[0]:
+def block_maxima(levels, chunks, parts, maxima):
+    """The largest |level| of every block of a part with contexts (STAT_BITS >= 0, note 7),
+    merged with an atomic maximum into maxima (int32, zeroed) from its STAT_MAXIMA, and of
+    the blocks of 2**STAT_LARGER_BITS levels from its STAT_LARGER where that is not -1.
+    Grid: a block per row of the chunk table ``chunks`` (cuda_tokens' note 2); thread t takes
+    a run of consecutive levels of the chunk and merges once per block it meets."""
+    c = cuda.blockIdx.x
+    part = chunks[c, CHUNK_PART]
+    bits = parts[part, STAT_BITS]
+    if parts[part, STAT_COLS] == 0 or bits < 0:
         return
-    start = int64(b) << block_bits
-    m = int64(0)
-    for i in range(start, min(int64(levels.shape[0]), start + (int64(1) << block_bits))):
-        m = max(m, abs(int64(levels[i])))
-    out[b] = m
+    chunk_lo = chunks[c, CHUNK_LO]
+    chunk_hi = chunks[c, CHUNK_HI]
+    offset = parts[part, STAT_OFFSET]
+    first = parts[part, STAT_MAXIMA]
+    larger = parts[part, STAT_LARGER]
+    larger_bits = parts[part, STAT_LARGER_BITS]
+    seg = (chunk_hi - chunk_lo + cuda.blockDim.x - 1) // cuda.blockDim.x
+    i = min(chunk_hi, chunk_lo + int64(cuda.threadIdx.x) * seg)
+    hi = min(chunk_hi, i + seg)
+    while i < hi:
+        b = (i - offset) >> bits
+        end = min(hi, offset + ((b + 1) << bits))
+        m = int64(0)
+        for j in range(i, end):
+            m = max(m, abs(int64(levels[j])))
+        cuda.atomic.max(maxima, first + b, int32(m))
+        if larger >= 0:
+            cuda.atomic.max(maxima, larger + ((i - offset) >> larger_bits), int32(m))
+        i = end
 
 
 @cuda.jit
-def class_histograms(levels, base, rows, block_bits, stride, counts):
-    """Every element of the one block in every ``stride`` that ans_plans.sampled_block names adds
-    one to counts[rows[its block], level - base] (levels in the window: the caller's
-    guarantee)."""
-    for i in range(cuda.grid(1), levels.shape[0], cuda.gridsize(1)):
-        b = i >> block_bits
-        w = b // stride
-        if b - w * stride == int64(((uint64(w) * uint64(SAMPLE_HASH)) >> uint64(40)) %
-                                   uint64(stride)):
-            cuda.atomic.add(counts, (rows[b], int64(levels[i]) - base), 1)
+def context_counts(levels, chunks, parts, maxima, counts):
+    """Every part's symbol counts (note 7) added to ``counts`` (int64, zeroed) from its
+    STAT_COUNTS: without contexts (STAT_BITS -1), level - base of every level in row 0;
+    with contexts, for the one block in every STAT_STRIDE that ``sampled`` names, at row
+    (its block's maximum) and column level - base, and the same for the larger blocks from
+    STAT_LARGER_AT where STAT_LARGER is not -1. Rows are STAT_COLS wide. Counted in shared
+    memory where the part's STAT_BINS fit SHARED_BINS. Grid: a block per chunk."""
+    bins = cuda.shared.array(SHARED_BINS, int32)
+    c = cuda.blockIdx.x
+    t = cuda.threadIdx.x
+    part = chunks[c, CHUNK_PART]
+    cols = parts[part, STAT_COLS]
+    if cols == 0:
+        return
+    chunk_lo = chunks[c, CHUNK_LO]
+    chunk_hi = chunks[c, CHUNK_HI]
+    offset = parts[part, STAT_OFFSET]
+    base = parts[part, STAT_BASE]
+    bits = parts[part, STAT_BITS]
+    stride = parts[part, STAT_STRIDE]
+    first = parts[part, STAT_MAXIMA]
+    larger = parts[part, STAT_LARGER]
+    larger_bits = parts[part, STAT_LARGER_BITS]
+    larger_at = parts[part, STAT_LARGER_AT]
+    at = parts[part, STAT_COUNTS]
+    n_bins = parts[part, STAT_BINS]
+    in_shared = n_bins <= SHARED_BINS
+    if in_shared:
+        for b in range(t, n_bins, cuda.blockDim.x):
+            bins[b] = 0
+    cuda.syncthreads()
+    for i in range(chunk_lo + t, chunk_hi, cuda.blockDim.x):
+        s = int64(levels[i]) - base
+        for larger_blocks in range(2):
+            where = int64(-1)
+            if bits < 0:
+                if larger_blocks == 0:
+                    where = s
+            elif larger_blocks == 0:
+                b = (i - offset) >> bits
+                if sampled(b, stride):
+                    where = int64(maxima[first + b]) * cols + s
+            elif larger >= 0:
+                b = (i - offset) >> larger_bits
+                if sampled(b, stride):
+                    where = larger_at + int64(maxima[larger + b]) * cols + s
+            if where >= 0:
+                if in_shared:
+                    cuda.atomic.add(bins, where, int32(1))
+                else:
+                    cuda.atomic.add(counts, at + where, int64(1))
+    cuda.syncthreads()
+    if in_shared:
+        for b in range(t, n_bins, cuda.blockDim.x):
+            if bins[b] != 0:
+                cuda.atomic.add(counts, at + b, int64(bins[b]))

@@ -115,10 +115,12 @@ def _walk(words, tab, tokens, entry, stop_bit, end_bit, base, window, vbits, esc
     return OK, count, bit_pos
 
 
-# Columns of a group's stream table (int64, a row per stream, note 5).
-(STREAM_WORDS, STREAM_CHUNKS, STREAM_LEVELS, STREAM_OUT, STREAM_TOKENS, STREAM_BASE,
- STREAM_WINDOW, STREAM_VBITS, STREAM_ESC_HAS_RUN, STREAM_SCALES, STREAM_MODE,
- STREAM_FIELDS) = range(12)
+# Columns of a group's stream table (int64, a row per stream, note 5): those every group has
+# (STREAM_COMMON of them; cuda_ans.py's group decoder has its own after them), then the code's.
+(STREAM_WORDS, STREAM_CHUNKS, STREAM_LEVELS, STREAM_OUT, STREAM_SCALES, STREAM_MODE,
+ STREAM_COMMON) = range(7)
+(STREAM_TOKENS, STREAM_BASE, STREAM_WINDOW, STREAM_VBITS, STREAM_ESC_HAS_RUN,
+ STREAM_FIELDS) = range(STREAM_COMMON, STREAM_COMMON + 6)
 # A block's row (note 5): its chunk index, and its set, the streams [first, end) of the table.
 BLOCK_CHUNK, BLOCK_FIRST, BLOCK_END, BLOCK_FIELDS = range(4)
 

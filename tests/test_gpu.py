@@ -104,8 +104,9 @@ def test_a_batch_of_parts_gives_each_part_the_bytes_it_has_alone(name, pattern):
 
 
 class _Counted:
-    """A module whose kernel launches (``kernel[grid, block, stream](...)``), ``to_device``
-    copies and ``copy_to_host`` calls are counted in ``counts``."""
+    """A module whose kernel launches (``kernel[grid, block, stream](...)``: as "launch", and
+    by the kernel's name), ``to_device`` copies and ``copy_to_host`` calls are counted in
+    ``counts``."""
 
     def __init__(self, module, counts):
         self._module, self._counts = module, counts
@@ -122,21 +123,25 @@ class _Counted:
         if name in ("to_device", "copy_to_host"):
             return counted(name, attr)
         if hasattr(attr, "__getitem__") and callable(attr):       # a kernel
-            return type("Launch", (), {"__getitem__": lambda _, config: counted(
-                "launch", attr[config])})()
+            def launch(_, config):
+                counts[name] = counts.get(name, 0) + 1
+                return counted("launch", attr[config])
+            return type("Launch", (), {"__getitem__": launch})()
         return attr
 
 
-@pytest.mark.parametrize("name", ["huffman", "rlh", "shs"])      # the three token modes
+@pytest.mark.parametrize("name", ["huffman", "rlh", "shs", "ans"])  # the token modes, rANS
 def test_a_batch_takes_the_same_launches_and_copies_whatever_its_parts(name, monkeypatch):
-    """The Huffman family codes a batch in a fixed number of kernel launches, uploads and
-    copies to the host: a batch of seven parts takes as many as a batch of one."""
+    """The Huffman family and ``ans`` code a batch in a fixed number of kernel launches,
+    uploads and copies to the host: a batch of eight parts takes as many as a batch of one
+    (for ``ans``, one with contexts and others without)."""
     from horovod_huffman.codec.encoders import gpu
     levels = PATTERNS["sparse"]
 
     def counted(parts):
         counts = {}
         monkeypatch.setattr(gpu, "cuda_tokens", _Counted(gpu.cuda_tokens, counts))
+        monkeypatch.setattr(gpu, "cuda_ans", _Counted(gpu.cuda_ans, counts))
         monkeypatch.setattr(gpu, "cuda", _Counted(gpu.cuda, counts))
         monkeypatch.setattr(gpu, "copy_to_host", _Counted(gpu, counts).copy_to_host)
         flat = cuda.to_device(np.concatenate(parts))
@@ -145,9 +150,11 @@ def test_a_batch_takes_the_same_launches_and_copies_whatever_its_parts(name, mon
         return counts
 
     encoder(name).encode(cuda.to_device(levels))      # the tables uploaded once per context
-    one = counted([levels[:2 * CHUNK]])
+    if name == "ans":
+        assert encoder(name).plan(levels).contexts
+    one = counted([levels])
     assert one["launch"] >= 3 and one["copy_to_host"] >= 2
-    assert counted(batch_parts("sparse")) == one
+    assert counted(batch_parts("sparse") + [levels]) == one
 
 
 @pytest.mark.parametrize("name", ["huffman", "rlh"])
@@ -291,6 +298,34 @@ def test_a_decode_group_sums_the_ranks_in_one_launch_as_the_host_does(names, mon
     assert counts.get("launch", 0) >= runs
     if all(grouped):
         assert counts["launch"] == 1
+
+
+def test_ans_streams_of_several_chunk_sizes_sum_in_one_launch(monkeypatch):
+    """Ranks whose ``ans`` streams chose different chunk sizes (each rank's own estimate,
+    GrowingChunks) still decode into their total in one launch, every element getting its
+    additions in rank order: the host's sum, bit for bit (kernels/cuda_ans.py note 8)."""
+    from horovod_huffman.codec.encoders import gpu
+    from horovod_huffman.codec.message import contents
+    from horovod_huffman.exchange.array_ops import DeviceOps
+    rng = np.random.default_rng(6)
+    expected, messages = None, []
+    for rank, chunk in enumerate([CHUNK, 4 * CHUNK, 2 * CHUNK]):
+        qt = hh.QuantizedTensor(np.roll(PATTERNS["dense"], 29 * rank),
+                                rng.random(-(-N // 64)).astype(np.float32), (N,),
+                                np.dtype(np.float32), 64)
+        part = hh.dequantize(qt).astype(np.float32)
+        expected = part if expected is None else expected + part
+        messages.append(contents(hh.pack(qt, encoder("ans", chunk_levels=chunk))))
+    counts = {}
+    monkeypatch.setattr(gpu, "cuda_ans", _Counted(gpu.cuda_ans, counts))
+    ops = DeviceOps(cuda.stream())
+    total = None
+    with ops.decode_group() as group:
+        for rank, message in enumerate(messages):
+            total = ops.decode_into(message, total, rank > 0, group, f"rank {rank}")
+    group.checked().wait()
+    assert total.copy_to_host().tobytes() == expected.tobytes()
+    assert counts == {"decode_streams": 1, "launch": 1}
 
 
 def test_a_decode_group_decodes_slices_of_one_array_in_one_launch(monkeypatch):
@@ -706,15 +741,17 @@ def test_exchanges_run_on_the_device(quantizer, kind, name, n_ranks):
             np.testing.assert_array_equal(d.copy_to_host(), total_d[0].copy_to_host())
 
 
+@pytest.mark.parametrize("name", ["rlh", "ans"])
 @pytest.mark.parametrize("kind", ["allgather", "two_phase"])
-def test_buckets_exchanged_at_once_encode_as_one_batch_with_each_buckets_bytes(kind,
+def test_buckets_exchanged_at_once_encode_as_one_batch_with_each_buckets_bytes(kind, name,
                                                                               monkeypatch):
     """Three buckets of 2 ranks run at once on one DeviceOps: every encode of a phase, all
     buckets' and both ranks', goes in one ``encode_batch`` (the allgather's one phase; the
     two-phase exchange's scatter and its sums), and the sums decode in a launch per round
     of ranks, whatever the buckets (rank_sums.py: the allgather's two ranks, the scatter's
     two, the gather's one); every rank sends the bytes and gets the sums of the same
-    exchanges on the host, bucket by bucket."""
+    exchanges on the host, bucket by bucket. For ``rlh`` (the Huffman family's decoder) and
+    ``ans``."""
     from horovod_huffman.codec import message, quantizers
     from horovod_huffman.codec.encoders import gpu
     from horovod_huffman.exchange import array_ops
@@ -744,13 +781,14 @@ def test_buckets_exchanged_at_once_encode_as_one_batch_with_each_buckets_bytes(k
         return gens
 
     def codecs():
-        return [[Codec(encoder=encoder("rlh"), quantizer=hh.QSGD(levels=8, bucket_size=64),
+        return [[Codec(encoder=encoder(name), quantizer=hh.QSGD(levels=8, bucket_size=64),
                        seed=r) for r in range(2)] for _ in sizes]
 
     host_group, dev_group = LocalGroup(2), LocalGroup(2)
     host = run_ranks(exchanges(HostOps, codecs(), host_group, False))
     launches, quantize, own, concat = {}, {}, {}, {}
     monkeypatch.setattr(gpu, "cuda_decode", _Counted(gpu.cuda_decode, launches))
+    monkeypatch.setattr(gpu, "cuda_ans", _Counted(gpu.cuda_ans, launches))
     monkeypatch.setattr(quantizers, "cq", _Counted(quantizers.cq, quantize))
     monkeypatch.setattr(array_ops, "cq", _Counted(array_ops.cq, own))
     monkeypatch.setattr(message, "cp", _Counted(message.cp, concat))
@@ -758,7 +796,7 @@ def test_buckets_exchanged_at_once_encode_as_one_batch_with_each_buckets_bytes(k
     monkeypatch.undo()
     two = kind == "two_phase"
     assert batches == ([6, 6] if two else [6])
-    assert launches["launch"] == (3 if two else 2)
+    assert launches["decode_streams"] == (3 if two else 2)
     # Scales and levels: the scatter's 12 shards, then the 6 summed ones; the allgather's 6.
     assert quantize["launch"] == (4 if two else 2)
     assert own["launch"] == (2 if two else 1)           # the own tensors of a round of ranks

@@ -117,16 +117,14 @@ class Codec:
 
     def encoding(self, ops, qts, job, parts, starts):
         """A Pending (allreduce.py) of the messages of ``qts``, as ``encode`` of each as
-        ``parts`` of ``job`` from ``starts``. An encoder that codes batches on the device
-        (``Encoder.codes_in_batches``: the Huffman family, which keep no choices and use no
-        layout) joins the queue of ``ops`` where it has one (DeviceOps), to be encoded with
-        every tensor queued there with it as one batch (encode_queue.py), the same bytes;
-        anything else is encoded now."""
-        if getattr(self.encoder, "codes_in_batches", False):
-            queue = getattr(ops, "queue", None)
-            if queue is not None and qts:
-                return queue.put(qts, self.encoder, self.statistics, job.key)
-            return Ready(ops.encode_batch(qts, self.encoder))
+        ``parts`` of ``job`` from ``starts``. On ops with an encode queue (DeviceOps), an
+        encoder that codes batches on the device (``Encoder.codes_in_batches``: the Huffman
+        family and ``ans``, which keep no choices and use no layout there) joins that queue,
+        to be encoded with every tensor queued there with it as one batch (encode_queue.py),
+        the same bytes; anything else is encoded now."""
+        queue = getattr(ops, "queue", None)
+        if getattr(self.encoder, "codes_in_batches", False) and queue is not None:
+            return queue.put(qts, self.encoder, self.statistics, job.key) if qts else Ready([])
         return Ready([self.encode(ops, qt, job, part, start)
                       for qt, part, start in zip(qts, parts, starts)])
 

@@ -5,11 +5,11 @@ quantized levels, as a Pending (``ops.sum_later``) that the exchange yields.
 On the host a sum is computed when it is asked for. On a GPU (``DeviceOps``) it waits in a
 ``SumQueue`` until a driver flushes it, as queued encodes do (encode_queue.py); then every
 queued sum is computed at once: their totals are slices of one new array per dtype, and round
-by round the streams of every sum up to its next own tensor decode in one launch (the
-Huffman family's decode groups, gpu.StreamGroup, sharing one list of streams), then the own
-tensors are added, in one launch too (``ops.dequantize_all``). A step's buckets then take
-two launches per round, not two per bucket, and their decode statuses come back in one copy
-(``ops.checks``), each sum keeping its own verdict.
+by round the streams of every sum up to its next own tensor decode in one launch (the decode
+groups of the Huffman family and ``ans``, gpu.StreamGroup, sharing one list of streams), then
+the own tensors are added, in one launch too (``ops.dequantize_all``). A step's buckets then
+take two launches per round, not two per bucket, and their decode statuses come back in one
+copy (``ops.checks``), each sum keeping its own verdict.
 Every element of a total gets its additions in rank order, as the host's sum does.
 """
 import time

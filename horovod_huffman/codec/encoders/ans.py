@@ -44,7 +44,7 @@ from ..device import copy_to_host
 from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
 from . import gpu
-from .base import GrowingChunks, out_words, check_status
+from .base import Batched, GrowingChunks, out_words, check_status
 from .codes import chunk_count, read_chunk_bits, write_chunks
 from .huffman import fill
 from .rows import RowModel, check_layout, fit
@@ -141,7 +141,7 @@ def release(plan):
         scratch.give(plan.resid)
 
 
-class Ans(GrowingChunks):
+class Ans(Batched, GrowingChunks):
     """rANS over the levels with frequencies from their histogram; with ``contexts``, per
     class of blocks of 2**``block_bits`` levels sorted by their largest |level| (1, 2, 4 or 8
     classes, whichever the size estimate finds smallest; above SAMPLED_LEVELS levels the
@@ -354,38 +354,74 @@ class Ans(GrowingChunks):
         release(plan)
         return emitted
 
-    def plan_device(self, levels, stream):
-        """``plan`` for device levels: the statistics on the GPU."""
-        lo, hi = gpu.level_range(levels, stream)
-        if hi - lo + 1 > ANS_MAX_WINDOW:            # escapes: planned and coded on the host
-            return self.plan(copy_to_host(levels, stream))
-        base, window = lo, hi - lo + 1
-        block_bits = self._block_bits(levels.size)
-        if not self._tries_contexts(levels.size, lo, hi, block_bits):
-            batch = gpu.Batch(levels, [levels.size], stream, self.chunk_levels)
-            counts, = gpu.token_counts(gpu.Tokens(batch, gpu.LEVELS), [(base, window)])
-            plan, _ = self.plan_from(levels.size, base, window, None, counts[None, :])
+    def _encode_device_parts(self, levels, sizes, stream, rider=None):
+        """``_encode`` of every non-empty part of device ``levels``, as one batch: the parts'
+        ranges, then their statistics, counted on the device for all of them at once
+        (gpu.ans_statistics), planned on the host as ``plan`` plans them, then coded in one
+        batch (gpu.ans_payload). A part whose window needs escapes (or whose plan gives the
+        escape a frequency) is copied to the host, planned and written there: the same
+        bytes."""
+        batch = gpu.Batch(levels, sizes, stream, gpu.STATISTICS_CHUNK)
+        ranges = batch.ranges()
+        counted = [self._counted(int(n), int(lo), int(hi)) if n else None
+                   for n, (lo, hi) in zip(batch.sizes, ranges)]
+        statistics = gpu.ans_statistics(batch, counted)
+        results, coded = [], []
+        for n, at, (lo, hi), want, found in zip(batch.sizes, batch.offsets, ranges, counted,
+                                               statistics):
+            n, at = int(n), int(at)
+            coded.append(None)
+            if n == 0:
+                continue
+            plan = None if want is None else self._counted_plan(n, int(lo), int(hi), want, found)
+            if plan is None or plan.escapes():
+                host = copy_to_host(levels[at:at + n], stream)
+                results.append(self.emit(host, plan or self.plan(host)))
+            elif np.count_nonzero(plan.freqs) == 1:
+                results.append(_constant(plan))
+            else:
+                entries, rcps = coder_tables(plan.freqs)
+                coded[-1] = gpu.AnsPart(at, n, plan.base, plan.chunk, entries, rcps,
+                                        plan.classes, plan.block_bits)
+                results.append(plan)
+        payloads = iter([p for p in gpu.ans_payload(levels, coded, stream, rider)
+                         if p is not None])
+        out = []
+        for result in results:
+            if isinstance(result, AnsPlan):
+                out32, n_words, chunk_bits = next(payloads)
+                result = (self._params(result, chunk_bits, np.zeros(chunk_bits.size, np.int64)),
+                          out32, n_words, payload_bits(chunk_bits))
+            out.append(result)
+        return out
+
+    def _counted(self, n, lo, hi):
+        """The gpu.AnsCount of ``n`` levels in [lo, hi] for ``_level_plan`` (None: a window
+        that needs escapes, planned on the host)."""
+        window = hi - lo + 1
+        if window > ANS_MAX_WINDOW:
+            return None
+        block_bits = self._block_bits(n)
+        if not self._tries_contexts(n, lo, hi, block_bits):
+            return gpu.AnsCount(lo, window, 1, None, None, 1)
+        larger = block_bits + LARGER_BLOCK_BITS
+        return gpu.AnsCount(lo, window, _largest_magnitude(lo, hi) + 1, block_bits,
+                            larger if self._tries_contexts(n, lo, hi, larger) else None,
+                            _stride(n))
+
+    def _counted_plan(self, n, lo, hi, want, found):
+        """``_level_plan`` of ``n`` levels in [lo, hi] from their statistics ``found``
+        (a gpu.AnsStatistics of what ``want``, ``_counted``'s, names)."""
+        if want.bits is None:
+            plan, _ = self.plan_from(n, lo, want.window, None, found.counts)
             return plan
-        stride = _stride(levels.size)
 
         def statistics(block_bits):
-            maxima = gpu.block_maxima(levels, block_bits, stream)
-            return maxima, gpu.class_histograms(levels, base, window, maxima, block_bits,
-                                                stride, _largest_magnitude(lo, hi) + 1, stream)
-        plan, _ = self._context_plan(levels.size, lo, hi, block_bits, stride, statistics)
+            if block_bits == want.bits:
+                return found.maxima, found.counts
+            return found.larger_maxima, found.larger_counts
+        plan, _ = self._context_plan(n, lo, hi, want.bits, want.stride, statistics)
         return plan
-
-    def _encode_device(self, levels, stream):
-        plan = self.plan_device(levels, stream)
-        if plan.escapes() or np.count_nonzero(plan.freqs) == 1:
-            # escapes (or a constant): the host writes them, the very same bytes
-            return self.emit(copy_to_host(levels, stream), plan)
-        entries, rcps = coder_tables(plan.freqs)
-        out32, n_words, chunk_bits = gpu.ans_payload(levels, plan.base, entries, rcps,
-                                                     plan.classes, plan.block_bits,
-                                                     plan.chunk, stream)
-        return (self._params(plan, chunk_bits, np.zeros(chunk_bits.size, np.int64)), out32,
-                n_words, payload_bits(chunk_bits))
 
     def emit(self, levels, plan):
         """Encode ``levels`` with ``plan`` (an AnsPlan or a RowsPlan): (params, words, n_words,
@@ -395,8 +431,7 @@ class Ans(GrowingChunks):
         base, window, freqs = plan.base, plan.window, plan.freqs
         n_chunks = chunk_count(levels.size, plan.chunk)
         if np.count_nonzero(freqs) == 1 and not plan.escapes():
-            level = base + int(np.flatnonzero(freqs[0])[0])
-            return ParamWriter().uint(MODE_CONSTANT).sint(level).getvalue(), out_words(0), 0, 0
+            return _constant(plan)
         escapes = np.zeros(0, dtype=np.int64)
         escape_counts = np.zeros(n_chunks, dtype=np.int64)
         if plan.escapes():
@@ -485,14 +520,13 @@ class Ans(GrowingChunks):
                               f"{payload_bits_}")
         escapes = np.empty(n_escapes, dtype=np.int64)
         if n_escapes:
-            host_words = words if stream is None else copy_to_host(words, stream)
-            check_status(read_escapes(host_words, escape_bit, n_escapes, vbits, lo, hi,
-                                      escapes), cls.name)
+            check_status(read_escapes(words, escape_bit, n_escapes, vbits, lo, hi, escapes),
+                         cls.name)
         tables = decode_tables(freqs, base, window)
         selects = declared >= SELECT_BITS_PER_LEVEL * out.size
         if stream is not None:
             gpu.decode_ans(words, starts, chunk_bits, chunk, tables, classes, block_bits,
-                           escapes, escape_starts, out, cls.name, stream)
+                           escapes, escape_starts, out, cls.name)
             return
         check_status(decode_chunks(words, starts, chunk_bits, chunk,
                                    (tables, classes, block_bits), out, escapes, escape_starts,
@@ -507,8 +541,7 @@ class Ans(GrowingChunks):
         model = RowModel.read(reader, out.size, PREDICTION_MAX, cls.name)
         mode = reader.uint("residual mode", MODE_CODED, MODE_CONTEXTS)
         resid = scratch.take(out.size, _residual_dtype(out.dtype))
-        host_words = words if stream is None else copy_to_host(words, stream)
-        cls._decode_levels(reader, mode, host_words, payload_bits_, resid, None)
+        cls._decode_levels(reader, mode, words, payload_bits_, resid, None)
         lo, hi = dtype_range(out.dtype)
         host_out = out if stream is None else np.empty(out.size, dtype=out.dtype)
         least, largest = model.add_to(resid, 1, host_out)
@@ -516,6 +549,12 @@ class Ans(GrowingChunks):
         check_status(OK if lo <= least and largest <= hi else VALUE_OVERFLOW, cls.name)
         if stream is not None:
             out.put(host_out)
+
+
+def _constant(plan):
+    """The ``emit`` result of a plan whose one symbol is a level (no escape): a constant."""
+    level = plan.base + int(np.flatnonzero(plan.freqs.sum(axis=0))[0])
+    return ParamWriter().uint(MODE_CONSTANT).sint(level).getvalue(), out_words(0), 0, 0
 
 
 def _residual_dtype(dtype):

@@ -113,11 +113,11 @@ class Encoder:
         gpu.Rider, a device array that a batch coded on the device brings to the host in its
         payload's copy (``rider.host``; left None where no payload was copied).
 
-        On the device, huffman, sh, rlh and shs code all the parts as one batch: each pass is
-        one launch over every chunk of every part, and the copies to the host are a fixed few
-        (the parts' level ranges and histograms or samples, their chunks' bits, their
-        payloads), whatever the number of parts (gpu.Batch, gpu.window_counts). The other
-        encoders code part by part."""
+        On the device, huffman, sh, rlh, shs and ans code all the parts as one batch: each
+        pass is one launch over every chunk of every part, and the copies to the host are a
+        fixed few (the parts' level ranges and histograms, samples or context statistics, their
+        chunks' bits, their payloads), whatever the number of parts (gpu.Batch,
+        gpu.window_counts, gpu.ans_statistics). The other encoders code part by part."""
         sizes = np.asarray(sizes, dtype=np.int64).reshape(-1)
         if sizes.size and (sizes.min() < 0 or int(sizes.sum()) != len(levels)):
             raise ValueError(f"part sizes must be non-negative and add up to the {len(levels)} "
@@ -263,9 +263,9 @@ class GrowingChunks(Chunked):
 
 
 class Batched:
-    """An on-device encoder of the Huffman family, whose kernels code a batch of parts
-    (gpu.Batch): it implements ``_encode_device_parts``, a tensor alone is a batch of one part,
-    and its device decoder decodes through a gpu.StreamGroup."""
+    """An on-device encoder whose kernels code a batch of parts (gpu.Batch): it implements
+    ``_encode_device_parts``, a tensor alone is a batch of one part, and its device decoder
+    decodes through a gpu.StreamGroup."""
     decodes_in_groups = True
     codes_in_batches = True
 

@@ -72,10 +72,11 @@ class Output:
     += with ``add`` (``scales``: of the total's dtype, a host array or a device array);
     ``levels`` is None and no levels array exists unless the decoder needs one (``staging``).
 
-    The Huffman family's decoders add their stream to ``group`` (a ``StreamGroup``; None: one
-    of the output's own, flushed before the decode returns). A shared group decodes the
-    streams of several outputs into one total in one launch; every other write into the
-    output flushes the group first, so that the writes keep their order. ``label`` names the
+    The Huffman family's and ``ans``'s decoders add their stream to ``group`` (a
+    ``StreamGroup``; None: one of the output's own, flushed before the decode returns). A
+    shared group decodes the streams of several outputs into one total in one launch; every
+    other write into the output flushes the group first, so that the writes keep their
+    order. ``label`` names the
     stream in a DecodeError the group raises. ``within``: (an array, an offset) where
     ``total`` is array[offset:offset + size], so that a group decodes the outputs of several
     slices of that array (a two-phase gather's shards) in one launch; None: (total, 0)."""
@@ -148,17 +149,32 @@ class Output:
                                      self.stream](int(level), self.size, *self.args)
 
 
+HuffmanStream = namedtuple("HuffmanStream", "words starts chunk_bits chunk table tokens base "
+                           "window vbits esc_has_run lo hi name")
+HuffmanStream.__doc__ = """A Huffman-family stream for a StreamGroup: host uint64 ``words``
+(bits.bytes_to_words of its payload), its chunks' first bits and bits, its chunk size, its
+4096-entry lookup table, whether it codes tokens (rlh, shs), its window, the escapes' value
+bits, whether an escape carries a run, the levels' bounds and the encoder's name."""
+
+AnsStream = namedtuple("AnsStream", "words starts chunk_bits chunk tables classes block_bits "
+                       "escapes escape_starts name")
+AnsStream.__doc__ = """An ``ans`` stream for a StreamGroup: host uint64 ``words``, its chunks'
+first bits and bits, its chunk size, a decode table per class (kernels/ans.py
+``decode_tables``), its blocks' classes and log2 of its block size, its escaped levels and
+where every chunk's start (n_chunks + 1 entries), and the encoder's name."""
+
+
 class StreamGroup:
-    """Huffman-family streams of the same chunk size and level dtype, decoded into one
-    destination array in one launch when flushed (kernels/cuda_decode.py ``decode_streams``,
-    note 5): the N ranks' streams of a bucket, summed into its total in their order; the
-    summed shards of a two-phase gather, each into its slice of the bucket
-    (``Output.within``); the streams of many buckets whose totals are slices of one array.
-    Consecutive streams into the same slice form a set, decoded in order; sets decode in
-    parallel. The host arrays of all of them (words, chunk offsets and bits, tables, scales)
-    go to the device in one copy, and their statuses come back in one. A stream that does not
-    fit with those before (another chunk size, dtype, destination array, bucket size or kind
-    of output) flushes them first.
+    """Streams of one code (HuffmanStream or AnsStream), chunk size and level dtype, decoded
+    into one destination array in one launch when flushed (kernels/cuda_decode.py
+    ``decode_streams``, note 5; kernels/cuda_ans.py note 8): the N ranks' streams of a
+    bucket, summed into its total in their order; the summed shards of a two-phase gather,
+    each into its slice of the bucket (``Output.within``); the streams of many buckets whose
+    totals are slices of one array. Consecutive streams into the same slice form a set,
+    decoded in order; sets decode in parallel. The host arrays of all of them (words, chunk
+    offsets and bits, tables, scales) go to the device in one copy, and their statuses come
+    back in one. A stream that does not fit with those before (another code, chunk size,
+    dtype, destination array, bucket size or kind of output) flushes them first.
 
     ``checks``: None reads the statuses back at each flush and raises there. A
     ``StatusChecks`` instead keeps them on the device with other groups', to be read in one
@@ -185,17 +201,16 @@ class StreamGroup:
         if kind is None:
             self.flush()
 
-    def add(self, out, words, starts, chunk_bits, chunk, table, tokens, base, window, vbits,
-            esc_has_run, lo, hi, name):
-        """Add a stream (host uint64 ``words``: bits.bytes_to_words of its payload; its chunk
-        starts and bits; its 4096-entry table) that decodes into the Output ``out``."""
+    def add(self, out, coded):
+        """Add a stream ``coded`` (a HuffmanStream or an AnsStream) that decodes into the
+        Output ``out``."""
         dest = out.levels if out.total is None else out.within[0]
-        key = (int(chunk), out.dtype, out.total is None, id(dest), out.bucket, int(lo), int(hi))
+        # One chunk size for the Huffman family; ans's chunks nest (cuda_ans.py note 8).
+        key = (type(coded), int(coded.chunk) if isinstance(coded, HuffmanStream) else 0,
+               out.dtype, out.total is None, id(dest), out.bucket)
         if self.items and self.items[0][0] != key:
             self.flush()
-        self.items.append((key, out, words, np.asarray(starts, np.int64),
-                           np.asarray(chunk_bits, np.int64), table, tokens, base, window, vbits,
-                           esc_has_run, name, self.verdict))
+        self.items.append((key, out, coded, self.verdict))
         if out.own_group:
             self.flush()
 
@@ -207,30 +222,37 @@ class StreamGroup:
         if not items:
             return
         stream = self.stream
-        (chunk, _, _, _, bucket, lo, hi), first = items[0][0], items[0][1]
-        table = np.zeros((len(items), cuda_decode.STREAM_FIELDS), dtype=np.int64)
+        (kind, chunk, _, _, _, bucket), first = items[0][0], items[0][1]
+        fields = cuda_decode.STREAM_FIELDS if kind is HuffmanStream else cuda_ans.STREAM_FIELDS
+        table = np.zeros((len(items), fields), dtype=np.int64)
         words, scales, streams, at_word, at_chunk, at_scale = [], [], [], 0, 0, 0
-        for s, (_, out, w, starts, _, _, tokens, base, window, vbits, esc_has_run, name,
-                verdict) in enumerate(items):
-            table[s] = (at_word, at_chunk, out.size, out.within[1], tokens, base, window, vbits,
-                        esc_has_run, at_scale, out.mode)
-            streams.append((verdict, out.label, name, at_chunk, len(starts)))
-            words.append(w)
-            at_word += w.size
-            at_chunk += len(starts)
+        for s, (_, out, coded, verdict) in enumerate(items):
+            n_chunks = len(coded.starts)
+            table[s, :cuda_decode.STREAM_COMMON] = (at_word, at_chunk, out.size, out.within[1],
+                                                    at_scale, out.mode)
+            streams.append((verdict, out.label, coded.name, at_chunk, n_chunks))
+            words.append(coded.words)
+            at_word += coded.words.size
+            at_chunk += n_chunks
             if out.total is not None:
                 host = out.scales if isinstance(out.scales, np.ndarray) else \
                     copy_to_host(out.scales, stream)
                 scales.append(np.asarray(host, dtype=out.total.dtype))
                 at_scale += scales[-1].size
-        blocks = _block_table(items)
-        tables = np.stack([np.asarray(item[5], dtype=np.uint64) for item in items])
+        codes = [coded for _, _, coded, _ in items]
         dtype = first.total.dtype if first.total is not None else np.float32
         scales = np.concatenate(scales) if scales else np.zeros(1, dtype)
-        words, table, blocks_d, starts, chunk_bits, tables, scales = upload(
-            stream, np.concatenate(words), table, blocks,
-            np.concatenate([item[3] for item in items]),
-            np.concatenate([item[4] for item in items]), tables, scales)
+        blocks = _block_table(items)
+        common = (np.concatenate(words), table, blocks,
+                  np.concatenate([np.asarray(c.starts, np.int64) for c in codes]),
+                  np.concatenate([np.asarray(c.chunk_bits, np.int64) for c in codes]))
+        if kind is HuffmanStream:
+            table[:, cuda_decode.STREAM_COMMON:] = [
+                (c.tokens, c.base, c.window, c.vbits, c.esc_has_run) for c in codes]
+            tables = np.stack([np.asarray(c.table, dtype=np.uint64) for c in codes])
+            arrays = upload(stream, *common, tables, scales)
+        else:
+            arrays = upload(stream, *common, *_ans_arrays(table, codes), scales)
         if self.checks is None:
             status = cuda.device_array(at_chunk, dtype=np.int64, stream=stream)
         else:
@@ -238,25 +260,48 @@ class StreamGroup:
         if first.total is None:
             dest = (first.levels, _placeholder(np.float32), _placeholder(np.float32), 1)
         else:
-            dest = (_placeholder(first.dtype), first.within[0], scales, bucket)
-        if len(blocks):
+            dest = (_placeholder(first.dtype), first.within[0], arrays[-1], bucket)
+        if len(blocks) and kind is HuffmanStream:
+            lo, hi = codes[0].lo, codes[0].hi
             cuda_decode.decode_streams[len(blocks), BLOCK, stream](
-                words, table, blocks_d, starts, chunk_bits, tables, chunk, lo, hi, *dest,
-                status)
+                *arrays[:-1], chunk, lo, hi, *dest, status)
+        elif len(blocks):
+            cuda_ans.decode_streams[len(blocks), LANES, stream](*arrays[:-1], *dest, status)
         if self.checks is None:
             judge(copy_to_host(status, stream), streams)
             for verdict in {id(v): v for v, *_ in streams}.values():
                 verdict.wait()
 
 
+def _ans_arrays(table, codes):
+    """The ``ans`` columns of a group's stream ``table`` (filled in), and its host arrays for
+    kernels/cuda_ans.py ``decode_streams``: every class's table, every block's class, every
+    escape, every chunk's escape bounds."""
+    tables, classes, escapes, bounds = [], [], [], []
+    at_table = at_class = at_escape = 0
+    for s, c in enumerate(codes):
+        table[s, cuda_decode.STREAM_COMMON:] = (at_table, at_class, c.block_bits, c.chunk)
+        tables.append(c.tables)
+        classes.append(c.classes)
+        escapes.append(np.asarray(c.escapes, np.int64))
+        starts = at_escape + np.asarray(c.escape_starts, np.int64)
+        bounds.append(np.stack([starts[:-1], starts[1:]], axis=1))
+        at_table += c.tables.shape[0]
+        at_class += c.classes.size
+        at_escape += escapes[-1].size
+    return (np.concatenate(tables), np.concatenate(classes),
+            np.concatenate(escapes + [np.zeros(1, np.int64)]), np.concatenate(bounds))
+
+
 def _block_table(items):
     """The block table (kernels/cuda_decode.py BLOCK_*) of a group's ``items``: a set per
-    run of consecutive streams into the same first element, a block per chunk of its longest
-    stream."""
+    run of consecutive streams into the same first element, a block per chunk of the set's
+    largest chunk size, as many as its longest stream needs."""
     rows, first = [], 0
     for s in range(1, len(items) + 1):
         if s == len(items) or items[s][1].within[1] != items[first][1].within[1]:
-            n_chunks = max(len(item[3]) for item in items[first:s])
+            largest = max(int(item[2].chunk) for item in items[first:s])
+            n_chunks = max(-(-item[1].size // largest) for item in items[first:s])
             rows += [(c, first, s) for c in range(n_chunks)]
             first = s
     return np.array(rows, dtype=np.int64).reshape(-1, cuda_decode.BLOCK_FIELDS)
@@ -559,13 +604,7 @@ def token_payload(tokens, codes, vbits, k=1):
     if n_chunks and coded:
         cuda_tokens.write_tokens[n_chunks, BLOCK, stream](
             *args, cuda.to_device(starts, stream=stream), out)
-    if riding:
-        out[at_word:at_word + riding].copy_to_device(rider.array.view(np.uint32), stream=stream)
-    host = copy_to_host(out, stream)
-    if rider is not None:
-        rider.host = host[at_word:at_word + riding].view(rider.array.dtype)
-    return [None if part is None else (host[part[0]:part[0] + part[1] + 1], part[1], part[2])
-            for part in layout]
+    return _with_rider(out, at_word, layout, rider, stream)
 
 
 def fixed_payload(levels, base, width, stream):
@@ -636,8 +675,8 @@ def _decode_chunks(words, starts, chunk_bits, chunk, table, tokens, base, window
     ``out``, through its group (one block per chunk, kernels/cuda_decode.py
     ``decode_streams``); raises DecodeError like the CPU decoder when the group is flushed."""
     if len(starts):
-        out.group.add(out, words, starts, chunk_bits, chunk, table, tokens, base, window, vbits,
-                      esc_has_run, lo, hi, name)
+        out.group.add(out, HuffmanStream(words, starts, chunk_bits, chunk, table, tokens, base,
+                                         window, vbits, esc_has_run, lo, hi, name))
 
 
 def decode_levels(words, starts, chunk_bits, chunk, table, base, window, vbits, lo, hi, out,
@@ -663,15 +702,89 @@ def decode_fixed(words, base, width, hi, out, name, stream):
     _judged(out, 1, name, launch)
 
 
-def ans_payload(levels, base, entries, rcps, classes, block_bits, chunk, stream):
-    """``ans`` payload of device levels that all lie in the window: (host uint32 words, words
-    used, host chunk bits), laid out exactly as the CPU encoder lays them out."""
-    def code(n_chunks, stride, scratch, counts):
-        cuda_ans.encode_chunks[n_chunks, LANES, stream](
-            levels, base, *upload(stream, entries, rcps, classes), block_bits, chunk, stride,
-            scratch, counts)
-    out, n_words, chunk_bits = _ans_chunks(code, levels.size, chunk, 0, stream)
-    return copy_to_host(out, stream), n_words, chunk_bits
+AnsPart = namedtuple("AnsPart", "offset size base chunk entries rcps classes block_bits")
+AnsPart.__doc__ = """A part that ``ans_payload`` codes: where its levels start in the flat array
+and how many, its base, its chunk size (levels), its classes' encode entries and reciprocals
+(kernels/ans.py ``coder_tables``: a row per class), its blocks' classes (uint8; one 0 without
+contexts) and log2 of its block size (NO_BLOCKS without contexts)."""
+
+
+def ans_payload(levels, coded, stream, rider=None):
+    """``ans`` payloads of the parts of device ``levels`` that ``coded`` names (an AnsPart, or
+    None: a part not coded here), whose levels all lie in their windows: a list, per part, of
+    (host uint32 words, words used, host chunk bits), laid out exactly as the CPU encoder lays
+    them out, or None. One upload, two launches and two copies to the host for the whole batch
+    (kernels/cuda_ans.py notes 2 and 6): every chunk's units, then every part's words, each part
+    from a word of its own, and after them ``rider`` (a Rider) if there is one."""
+    rows, part_rows, tables, classes = [], [], [], []
+    n_tables = n_classes = slot_end = 0
+    for p, part in enumerate(coded):
+        if part is None:
+            continue
+        lo = part.offset + np.arange(0, part.size, part.chunk, dtype=np.int64)
+        hi = np.minimum(lo + part.chunk, part.offset + part.size)
+        # A slot holds at most one unit per level, and the final states.
+        ends = slot_end + np.cumsum(hi - lo + HEADER_UNITS + 1)
+        slot_end = int(ends[-1])
+        rows.append(np.stack([lo, hi, np.full(lo.size, p, dtype=np.int64), ends], axis=1))
+        part_rows.append((p, part.offset, part.base, n_tables, n_classes, part.block_bits))
+        tables.append((part.entries, part.rcps))
+        n_tables += part.entries.shape[0]
+        n_classes += part.classes.size
+        classes.append(part.classes)
+    if not rows:
+        return [None] * len(coded)
+    chunks = np.concatenate(rows)
+    parts = np.zeros((len(coded), cuda_ans.PART_FIELDS), dtype=np.int64)
+    for p, *columns in part_rows:
+        parts[p] = columns
+    width = max(e.shape[1] for e, _ in tables)
+    entries = np.zeros((n_tables, width), dtype=tables[0][0].dtype)
+    rcps = np.zeros((n_tables, width), dtype=tables[0][1].dtype)
+    at = 0
+    for e, r in tables:
+        entries[at:at + e.shape[0], :e.shape[1]] = e
+        rcps[at:at + r.shape[0], :r.shape[1]] = r
+        at += e.shape[0]
+    n_chunks = chunks.shape[0]
+    device = upload(stream, chunks, parts, entries, rcps, np.concatenate(classes),
+                    chunks[:, cuda_ans.ENCODE_SLOT_END].copy())
+    scratch = cuda.device_array(slot_end, dtype=np.uint32, stream=stream)
+    counts = cuda.device_array(n_chunks, dtype=np.int64, stream=stream)
+    cuda_ans.encode_chunks[n_chunks, LANES, stream](levels, *device[:5], scratch, counts)
+    chunk_bits = copy_to_host(counts, stream) * 16
+    word_starts = np.empty(n_chunks, dtype=np.int64)
+    layout, at_word, first = [], 0, 0      # per part: (first word, words, its chunk bits)
+    for part in coded:
+        if part is None:
+            layout.append(None)
+            continue
+        rows = slice(first, first + chunk_count(part.size, part.chunk))
+        first = rows.stop
+        starts = chunk_starts(chunk_bits[rows])
+        n_words = -(-int(starts[-1] + chunk_bits[rows][-1]) // WORD_BITS)
+        word_starts[rows] = at_word + starts // WORD_BITS
+        layout.append((at_word, n_words, chunk_bits[rows].copy()))
+        at_word += n_words + 1
+    riding = 0 if rider is None else rider.array.size
+    out = cuda.device_array(at_word + riding, dtype=np.uint32, stream=stream)
+    cuda_ans.pack_chunks[n_chunks, cuda_ans.PACK_BLOCK, stream](
+        scratch, device[5], counts, cuda.to_device(word_starts, stream=stream), out)
+    return _with_rider(out, at_word, layout, rider, stream)
+
+
+def _with_rider(out, at_word, layout, rider, stream):
+    """The host words of ``out`` per part of ``layout`` (None, or (first word, words used,
+    chunk bits)), ``rider``'s array copied in after word ``at_word`` first, to come back in
+    the same copy (``rider.host``)."""
+    riding = 0 if rider is None else rider.array.size
+    if riding:
+        out[at_word:at_word + riding].copy_to_device(rider.array.view(np.uint32), stream=stream)
+    host = copy_to_host(out, stream)
+    if rider is not None:
+        rider.host = host[at_word:at_word + riding].view(rider.array.dtype)
+    return [None if part is None else (host[part[0]:part[0] + part[1] + 1], part[1], part[2])
+            for part in layout]
 
 
 def _ans_chunks(code, n, chunk, extra_words, stream):
@@ -695,8 +808,10 @@ def _ans_chunks(code, n, chunk, extra_words, stream):
     else:
         out = cuda.device_array(n_words + 1, dtype=np.uint32, stream=stream)
     if n_chunks:
-        cuda_ans.pack_chunks[n_chunks, cuda_ans.PACK_BLOCK, stream](
-            scratch, stride, counts, cuda.to_device(starts // WORD_BITS, stream=stream), out)
+        slot_ends, word_starts = upload(
+            stream, stride * np.arange(1, n_chunks + 1, dtype=np.int64), starts // WORD_BITS)
+        cuda_ans.pack_chunks[n_chunks, cuda_ans.PACK_BLOCK, stream](scratch, slot_ends, counts,
+                                                                    word_starts, out)
     return out, n_words, chunk_bits
 
 
@@ -738,20 +853,14 @@ def rla_payload(levels, chunk, base, window, entries, rcps, after_anchor, n_toke
 
 
 def decode_ans(words, starts, chunk_bits, chunk, tables, classes, block_bits, escapes,
-               escape_starts, output, name, stream):
-    """``ans`` payload -> the ``Output`` ``output`` in one pass, a warp per chunk
-    (kernels/cuda_ans.py ``decode_chunks``: levels dequantized and summed where they are
-    decoded), its host arrays in one copy (``upload``); raises DecodeError like the CPU
-    decoder (``_judged``: here, or through the output's group)."""
-    n_chunks = len(starts)
-
-    def launch(status):
-        arrays = upload(stream, starts, chunk_bits, tables, classes, escapes, escape_starts)
-        cuda_ans.decode_chunks[n_chunks, LANES, stream](
-            words, *arrays[:2], chunk, *arrays[2:4], block_bits, *arrays[4:], output.size,
-            *output.args, status)
-    if n_chunks:
-        _judged(output, n_chunks, name, launch)
+               escape_starts, out, name):
+    """``ans`` payload (host uint64 ``words``) -> the ``Output`` ``out`` through its group, a
+    warp per chunk (kernels/cuda_ans.py ``decode_streams``: levels dequantized and summed
+    where they are decoded); raises DecodeError like the CPU decoder when the group is
+    flushed."""
+    if len(starts):
+        out.group.add(out, AnsStream(words, starts, chunk_bits, chunk, tables, classes,
+                                     block_bits, escapes, escape_starts, name))
 
 
 def decode_rla(words, starts, chunk_bits, extra_starts, chunk, tables, base, lo, hi, vbits,
@@ -771,20 +880,85 @@ def decode_rla(words, starts, chunk_bits, extra_starts, chunk, tables, base, lo,
     _judged(output, n_chunks, name, launch)
 
 
-def block_maxima(levels, block_bits, stream):
-    """Host int64 array: the largest |level| of every block of 2**block_bits device levels."""
-    out = cuda.device_array(-(-levels.size >> block_bits), dtype=np.int64, stream=stream)
-    cuda_ans.block_maxima[grid_for(out.size, STRIDE_BLOCK), STRIDE_BLOCK, stream](
-        levels, block_bits, out)
-    return copy_to_host(out, stream)
+# Levels per chunk of the batches whose ``ans`` statistics are counted (a block each:
+# kernels/cuda_ans.py note 7).
+STATISTICS_CHUNK = 1 << 14
+
+AnsCount = namedtuple("AnsCount", "base window rows bits larger_bits stride")
+AnsCount.__doc__ = """What ``ans_statistics`` counts of a part: symbols level - ``base`` of
+``window`` levels (every level lies there: the caller's guarantee) in ``rows`` rows (the largest
+|level| + 1 with contexts, else 1); ``bits``: log2 of the block size of its contexts (None:
+none, every level counted in row 0); ``larger_bits``: that of the larger blocks counted too
+(None: none); ``stride``: with contexts, one block in every ``stride`` is counted
+(kernels/ans_plans.py ``sampled_block``)."""
+
+AnsStatistics = namedtuple("AnsStatistics", "maxima counts larger_maxima larger_counts")
+AnsStatistics.__doc__ = """A part's statistics from ``ans_statistics``, host int64 arrays: every
+block's largest |level| (None without contexts), the symbol counts (rows x (window + 1): row m
+those of the counted blocks whose largest |level| is m), and the same for the larger blocks
+(None where not counted)."""
 
 
-def class_histograms(levels, base, window, rows, block_bits, stride, n_rows, stream):
-    """Host int64 counts (n_rows x (window + 1)): row r the symbol counts of the device levels
-    in every ``stride``-th block b with rows[b] == r (``ans``'s context statistics with the
-    block maxima as rows, as kernels.ans_plans.class_counts), for levels that all lie in the
-    window."""
-    counts = cuda.to_device(np.zeros((n_rows, window + 1), dtype=np.int64), stream=stream)
-    cuda_ans.class_histograms[grid_for(levels.size, STRIDE_BLOCK), STRIDE_BLOCK, stream](
-        levels, base, cuda.to_device(rows, stream=stream), block_bits, stride, counts)
-    return copy_to_host(counts, stream)
+def ans_statistics(batch, counted):
+    """The statistics of every part of a gpu.Batch that ``counted`` names (an AnsCount, or
+    None): a list of AnsStatistics, or None. Three launches (the zeroing of one buffer, the
+    blocks' maxima, the counts), one upload and one copy to the host for the whole batch
+    (kernels/cuda_ans.py note 7)."""
+    stream = batch.stream
+    table = np.zeros((batch.n_parts, cuda_ans.STAT_FIELDS), dtype=np.int64)
+    n_maxima = n_counts = 0
+    for p, want in enumerate(counted):
+        if want is None or batch.sizes[p] == 0:
+            continue
+        n, cols = int(batch.sizes[p]), want.window + 1
+        plane = want.rows * cols
+        row = table[p]
+        row[[cuda_ans.STAT_OFFSET, cuda_ans.STAT_BASE, cuda_ans.STAT_COLS, cuda_ans.STAT_BITS,
+             cuda_ans.STAT_STRIDE, cuda_ans.STAT_LARGER, cuda_ans.STAT_COUNTS,
+             cuda_ans.STAT_BINS]] = (batch.offsets[p], want.base, cols,
+                                     -1 if want.bits is None else want.bits, want.stride, -1,
+                                     n_counts, plane)
+        if want.bits is not None:
+            row[cuda_ans.STAT_MAXIMA] = n_maxima
+            n_maxima += -(-n >> want.bits)
+            if want.larger_bits is not None:
+                row[[cuda_ans.STAT_LARGER, cuda_ans.STAT_LARGER_BITS,
+                     cuda_ans.STAT_LARGER_AT, cuda_ans.STAT_BINS]] = (n_maxima, want.larger_bits,
+                                                                      plane, 2 * plane)
+                n_maxima += -(-n >> want.larger_bits)
+        n_counts += int(row[cuda_ans.STAT_BINS])
+    # One buffer: the counts (int64), then the maxima (int32), zeroed in one launch.
+    found = cuda.device_array(n_counts + n_maxima // 2 + 1, dtype=np.int64, stream=stream)
+    if n_counts:
+        fill(found, 0, stream)
+        parts, = upload(stream, table)
+        maxima = found[n_counts:].view(np.int32)
+        if n_maxima:
+            cuda_ans.block_maxima[batch.n_chunks, BLOCK, stream](batch.levels, batch.chunks,
+                                                                 parts, maxima)
+        cuda_ans.context_counts[batch.n_chunks, BLOCK, stream](batch.levels, batch.chunks,
+                                                               parts, maxima, found)
+    host = copy_to_host(found, stream) if n_counts else np.zeros(1, np.int64)
+    maxima = host[n_counts:].view(np.int32)
+    out = []
+    for p, want in enumerate(counted):
+        if want is None or batch.sizes[p] == 0:
+            out.append(None)
+            continue
+        n, row = int(batch.sizes[p]), table[p]
+        shape = (want.rows, want.window + 1)
+        counts = host[row[cuda_ans.STAT_COUNTS]:][:shape[0] * shape[1]].reshape(shape)
+
+        def blocks(first, bits):
+            return maxima[first:first + -(-n >> bits)].astype(np.int64)
+        if want.bits is None:
+            out.append(AnsStatistics(None, counts, None, None))
+        elif want.larger_bits is None:
+            out.append(AnsStatistics(blocks(row[cuda_ans.STAT_MAXIMA], want.bits), counts,
+                                     None, None))
+        else:
+            larger = host[row[cuda_ans.STAT_COUNTS] + row[cuda_ans.STAT_LARGER_AT]:]
+            out.append(AnsStatistics(blocks(row[cuda_ans.STAT_MAXIMA], want.bits), counts,
+                                     blocks(row[cuda_ans.STAT_LARGER], want.larger_bits),
+                                     larger[:shape[0] * shape[1]].reshape(shape)))
+    return out
