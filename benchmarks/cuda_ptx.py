@@ -57,9 +57,13 @@ def kernels(types):
             (f"qsgd_levels/{grad}", cuda_quantize.qsgd_levels,
              (xs, f64, i64, ints, ints, ints, arr(f64), arr(types.int8))),
             (f"terngrad_maxima/{grad}", cuda_quantize.terngrad_maxima,
-             (xs, ints, types.UniTuple(f64, k), ints, arr(f64), arr(i64))),
+             (xs, ints, f64, arr(f64), ints, arr(f64), arr(i64))),
             (f"terngrad_levels/{grad}", cuda_quantize.terngrad_levels,
-             (xs, ints, types.UniTuple(f64, k), ints, ints, ints, arr(f64), arr(types.int8))),
+             (xs, ints, f64, arr(f64), ints, ints, ints, arr(f64), arr(types.int8))),
+            (f"moments/{grad}", cuda_quantize.moments,
+             (xs, i64, arr(f64, 2), arr(f64, 2))),
+            (f"clip_bounds/{grad}", cuda_quantize.clip_bounds,
+             (xs, f64, arr(f64, 2), arr(f64))),
         ]
     half = types.UniTuple(i64, k // 2)           # dequantize_parts: two arrays a tensor
     for total in (types.float32, types.float64):

@@ -11,7 +11,9 @@ READ ME FIRST
 3. QSGD takes two kernels: one thread per bucket for the scale (its sum of squares must keep
    squares.py's order), then one per element. TernGrad's max-norm is exact in any order, so
    blocks reduce a bucket's segments in parallel and merge them atomically
-   (``terngrad_maxima``), then a thread per element draws the levels.
+   (``terngrad_maxima``), then a thread per element draws the levels. A clip bound's
+   standard deviation is summed in quantize.deviation's lanes and order (``moments``,
+   ``clip_bounds``), so it is the host's, bit for bit, and never leaves the device.
    These kernels, and ``dequantize_parts``, take a tuple of tensors, the y index of the grid
    choosing one, so that a step's buckets take one launch (cuda_parts.py).
 4. Decoders write level j through ``put_level``, which either stores the level or dequantizes
@@ -25,7 +27,7 @@ import math
 from numba import config, cuda, float32, float64, int64
 
 from .cuda_bits import BLOCK
-from .quantize import splitmix_uniform
+from .quantize import MOMENT_LANES, splitmix_uniform
 from .squares import SUM_LANES
 
 if config.ENABLE_CUDASIM:
@@ -137,15 +139,16 @@ def qsgd_levels(xs, s, bucket, seeds, firsts, starts, inv, levels):
 
 
 @cuda.jit
-def terngrad_maxima(xs, buckets, clip_ats, firsts, maxima, finite):
+def terngrad_maxima(xs, buckets, clip, clip_ats, firsts, maxima, finite):
     """Bucket b of tensor p (``xs[p]``, ``buckets[p]`` elements per bucket, clipped at
-    ``clip_ats[p]`` when > 0; p = blockIdx.y): maxima[firsts[p] + b] = max of its clipped |x|,
-    finite[firsts[p] + b] = 0 if a value is not finite, both starting at 0 and 1
-    (``terngrad_start``). A block reduces SEGMENT elements of a bucket at a time and merges
-    its maximum atomically: a maximum is exact in any order, so the result is the host's.
-    Any grid along x."""
+    clip_ats[p] where ``clip`` > 0 and that bound is > 0; p = blockIdx.y): maxima[firsts[p] +
+    b] = max of its clipped |x|, finite[firsts[p] + b] = 0 if a value is not finite, both
+    starting at 0 and 1 (``terngrad_start``). A block reduces SEGMENT elements of a bucket at
+    a time and merges its maximum atomically: a maximum is exact in any order, so the result
+    is the host's. Any grid along x."""
     p = cuda.blockIdx.y
-    x, bucket, clip_at, first = xs[p], buckets[p], clip_ats[p], firsts[p]
+    x, bucket, first = xs[p], buckets[p], firsts[p]
+    clip_at = clip_ats[p] if clip > 0.0 else 0.0
     n = x.shape[0]
     per_bucket = (bucket + SEGMENT - 1) // SEGMENT
     n_buckets = (n + bucket - 1) // bucket
@@ -203,12 +206,13 @@ def terngrad_scales(maxima, finite, scales, max_norm):
 
 
 @cuda.jit
-def terngrad_levels(xs, buckets, clip_ats, seeds, firsts, starts, max_norm, levels):
+def terngrad_levels(xs, buckets, clip, clip_ats, seeds, firsts, starts, max_norm, levels):
     """Element i of tensor p (as ``terngrad_maxima``): levels[starts[p] + i] = sign(x) *
     Bernoulli(|x| / m), m = max_norm[firsts[p] + i // buckets[p]], drawn with
     uniform(seeds[p], i) as the host draws for that tensor alone. Any grid along x."""
     p = cuda.blockIdx.y
-    x, bucket, clip_at, seed = xs[p], buckets[p], clip_ats[p], seeds[p]
+    x, bucket, seed = xs[p], buckets[p], seeds[p]
+    clip_at = clip_ats[p] if clip > 0.0 else 0.0
     first, at = firsts[p], starts[p]
     for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
         m = max_norm[first + i // bucket]
@@ -223,29 +227,59 @@ def terngrad_levels(xs, buckets, clip_ats, seeds, firsts, starts, max_norm, leve
             levels[at + i] = -1 if v < 0 else 1
 
 
+# Blocks along x of ``moments``: each sums MOMENT_LANES // MOMENT_BLOCKS of a tensor's lanes
+# (quantize.deviation's), a thread a lane on a GPU (fewer blocks under the simulator, which
+# runs every thread in Python).
+MOMENT_BLOCKS = 2 if config.ENABLE_CUDASIM else MOMENT_LANES // BLOCK
+assert MOMENT_LANES % (MOMENT_BLOCKS * BLOCK) == 0
+
+
 @cuda.jit
-def partial_moments(x, shift, sums, squares):
-    """Per block: sums[b] = sum of (x - shift), squares[b] = sum of (x - shift)**2 over the
-    elements this block visits (grid-stride), in a fixed order, so a fixed grid gives the same
-    result every time (no atomics). Block size BLOCK."""
-    scratch = cuda.shared.array(BLOCK, float64)
-    scratch2 = cuda.shared.array(BLOCK, float64)
+def moments(xs, second, sums, squares):
+    """Tensor p (``xs[p]``, p = blockIdx.y): with ``second`` 0, sums[p, j] = lane j's sum of
+    the elements (quantize.deviation's lanes); with ``second`` 1, squares[p, j] = lane j's
+    sum of (x - mean)**2, the mean being sums[p, :] added in order over the tensor's size.
+    Block b takes the lanes [b * L, (b + 1) * L), L = MOMENT_LANES // MOMENT_BLOCKS, thread t
+    those from b * L + t, BLOCK apart. Grid: (MOMENT_BLOCKS, tensors) blocks of BLOCK
+    threads."""
+    shared = cuda.shared.array(1, float64)
+    p = cuda.blockIdx.y
     t = cuda.threadIdx.x
+    x = xs[p]
+    n = x.shape[0]
+    shift = 0.0
+    if second:
+        if t == 0:
+            total = 0.0
+            for j in range(MOMENT_LANES):
+                total += sums[p, j]
+            shared[0] = total / n if n else 0.0
+        cuda.syncthreads()
+        shift = shared[0]
+    per_block = MOMENT_LANES // MOMENT_BLOCKS
+    for lane in range(cuda.blockIdx.x * per_block + t, (cuda.blockIdx.x + 1) * per_block,
+                      BLOCK):
+        acc = 0.0
+        for i in range(lane, n, MOMENT_LANES):
+            d = float64(x[i]) - shift
+            acc += mul_rn(d, d) if second else d
+        if second:
+            squares[p, lane] = acc
+        else:
+            sums[p, lane] = acc
+
+
+@cuda.jit
+def clip_bounds(xs, clip, squares, clip_ats):
+    """clip_ats[p] = clip * the standard deviation of tensor p (the square root of
+    squares[p, :] added in order over its size, as quantize.deviation; 0 for an empty
+    tensor). Grid: (1, tensors), one thread each."""
+    p = cuda.blockIdx.y
+    n = xs[p].shape[0]
     total = 0.0
-    total2 = 0.0
-    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
-        d = float64(x[i]) - shift
-        total += d
-        total2 += mul_rn(d, d)
-    scratch[t] = total
-    scratch2[t] = total2
-    cuda.syncthreads()
-    if t == 0:
-        for j in range(1, BLOCK):
-            total += scratch[j]
-            total2 += scratch2[j]
-        sums[cuda.blockIdx.x] = total
-        squares[cuda.blockIdx.x] = total2
+    for j in range(MOMENT_LANES):
+        total += squares[p, j]
+    clip_ats[p] = mul_rn(clip, math.sqrt(total / n)) if n else 0.0
 
 
 @cuda.jit

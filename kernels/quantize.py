@@ -83,6 +83,38 @@ def qsgd(x, s, bucket, seed, levels, scales):
             out[j] = -q if v < 0 else q
 
 
+# Lanes of ``deviation``'s sums: lane j adds elements j, j + MOMENT_LANES, ... in order, and
+# the lanes are then added in order. The GPU sums the same lanes (cuda_quantize.moments), so
+# both devices clip TernGrad's gradients at the same bound, bit for bit.
+MOMENT_LANES = 4096
+
+
+@njit(cache=True, nogil=True)
+def deviation(x):
+    """Population standard deviation of ``x`` (float64; 0 for no elements): the mean, then
+    the mean square of x - mean, each summed in MOMENT_LANES lanes."""
+    n = x.shape[0]
+    if n == 0:
+        return 0.0
+    lanes = np.zeros(MOMENT_LANES)
+    for i in range(n):
+        lanes[i % MOMENT_LANES] += float64(x[i])
+    mean = _lanes_total(lanes) / n
+    lanes[:] = 0.0
+    for i in range(n):
+        d = float64(x[i]) - mean
+        lanes[i % MOMENT_LANES] += d * d
+    return math.sqrt(_lanes_total(lanes) / n)
+
+
+@njit(cache=True, inline="always")
+def _lanes_total(lanes):
+    total = 0.0
+    for j in range(lanes.shape[0]):
+        total += lanes[j]
+    return total
+
+
 @njit(cache=True, nogil=True)
 def terngrad(x, bucket, clip_at, seed, levels, scales):
     """TernGrad: per bucket max-norm m; level = sign(x) * Bernoulli(|x| / m), x clipped to

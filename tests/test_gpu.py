@@ -844,13 +844,15 @@ def test_copies_to_the_host_land_in_a_page_locked_buffer_lent_again_once_unviewe
     (hh.QSGD(levels=8, bucket_size=64), np.float32, 4),
     (hh.QSGD(levels=8, bucket_size=64), np.float64, 4),
     (hh.TernGrad(), np.float16, 6),             # and the maxima's start and scales once
-    (hh.TernGrad(bucket_size=64), np.float64, 6)],
+    (hh.TernGrad(bucket_size=64), np.float64, 6),
+    (hh.TernGrad(clip=2.5), np.float32, 12)],   # and two moments and the bounds, twice each
     ids=["qsgd-float16", "qsgd-float32", "qsgd-float64", "terngrad-float16",
-         "terngrad-buckets-float64"])
+         "terngrad-buckets-float64", "terngrad-clip-float32"])
 def test_forty_gradients_quantize_in_two_launches_per_kernel_with_the_hosts_levels(
         quantizer, dtype, launches, monkeypatch):
     """quantize_batch of 40 device gradients (empty ones among them) launches each kernel
-    over tensors once per 32 (cuda_parts.MAX_PARTS); every tensor's levels and scales are
+    over tensors once per 32 (cuda_parts.MAX_PARTS) and uploads nothing (TernGrad's clip
+    bounds are the host's, computed on the device); every tensor's levels and scales are
     those the host gives it alone with its seed, and slices of one array each."""
     from horovod_huffman.codec import quantizers
 
@@ -862,11 +864,13 @@ def test_forty_gradients_quantize_in_two_launches_per_kernel_with_the_hosts_leve
     seeds = [int(s) for s in rng.integers(0, 2**62, 40)]
     stream = cuda.stream()
     counts = {}
+    device = [cuda.to_device(g, stream=stream) for g in grads]
     monkeypatch.setattr(quantizers, "cq", _Counted(quantizers.cq, counts))
-    qts = quantizer.quantize_batch([cuda.to_device(g, stream=stream) for g in grads], seeds,
-                                   stream)
+    monkeypatch.setattr(quantizers, "cuda", _Counted(quantizers.cuda, counts))
+    qts = quantizer.quantize_batch(device, seeds, stream)
     monkeypatch.undo()
     assert counts["launch"] == launches
+    assert "to_device" not in counts            # and quantizers.py copies nothing back
     for g, seed, qt in zip(grads, seeds, qts):
         want = quantizer.quantize(g, seed=seed)
         assert qt.shape == want.shape and qt.dtype == want.dtype

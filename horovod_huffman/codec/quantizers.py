@@ -14,7 +14,7 @@ from numba import cuda
 from horovod_huffman.kernels import cuda_parts as cp, cuda_quantize as cq, quantize as qk
 from horovod_huffman.kernels.cuda_bits import BLOCK as _BLOCK
 
-from .device import is_device_array, as_device_array, stream_or_default, copy_to_host, grid_for
+from .device import is_device_array, as_device_array, stream_or_default, grid_for
 
 FLOAT_DTYPES = ("float16", "float32", "float64", "bfloat16")
 
@@ -171,13 +171,13 @@ class TernGrad(_Seeded):
         return "TernGrad", self.clip, self.bucket_size
 
     def quantize(self, grad, seed=None, stream=None):
-        """As QSGD.quantize. On a GPU array the clip threshold's standard deviation is a
-        fixed-order device reduction, which may differ from NumPy's in the last bits."""
+        """As QSGD.quantize. The clip bound's standard deviation is summed in the same fixed
+        order on either device (kernels/quantize.py ``deviation``)."""
         if is_device_array(grad):
             return self.quantize_batch([grad], [seed], stream)[0]
         flat, shape, dtype = _flat_float(grad)
         bucket = self.bucket_size or max(flat.size, 1)
-        clip_at = float(self.clip * flat.std()) if self.clip is not None and flat.size else 0.0
+        clip_at = float(self.clip * qk.deviation(flat)) if self.clip is not None else 0.0
         levels = np.empty(flat.size, dtype=np.int8)
         scales = np.empty(_bucket_count(flat.size, bucket), dtype=np.float32)
         qk.terngrad(flat, bucket, clip_at, self.next_seed(seed), levels, scales)
@@ -185,15 +185,17 @@ class TernGrad(_Seeded):
 
     def quantize_batch(self, grads, seeds, stream=None):
         """As QSGD.quantize_batch; a bucket's max-norm is reduced by blocks in parallel
-        (cuda_quantize.terngrad_maxima). With ``clip``, each tensor's standard deviation
-        takes a copy to the host."""
+        (cuda_quantize.terngrad_maxima). With ``clip``, every tensor's standard deviation is
+        reduced on the device too, in a fixed order (``_clip_bounds``): nothing comes back
+        to the host."""
         if not grads or not all(is_device_array(g) for g in grads):
             return super().quantize_batch(grads, seeds, stream)
         batch = _DeviceBatch(grads, stream, lambda n: self.bucket_size or max(n, 1), np.int8)
         stream = batch.stream
         drawn = [self.next_seed(x) for x in seeds]
-        clip_ats = [float(self.clip * _device_std(flat, stream))
-                    if self.clip is not None and flat.size else 0.0 for flat, *_ in batch.flats]
+        clip = float(self.clip or 0.0)
+        # Read only where clip > 0: otherwise any float64 device array stands in.
+        clip_ats = _clip_bounds(batch, clip) if clip else batch.factors
         n_buckets = batch.scales.size
         finite = cuda.device_array(n_buckets, dtype=np.int64, stream=stream)
         grid = grid_for(n_buckets, _BLOCK)
@@ -202,16 +204,16 @@ class TernGrad(_Seeded):
         segments = [c * -(-b // cq.SEGMENT) for c, b in zip(batch.counts, batch.buckets)]
         for part in batch.launches():
             xs, firsts = batch.tensors(part), batch.each(batch.firsts, part)
-            buckets, clip = batch.each(batch.buckets, part), batch.each(clip_ats, part)
             cq.terngrad_maxima[batch.grid(part, segments, 1), _BLOCK, stream](
-                xs, buckets, clip, firsts, batch.factors, finite)
+                xs, batch.each(batch.buckets, part), clip, clip_ats[part.start:], firsts,
+                batch.factors, finite)
         if n_buckets:
             cq.terngrad_scales[grid, _BLOCK, stream](batch.factors, finite, batch.scales,
                                                      batch.factors)
         for part in batch.launches():
             cq.terngrad_levels[batch.grid(part, batch.sizes), _BLOCK, stream](
-                batch.tensors(part), batch.each(batch.buckets, part), batch.each(clip_ats, part),
-                batch.each(drawn, part), batch.each(batch.firsts, part),
+                batch.tensors(part), batch.each(batch.buckets, part), clip,
+                clip_ats[part.start:], batch.each(drawn, part), batch.each(batch.firsts, part),
                 batch.each(batch.starts, part), batch.factors, batch.levels)
         return batch.results()
 
@@ -279,15 +281,22 @@ def _flat_device(grad, stream):
         stream_or_default(stream)
 
 
-def _device_std(flat, stream):
-    """Population standard deviation of a device array, by two fixed-order reductions."""
-    blocks = grid_for(flat.size, _BLOCK)
-    sums = cuda.device_array(blocks, dtype=np.float64, stream=stream)
-    squares = cuda.device_array(blocks, dtype=np.float64, stream=stream)
-    cq.partial_moments[blocks, _BLOCK, stream](flat, 0.0, sums, squares)
-    mean = float(copy_to_host(sums, stream).sum()) / flat.size
-    cq.partial_moments[blocks, _BLOCK, stream](flat, mean, sums, squares)
-    return float(np.sqrt(copy_to_host(squares, stream).sum() / flat.size))
+def _clip_bounds(batch, clip):
+    """A float64 device array: ``clip`` times each tensor's population standard deviation, in
+    the host's order (kernels/quantize.py ``deviation``; cuda_quantize.moments, then
+    clip_bounds), three launches per MAX_PARTS tensors and no copy to the host."""
+    stream = batch.stream
+    n = len(batch.flats)
+    sums = cuda.device_array((n, qk.MOMENT_LANES), dtype=np.float64, stream=stream)
+    squares = cuda.device_array((n, qk.MOMENT_LANES), dtype=np.float64, stream=stream)
+    clip_ats = cuda.device_array(n, dtype=np.float64, stream=stream)
+    for part in batch.launches():
+        xs, rows = batch.tensors(part), slice(part.start, part.stop)
+        grid = (cq.MOMENT_BLOCKS, len(part))
+        cq.moments[grid, _BLOCK, stream](xs, 0, sums[rows], squares[rows])
+        cq.moments[grid, _BLOCK, stream](xs, 1, sums[rows], squares[rows])
+        cq.clip_bounds[(1, len(part)), 1, stream](xs, clip, squares[rows], clip_ats[rows])
+    return clip_ats
 
 
 def device_scales(qt, dtype, stream):
