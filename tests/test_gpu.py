@@ -1005,3 +1005,51 @@ def test_device_benchmark_runs(capsys):
     out = capsys.readouterr().out
     assert "| 2,048 | rlh |" in out and "D2D copy GB/s" in out and "--chunk-levels 512" in out
     assert "| 1,500 | rlh, step |" in out
+
+
+def test_auto_encodes_the_members_it_chose_in_batches(monkeypatch):
+    """``auto`` on a DeviceOps: at a step that reuses the choices of an earlier one, every
+    part whose chosen member codes batches (the Huffman family, ``ans``) joins one encode
+    batch with the others of that member; every step's bytes are the host's."""
+    from horovod_huffman.exchange.allreduce import Job, allgather_sum
+    from horovod_huffman.exchange.array_ops import DeviceOps, HostOps
+    from horovod_huffman.exchange.codec_state import Codec
+    from horovod_huffman.exchange.local import LocalGroup, run_ranks
+
+    rng = np.random.default_rng(12)
+    sizes = [3000, 4000, 2500]                  # large enough for a Huffman code or ANS
+    grads = [[rng.standard_normal(n).astype(np.float32) for _ in range(2)] for n in sizes]
+    for r in range(2):                          # another member for this bucket: sparse
+        grads[1][r][rng.random(sizes[1]) < 0.95] = 0.0
+    stream = cuda.stream()
+    ops = DeviceOps(stream)
+    batches = []
+    encode_batch = ops.encode_batch
+    ops.encode_batch = lambda qts, enc: batches.append((enc.name, len(qts))) or \
+        encode_batch(qts, enc)
+
+    def codecs():
+        return [[Codec(encoder=hh.get_encoder("auto", seed=0),
+                       quantizer=hh.QSGD(levels=8, bucket_size=64), seed=r) for r in range(2)]
+                for _ in sizes]
+
+    host_codecs, dev_codecs = codecs(), codecs()
+    for step in range(3):
+        batches.clear()
+        groups = LocalGroup(2), LocalGroup(2)
+        for group, codec, device in zip(groups, (host_codecs, dev_codecs), (False, True)):
+            run_ranks([allgather_sum(codec[b][r], ops if device else HostOps,
+                                     group.member(r), Job(f"b{b}", b, step, 1, n, 4 * n),
+                                     cuda.to_device(grads[b][r], stream=stream) if device
+                                     else grads[b][r])
+                       for b, n in enumerate(sizes) for r in range(2)])
+        for slot, sent in groups[0]._submitted.items():
+            for r, (_, data, _) in sent.items():
+                assert bytes(groups[1]._submitted[slot][r][1]) == bytes(data), (step, slot, r)
+        if step < 2:
+            assert batches == []                # every part chose on the host
+    members = [codec.choices[(f"b{b}", "all")][1] for b, row in enumerate(dev_codecs)
+               for codec in row]
+    batched = [m.name for m in members if m.codes_in_batches]
+    assert batched, [m.name for m in members]
+    assert sorted(batches) == sorted((name, batched.count(name)) for name in set(batched))

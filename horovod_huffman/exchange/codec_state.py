@@ -13,7 +13,7 @@ from ..codec.errors import DecodeError
 from ..codec.message import contents, verify
 from ..codec.quantizers import QSGD
 from .array_ops import work_dtype
-from ..codec.pending import Ready
+from ..codec.pending import Joined, Ready
 from .feedback import ErrorFeedback
 from .frames import MismatchError, derive_seed
 from .routing import FAST_ROUTE
@@ -117,16 +117,33 @@ class Codec:
 
     def encoding(self, ops, qts, job, parts, starts):
         """A Pending (allreduce.py) of the messages of ``qts``, as ``encode`` of each as
-        ``parts`` of ``job`` from ``starts``. On ops with an encode queue (DeviceOps), an
-        encoder that codes batches on the device (``Encoder.codes_in_batches``: the Huffman
-        family and ``ans``, which keep no choices and use no layout there) joins that queue,
-        to be encoded with every tensor queued there with it as one batch (encode_queue.py),
-        the same bytes; anything else is encoded now."""
+        ``parts`` of ``job`` from ``starts``. On ops with an encode queue (DeviceOps), a tensor
+        whose encoder codes batches on the device (``Encoder.batch_member``: the Huffman family
+        and ``ans``, or the member ``auto`` chose for its part at an earlier step; none uses a
+        layout there) joins that queue, to be encoded with every tensor queued there with that
+        encoder as one batch (encode_queue.py), the same bytes; anything else is encoded
+        now."""
         queue = getattr(ops, "queue", None)
-        if getattr(self.encoder, "codes_in_batches", False) and queue is not None:
-            return queue.put(qts, self.encoder, self.statistics, job.key) if qts else Ready([])
-        return Ready([self.encode(ops, qt, job, part, start)
-                      for qt, part, start in zip(qts, parts, starts)])
+        if queue is None:
+            return Ready([self.encode(ops, qt, job, part, start)
+                          for qt, part, start in zip(qts, parts, starts)])
+        pendings, run, run_member = [], [], None
+
+        def close_run():
+            if run:
+                pendings.append(queue.put(list(run), run_member, self.statistics, job.key))
+                run.clear()
+        for qt, part, start in zip(qts, parts, starts):
+            member = self.encoder.batch_member(self.choices, (job.key, part), job.step)
+            if member is not run_member:
+                close_run()
+                run_member = member
+            if member is None:
+                pendings.append(Ready([self.encode(ops, qt, job, part, start)]))
+            else:
+                run.append(qt)
+        close_run()
+        return pendings[0] if len(pendings) == 1 else Joined(pendings)
 
     @staticmethod
     def contents(message, numel, dtype, what, rank):

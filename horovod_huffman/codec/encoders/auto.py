@@ -94,6 +94,16 @@ class Auto(Encoder):
             memory[slot] = (self, self.member(message.stream.encoder_id), step)
         return message
 
+    def batch_member(self, memory, slot, step):
+        """The member chosen for ``slot`` that codes it at ``step`` without choosing
+        (``encode_part``), where that member codes device tensors in batches; else None (a
+        step that chooses encodes through ``encode_part``)."""
+        chooser, member, chosen_at = memory.get(slot, (None, None, 0))
+        if chooser is self and 0 < step - chosen_at < self.rechoose_every and \
+                member.codes_in_batches:
+            return member
+        return None
+
     def estimate(self, levels, layout=None):
         """{encoder name: ``Sized``} for 1-D levels (non-empty); ``ans`` may use the row model
         of ``layout`` (encoders/rows.py; None: of the matrices ``find_layout`` finds, an empty

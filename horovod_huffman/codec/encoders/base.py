@@ -137,6 +137,11 @@ class Encoder:
         (0, 1, ...): an encoder that chooses among others (``auto``) keeps its choices there."""
         return encode(self, layout)
 
+    def batch_member(self, memory, slot, step):
+        """The encoder that codes ``slot`` at ``step`` (as ``encode_part`` names them) where it
+        codes device tensors in batches (``codes_in_batches``): this one, or None."""
+        return self if self.codes_in_batches else None
+
     def encoded(self, levels, stream=None, layout=None):
         """As ``encode``, unframed: a ``wire.Encoded`` that a message writes straight into its
         own buffer (message.py)."""
