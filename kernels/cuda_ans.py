@@ -45,7 +45,9 @@ READ ME FIRST
    write the same elements in order. The streams of a set may have different chunk sizes
    (each rank's stream chose its own, encoders/base.py GrowingChunks): a block takes the
    elements of one chunk of the set's largest size and decodes, stream by stream, every chunk
-   that lies there, so that every element still gets its additions in stream order. The
+   that lies there, so that every element still gets its additions in stream order. That
+   needs every chunk size of a set to divide the largest: chunks grow by doubling, and the
+   group flushes before a stream whose chunks would not nest (gpu._nests). The
    stream table has cuda_decode's common columns, then STREAM_TABLES, STREAM_CLASSES,
    STREAM_BLOCK_BITS and STREAM_CHUNK; the streams' tables are rows of one array, their
    classes, escapes and chunk arrays concatenated, and ``escape_bounds`` gives every chunk of
@@ -265,7 +267,7 @@ def decode_streams(words, streams, blocks, starts, chunk_bits, tables, classes, 
         n = streams[s, STREAM_LEVELS]
         chunk = streams[s, STREAM_CHUNK]
         to = streams[s, STREAM_OUT]
-        # Chunk sizes are chunk_levels times powers of two: a stream's chunks nest in G's.
+        # Every chunk size of the set divides G (note 8): whole chunks of a stream lie here.
         for c in range(lo // chunk, min((n + chunk - 1) // chunk, (lo + largest) // chunk)):
             cuda.syncthreads()              # the chunk before is written
             k = streams[s, STREAM_CHUNKS] + c

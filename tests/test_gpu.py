@@ -90,8 +90,8 @@ def batch_parts(pattern):
 def test_a_batch_of_parts_gives_each_part_the_bytes_it_has_alone(name, pattern):
     """``encode_parts`` of parts laid end to end gives each part the host bytes of the part
     alone (encoded one after another by one encoder: a sampling encoder draws its samples in
-    part order), on the device (one batch for the Huffman family; ``ans`` part by part) and
-    on the host alike."""
+    part order), on the device (one batch for the Huffman family and ``ans``) and on the host
+    alike."""
     parts = batch_parts(pattern)
     sizes = [p.size for p in parts]
     alone = encoder(name)
@@ -180,8 +180,8 @@ def test_levels_near_zero_bring_their_statistics_back_in_one_copy(name, monkeypa
 def test_a_batch_of_messages_is_each_message_in_turn(name, monkeypatch):
     """message.encode_batch (a two-phase scatter's shards, Codec.encode_parts) of device
     tensors gives the bytes of ``encode`` of each in turn, for tensors of several shapes and
-    sizes, an empty one included; the Huffman family codes five tensors, their scales
-    included, in the launches and copies to the host that one takes."""
+    sizes, an empty one included; the Huffman family and ``ans`` code five tensors, their
+    scales included, in the launches and copies to the host that one takes."""
     from horovod_huffman.codec import message
     from horovod_huffman.codec.encoders import gpu
     levels = PATTERNS["sparse"]
@@ -202,10 +202,11 @@ def test_a_batch_of_messages_is_each_message_in_turn(name, monkeypatch):
     want = [_bytes(message.encode(qt, alone)) for qt in tensors(False)]
     assert [_bytes(m) for m in message.encode_batch(tensors(False), encoder(name))] == want
     assert [_bytes(m) for m in message.encode_batch(tensors(True), encoder(name))] == want
-    if name in BATCHED:
+    if name in BATCHED + ["ans"]:
         def counted(qts):
             counts = {}
             monkeypatch.setattr(gpu, "cuda_tokens", _Counted(gpu.cuda_tokens, counts))
+            monkeypatch.setattr(gpu, "cuda_ans", _Counted(gpu.cuda_ans, counts))
             monkeypatch.setattr(gpu, "copy_to_host", _Counted(gpu, counts).copy_to_host)
             monkeypatch.setattr(message, "copy_to_host", _Counted(message, counts).copy_to_host)
             message.encode_batch(qts, encoder(name))
@@ -300,16 +301,19 @@ def test_a_decode_group_sums_the_ranks_in_one_launch_as_the_host_does(names, mon
         assert counts["launch"] == 1
 
 
-def test_ans_streams_of_several_chunk_sizes_sum_in_one_launch(monkeypatch):
+@pytest.mark.parametrize("chunks, launches", [((1, 4, 2), 1), ((2, 3, 1), 2)])
+def test_ans_streams_of_several_chunk_sizes_sum_in_one_launch(chunks, launches, monkeypatch):
     """Ranks whose ``ans`` streams chose different chunk sizes (each rank's own estimate,
     GrowingChunks) still decode into their total in one launch, every element getting its
-    additions in rank order: the host's sum, bit for bit (kernels/cuda_ans.py note 8)."""
+    additions in rank order: the host's sum, bit for bit (kernels/cuda_ans.py note 8). A
+    stream whose chunks do not nest in the others' (3 against 2 chunks of CHUNK) starts a
+    launch of its own."""
     from horovod_huffman.codec.encoders import gpu
     from horovod_huffman.codec.message import contents
     from horovod_huffman.exchange.array_ops import DeviceOps
     rng = np.random.default_rng(6)
     expected, messages = None, []
-    for rank, chunk in enumerate([CHUNK, 4 * CHUNK, 2 * CHUNK]):
+    for rank, chunk in enumerate(c * CHUNK for c in chunks):
         qt = hh.QuantizedTensor(np.roll(PATTERNS["dense"], 29 * rank),
                                 rng.random(-(-N // 64)).astype(np.float32), (N,),
                                 np.dtype(np.float32), 64)
@@ -325,7 +329,7 @@ def test_ans_streams_of_several_chunk_sizes_sum_in_one_launch(monkeypatch):
             total = ops.decode_into(message, total, rank > 0, group, f"rank {rank}")
     group.checked().wait()
     assert total.copy_to_host().tobytes() == expected.tobytes()
-    assert counts == {"decode_streams": 1, "launch": 1}
+    assert counts == {"decode_streams": launches, "launch": launches}
 
 
 def test_a_decode_group_decodes_slices_of_one_array_in_one_launch(monkeypatch):

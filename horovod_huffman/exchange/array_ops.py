@@ -217,13 +217,13 @@ class DeviceOps:
         return encode_message(qt, encoder, stream=self.stream, layout=layout)
 
     def encode_batch(self, qts, encoder):
-        """As HostOps.encode_batch; with an encoder that codes batches (the Huffman family),
-        every tensor in one batch on the device (message.encode_batch)."""
+        """As HostOps.encode_batch; with an encoder that codes batches (the Huffman family,
+        ``ans``), every tensor in one batch on the device (message.encode_batch)."""
         return encode_batch(qts, encoder, stream=self.stream)
 
     def decode_group(self, shared=None):
-        """As HostOps.decode_group: a gpu.StreamGroup, which decodes the Huffman family's
-        streams of one total (the ranks' streams of a bucket) in one launch. Its streams'
+        """As HostOps.decode_group: a gpu.StreamGroup, which decodes the Huffman family's and
+        ``ans``'s streams of one total (the ranks' streams of a bucket) in one launch. Its streams'
         statuses stay on the device with every other group's of these ops until a driver
         flushes them (``checked()``, the group's verdict, raises the DecodeError)."""
         return StreamGroup(self.stream, self.checks, shared)

@@ -208,7 +208,7 @@ class StreamGroup:
         # One chunk size for the Huffman family; ans's chunks nest (cuda_ans.py note 8).
         key = (type(coded), int(coded.chunk) if isinstance(coded, HuffmanStream) else 0,
                out.dtype, out.total is None, id(dest), out.bucket)
-        if self.items and self.items[0][0] != key:
+        if self.items and (self.items[0][0] != key or not _nests(self.items, out, coded)):
             self.flush()
         self.items.append((key, out, coded, self.verdict))
         if out.own_group:
@@ -271,6 +271,20 @@ class StreamGroup:
             judge(copy_to_host(status, stream), streams)
             for verdict in {id(v): v for v, *_ in streams}.values():
                 verdict.wait()
+
+
+def _nests(items, out, coded):
+    """Whether ``coded``'s chunk size divides, or is a multiple of, that of every stream of the
+    set it would join (the last streams of ``items`` into ``out``'s first element): so that a
+    block of the set's largest chunk holds whole chunks of each (kernels/cuda_ans.py note 8;
+    always so for chunks that grow by doubling, and for the Huffman family's one size)."""
+    for _, other, earlier, _ in reversed(items):
+        if other.within[1] != out.within[1]:
+            break
+        small, large = sorted((int(earlier.chunk), int(coded.chunk)))
+        if large % small:
+            return False
+    return True
 
 
 def _ans_arrays(table, codes):

@@ -83,7 +83,8 @@ def measure_step(encoder_name, quantizer, grad, bucket, stream, repeats, chunk_l
     coordinates, coded as one batch: quantized in one call, every bucket's stream encoded by
     ``Encoder.encode_parts`` and brought to the host with the scales; then, as an exchange of
     two ranks sums a bucket, each bucket's two streams (this one twice) decoded, dequantized
-    and summed into its slice of the step's total through one gpu.StreamGroup."""
+    and summed into its slice of the step's total, every bucket through one gpu.StreamGroup
+    (one launch for the Huffman family and ``ans``)."""
     from numba import cuda
     from horovod_huffman.codec.device import copy_to_host
     from horovod_huffman.codec.encoders import decode_dequantized, gpu
@@ -101,13 +102,13 @@ def measure_step(encoder_name, quantizer, grad, bucket, stream, repeats, chunk_l
     def decode():
         at = 0
         per = state["per_scale"]
-        for n, buf in zip(sizes, state["bufs"]):
-            scales = state["scales"][at // per:-(-(at + n) // per)]
-            with gpu.StreamGroup(stream) as group:
+        with gpu.StreamGroup(stream) as group:
+            for n, buf in zip(sizes, state["bufs"]):
+                scales = state["scales"][at // per:-(-(at + n) // per)]
                 for rank in range(2):
                     decode_dequantized(buf, total[at:at + n], scales, per, rank > 0, stream,
-                                       group=group)
-            at += n
+                                       group=group, within=(total, at))
+                at += n
 
     encode()
     decode()                                     # compile and warm up
@@ -194,8 +195,9 @@ def table(rows, args):
              "decode + dequantize; CPU columns: one host process, same tensor."
              + (f" Rows \"step\": a gradient of {args.step_coords:,} coordinates in buckets of "
                 f"{args.bucket_coords:,}, quantized in one call and every bucket encoded as "
-                "one batch (``encode_parts``); decode = each bucket's two ranks' streams "
-                "decoded, dequantized and summed in one launch (a gpu.StreamGroup)."
+                "one batch (``encode_parts``); decode = every bucket's two ranks' streams "
+                "decoded, dequantized and summed into its slice of the step's total in one "
+                "launch (one gpu.StreamGroup)."
                 if args.step_coords else ""), "",
              "| coords | encoder | bits/coord | encode GB/s | decode GB/s | D2D copy GB/s "
              "| CPU encode GB/s | CPU decode GB/s |",
