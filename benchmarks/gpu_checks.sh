@@ -23,8 +23,8 @@
 #   profile  benchmarks/gpu_profile.py: a step of 8 buckets of 1M coordinates exchanged at once
 #            on 2 in-process ranks, for rlh, ans and rla: milliseconds per step and bucket, and
 #            the launches, copies, allocations and synchronizations a step makes, with the
-#            host functions that take the time; then rlh on a ResNet-50-sized step of 25
-#            buckets
+#            host functions that take the time; then rlh and ans on a ResNet-50-sized step
+#            of 25 buckets
 #
 # Horovod 0.28.1 is built from its sdist, carried at .gpu/horovod-0.28.1.tar.gz (HOROVOD_SDIST),
 # against the machine's torch, with Gloo and without GPU operations: Horovod then stages the
@@ -230,7 +230,7 @@ for p in "${phases[@]}"; do
                      benchmarks/gpu_profile.py --coords 1048576 --buckets 8 --steps 3
                  phase profile-step 90 "$OUT/profile.md" env NUMBA_ENABLE_CUDASIM=0 "$PY" \
                      benchmarks/gpu_profile.py --coords 1048576 --buckets 25 --steps 3 \
-                     --encoders rlh --top 15 ;;
+                     --encoders rlh ans --top 15 ;;
         *) echo "unknown phase $p" >&2; exit 2 ;;
     esac
 done

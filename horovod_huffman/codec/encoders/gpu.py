@@ -242,17 +242,17 @@ class StreamGroup:
         codes = [coded for _, _, coded, _ in items]
         dtype = first.total.dtype if first.total is not None else np.float32
         scales = np.concatenate(scales) if scales else np.zeros(1, dtype)
-        blocks = _block_table(items)
-        common = (np.concatenate(words), table, blocks,
-                  np.concatenate([np.asarray(c.starts, np.int64) for c in codes]),
-                  np.concatenate([np.asarray(c.chunk_bits, np.int64) for c in codes]))
         if kind is HuffmanStream:
             table[:, cuda_decode.STREAM_COMMON:] = [
                 (c.tokens, c.base, c.window, c.vbits, c.esc_has_run) for c in codes]
-            tables = np.stack([np.asarray(c.table, dtype=np.uint64) for c in codes])
-            arrays = upload(stream, *common, tables, scales)
+            own = (np.stack([np.asarray(c.table, dtype=np.uint64) for c in codes]),)
         else:
-            arrays = upload(stream, *common, *_ans_arrays(table, codes), scales)
+            own = _ans_arrays(table, codes)         # (and the table's ans columns)
+        blocks = _block_table(items)
+        arrays = upload(stream, np.concatenate(words), table, blocks,
+                        np.concatenate([np.asarray(c.starts, np.int64) for c in codes]),
+                        np.concatenate([np.asarray(c.chunk_bits, np.int64) for c in codes]),
+                        *own, scales)
         if self.checks is None:
             status = cuda.device_array(at_chunk, dtype=np.int64, stream=stream)
         else:
