@@ -1057,3 +1057,51 @@ def test_auto_encodes_the_members_it_chose_in_batches(monkeypatch):
     batched = [m.name for m in members if m.codes_in_batches]
     assert batched, [m.name for m in members]
     assert sorted(batches) == sorted((name, batched.count(name)) for name in set(batched))
+
+
+def test_an_arena_lends_its_regions_again_once_its_outermost_block_ends(monkeypatch):
+    """device.Arena: inside a block, regions never overlap (nested blocks included) and start
+    on 256-byte boundaries; the next block takes them again from the start, with no
+    allocation once the buffer has grown to what a block needed; outside a block, and beyond
+    the buffer, ``take`` allocates. Each thread has its own arena for a stream."""
+    import threading
+    from horovod_huffman.codec import device
+
+    stream = cuda.stream()
+    arena = device.arena(stream)
+    assert device.arena(stream) is arena
+    other = []
+    thread = threading.Thread(target=lambda: other.append(device.arena(stream)))
+    thread.start()
+    thread.join()
+    assert other[0] is not arena
+
+    def regions():
+        with arena:
+            a = arena.take(100, np.int64)
+            with arena:
+                b = arena.upload(np.arange(7, dtype=np.int32))
+            c = arena.take((3, 5), np.float32)
+            return [arena.used, a, b, c]
+
+    allocations = []
+    device_array = cuda.device_array
+    monkeypatch.setattr(cuda, "device_array",
+                        lambda *a, **k: allocations.append(a) or device_array(*a, **k))
+    used, a, b, c = regions()                   # no buffer yet: three allocations
+    assert len(allocations) == 3 and used == 1280 + 60
+    np.testing.assert_array_equal(b.copy_to_host(), np.arange(7))
+    allocations.clear()
+    used, a, b, c = regions()                   # a buffer of 2048 bytes, then regions of it
+    assert len(allocations) == 1 and arena.buffer.size == 2048
+    allocations.clear()
+    for _ in range(2):
+        used, a, b, c = regions()
+    assert allocations == [] and used == 1280 + 60
+    assert a.shape == (100,) and b.dtype == np.int32 and c.shape == (3, 5)
+    a.copy_to_device(np.full(100, -1, np.int64), stream=stream)
+    c.copy_to_device(np.ones((3, 5), np.float32), stream=stream)
+    np.testing.assert_array_equal(b.copy_to_host(), np.arange(7))    # no overlap
+    assert (a.copy_to_host() == -1).all()
+    arena.take(10, np.int8)                     # outside a block
+    assert len(allocations) == 1

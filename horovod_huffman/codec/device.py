@@ -9,6 +9,7 @@ simulator's own arrays count as device arrays, which is how the tests run withou
 import functools
 import sys
 import threading
+import weakref
 
 import numpy as np
 from numba import config, cuda
@@ -103,6 +104,71 @@ def copy_to_host(array, stream):
         array.copy_to_host(host, stream=stream)
     stream.synchronize()
     return host
+
+
+class Arena:
+    """Device memory for the temporaries of one thread's work on one stream. Inside a
+    ``with`` block, ``take`` hands out regions of one device buffer one after another (each
+    from a 256-byte boundary); when the outermost block ends, the next one takes them again
+    from the start. A block that needs more than the buffer holds gets plain allocations
+    beyond it, and the next one a buffer large enough (a power of two). Outside a block,
+    ``take`` allocates.
+
+    The contract: a region is used only by work this thread enqueues on ``stream`` inside the
+    block, and by copies to the host that complete inside it. A later block's writes into the
+    region are enqueued after that work, on the same stream, so they never overtake it: no
+    allocation and no free (whose implicit synchronization stalls the device) per step."""
+    ALIGN = 256
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.buffer, self.used, self.wanted, self.depth = None, 0, 0, 0
+
+    def __enter__(self):
+        if self.depth == 0:
+            if self.wanted > (0 if self.buffer is None else self.buffer.size):
+                self.buffer = cuda.device_array(1 << (self.wanted - 1).bit_length(),
+                                                dtype=np.uint8, stream=self.stream)
+            self.used = self.wanted = 0
+        self.depth += 1
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        self.depth -= 1
+
+    def take(self, shape, dtype):
+        """An uninitialized device array of ``shape`` and ``dtype`` (C order)."""
+        shape = (shape,) if np.isscalar(shape) else tuple(shape)
+        nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        start = -(-self.used // self.ALIGN) * self.ALIGN
+        if self.depth:
+            self.used = start + nbytes
+            self.wanted = max(self.wanted, self.used)
+        if not self.depth or not nbytes or self.buffer is None or \
+                self.used > self.buffer.size:
+            return cuda.device_array(shape, dtype=dtype, stream=self.stream)
+        return self.buffer[start:start + nbytes].view(dtype).reshape(shape)
+
+    def upload(self, host):
+        """A device copy of the host array ``host``, in a region ``take`` gives."""
+        host = np.ascontiguousarray(host)
+        region = self.take(host.shape, host.dtype)
+        cuda.to_device(host, stream=self.stream, to=region)
+        return region
+
+
+_ARENAS = threading.local()
+
+
+def arena(stream):
+    """This thread's ``Arena`` for ``stream`` (kept while the stream lives)."""
+    arenas = getattr(_ARENAS, "by_stream", None)
+    if arenas is None:
+        arenas = _ARENAS.by_stream = weakref.WeakKeyDictionary()
+    found = arenas.get(stream)
+    if found is None:
+        found = arenas[stream] = Arena(stream)
+    return found
 
 
 # Most blocks a grid-stride kernel gets: enough to fill an H100 (132 SMs x 8 blocks of 256

@@ -20,14 +20,14 @@ from collections import namedtuple
 from dataclasses import dataclass
 
 import numpy as np
-from numba import cuda
 
 from horovod_huffman.kernels import cuda_parts as cp
 from horovod_huffman.kernels.cuda_bits import BLOCK
 from horovod_huffman.kernels.maxima import MAX_NDIM
 
 from . import wire
-from .device import is_device_array, as_device_array, stream_or_default, copy_to_host, grid_for
+from .device import (arena, is_device_array, as_device_array, stream_or_default, copy_to_host,
+                     grid_for)
 from .encoders import Encoder, as_encoder, check, decode, decode_dequantized, gpu
 from .errors import DecodeError
 from .quantizers import QuantizedTensor
@@ -111,10 +111,11 @@ def encode_batch(qts, encoder="rlh", stream=None):
     for qt in qts:
         _check_fields(qt)
     stream = stream_or_default(stream)
-    levels = _end_to_end([qt.levels for qt in qts], stream)
-    rider = gpu.Rider(_end_to_end([qt.scales for qt in qts], stream))
-    coded = enc.encoded_parts(levels, [qt.numel for qt in qts], stream, rider)
-    scales = rider.host if rider.host is not None else copy_to_host(rider.array, stream)
+    with arena(stream):
+        levels = _end_to_end([qt.levels for qt in qts], stream)
+        rider = gpu.Rider(_end_to_end([qt.scales for qt in qts], stream))
+        coded = enc.encoded_parts(levels, [qt.numel for qt in qts], stream, rider)
+        scales = rider.host if rider.host is not None else copy_to_host(rider.array, stream)
     ends = np.cumsum([qt.scales.size for qt in qts])
     return [_message(qt, levels_stream, scales[end - qt.scales.size:end], stream)
             for qt, levels_stream, end in zip(qts, coded, ends)]
@@ -129,7 +130,7 @@ def _end_to_end(arrays, stream):
         return arrays[0].reshape(arrays[0].size)
     sizes = [a.size for a in arrays]
     starts = np.cumsum([0] + sizes)
-    out = cuda.device_array(int(starts[-1]), dtype=arrays[0].dtype, stream=stream)
+    out = arena(stream).take(int(starts[-1]), arrays[0].dtype)
     for a in range(0, len(arrays), cp.MAX_PARTS):
         part = range(a, min(a + cp.MAX_PARTS, len(arrays)))
         if any(sizes[k] for k in part):

@@ -14,7 +14,7 @@ from numba import cuda
 from horovod_huffman.kernels import cuda_parts as cp, cuda_quantize as cq, quantize as qk
 from horovod_huffman.kernels.cuda_bits import BLOCK as _BLOCK
 
-from .device import is_device_array, as_device_array, stream_or_default, grid_for
+from .device import arena, is_device_array, as_device_array, stream_or_default, grid_for
 
 FLOAT_DTYPES = ("float16", "float32", "float64", "bfloat16")
 
@@ -125,17 +125,17 @@ class QSGD(_Seeded):
     def quantize_batch(self, grads, seeds, stream=None):
         if not grads or not all(is_device_array(g) for g in grads):
             return super().quantize_batch(grads, seeds, stream)
-        batch = _DeviceBatch(grads, stream, lambda n: self.bucket_size, self.level_dtype)
-        s, stream = float(self.levels), batch.stream
-        drawn = [self.next_seed(x) for x in seeds]
-        for part in batch.launches():
-            xs, firsts = batch.tensors(part), batch.each(batch.firsts, part)
-            seed = batch.each(drawn, part)
-            cq.qsgd_scales[batch.grid(part, batch.counts), _BLOCK, stream](
-                xs, s, self.bucket_size, firsts, batch.scales, batch.factors)
-            cq.qsgd_levels[batch.grid(part, batch.sizes), _BLOCK, stream](
-                xs, s, self.bucket_size, seed, firsts, batch.each(batch.starts, part),
-                batch.factors, batch.levels)
+        with _DeviceBatch(grads, stream, lambda n: self.bucket_size, self.level_dtype) as batch:
+            s, stream = float(self.levels), batch.stream
+            drawn = [self.next_seed(x) for x in seeds]
+            for part in batch.launches():
+                xs, firsts = batch.tensors(part), batch.each(batch.firsts, part)
+                seed = batch.each(drawn, part)
+                cq.qsgd_scales[batch.grid(part, batch.counts), _BLOCK, stream](
+                    xs, s, self.bucket_size, firsts, batch.scales, batch.factors)
+                cq.qsgd_levels[batch.grid(part, batch.sizes), _BLOCK, stream](
+                    xs, s, self.bucket_size, seed, firsts, batch.each(batch.starts, part),
+                    batch.factors, batch.levels)
         return batch.results()
 
 
@@ -190,14 +190,20 @@ class TernGrad(_Seeded):
         to the host."""
         if not grads or not all(is_device_array(g) for g in grads):
             return super().quantize_batch(grads, seeds, stream)
-        batch = _DeviceBatch(grads, stream, lambda n: self.bucket_size or max(n, 1), np.int8)
+        with _DeviceBatch(grads, stream, lambda n: self.bucket_size or max(n, 1),
+                          np.int8) as batch:
+            self._quantize_device(batch, seeds)
+        return batch.results()
+
+    def _quantize_device(self, batch, seeds):
+        """``quantize_batch``'s launches for the _DeviceBatch ``batch``."""
         stream = batch.stream
         drawn = [self.next_seed(x) for x in seeds]
         clip = float(self.clip or 0.0)
         # Read only where clip > 0: otherwise any float64 device array stands in.
         clip_ats = _clip_bounds(batch, clip) if clip else batch.factors
         n_buckets = batch.scales.size
-        finite = cuda.device_array(n_buckets, dtype=np.int64, stream=stream)
+        finite = arena(stream).take(n_buckets, np.int64)
         grid = grid_for(n_buckets, _BLOCK)
         if n_buckets:
             cq.terngrad_start[grid, _BLOCK, stream](batch.factors, finite)
@@ -215,14 +221,15 @@ class TernGrad(_Seeded):
                 batch.tensors(part), batch.each(batch.buckets, part), clip,
                 clip_ats[part.start:], batch.each(drawn, part), batch.each(batch.firsts, part),
                 batch.each(batch.starts, part), batch.factors, batch.levels)
-        return batch.results()
 
 
 class _DeviceBatch:
     """Device gradients of one float dtype quantized together: their levels, scales and
     float64 per-bucket factors (QSGD's s / norm, TernGrad's max-norm) are slices of one array
     each, and each kernel takes them MAX_PARTS at a time (kernels/cuda_parts.py).
-    ``bucket_of(n)``: the bucket size of a tensor of n elements."""
+    ``bucket_of(n)``: the bucket size of a tensor of n elements. Used in a ``with`` block,
+    inside which the factors and the kernels' other temporaries are regions of the stream's
+    arena (device.Arena); the levels and scales outlive it."""
 
     def __init__(self, grads, stream, bucket_of, level_dtype):
         self.flats = [_flat_device(g, stream) for g in grads]
@@ -237,7 +244,15 @@ class _DeviceBatch:
         stream = self.stream
         self.levels = cuda.device_array(self.starts[-1], dtype=level_dtype, stream=stream)
         self.scales = cuda.device_array(self.firsts[-1], dtype=np.float32, stream=stream)
-        self.factors = cuda.device_array(self.firsts[-1], dtype=np.float64, stream=stream)
+        self.factors = None
+
+    def __enter__(self):
+        self._arena = arena(self.stream).__enter__()
+        self.factors = self._arena.take(self.firsts[-1], np.float64)
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        self._arena.__exit__(kind, value, traceback)
 
     def launches(self):
         """The tensors of each launch (ranges of at most MAX_PARTS indices), skipping those
@@ -287,9 +302,10 @@ def _clip_bounds(batch, clip):
     clip_bounds), three launches per MAX_PARTS tensors and no copy to the host."""
     stream = batch.stream
     n = len(batch.flats)
-    sums = cuda.device_array((n, qk.MOMENT_LANES), dtype=np.float64, stream=stream)
-    squares = cuda.device_array((n, qk.MOMENT_LANES), dtype=np.float64, stream=stream)
-    clip_ats = cuda.device_array(n, dtype=np.float64, stream=stream)
+    scratch = arena(stream)
+    sums = scratch.take((n, qk.MOMENT_LANES), np.float64)
+    squares = scratch.take((n, qk.MOMENT_LANES), np.float64)
+    clip_ats = scratch.take(n, np.float64)
     for part in batch.launches():
         xs, rows = batch.tensors(part), slice(part.start, part.stop)
         grid = (cq.MOMENT_BLOCKS, len(part))

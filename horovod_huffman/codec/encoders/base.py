@@ -5,7 +5,7 @@ from horovod_huffman.kernels.chunks import CHUNK_GROWTH, CHUNK_LEVELS, CHUNK_PAY
 from horovod_huffman.kernels.stats import level_range
 
 from .. import wire
-from ..device import is_device_array, as_device_array, stream_or_default, copy_to_host
+from ..device import arena, is_device_array, as_device_array, stream_or_default, copy_to_host
 from ..errors import check_status  # noqa: F401 (encoders import it from here)
 from .gpu import gather as gpu_gather, level_range as gpu_range
 from .rows import check_layout
@@ -125,7 +125,8 @@ class Encoder:
         if is_device_array(levels) and self.on_device:
             levels, stream = as_device_array(levels), stream_or_default(stream)
             check_device_levels(levels, stream)
-            results = iter(self._encode_device_parts(levels, sizes, stream, rider))
+            with arena(stream):
+                results = iter(self._encode_device_parts(levels, sizes, stream, rider))
             return [self._empty(levels.dtype) if n == 0 else
                     self._result(levels.dtype, int(n), *next(results)) for n in sizes]
         return [self.encoded(levels[part], stream) for part in part_slices(sizes)]
@@ -160,7 +161,8 @@ class Encoder:
             return self.encoded(copy_to_host(levels, stream))
         if levels.size == 0:
             return self._empty(levels.dtype)
-        return self._result(levels.dtype, levels.size, *self._encode_device(levels, stream))
+        with arena(stream):
+            return self._result(levels.dtype, levels.size, *self._encode_device(levels, stream))
 
     def _empty(self, dtype):
         return wire.Encoded(self.encoder_id, np.dtype(dtype), 0, b"", out_words(0), 0)

@@ -26,7 +26,7 @@ from horovod_huffman.kernels.cuda_tokens import LEVELS, RUNS, ZERO_RUNS  # noqa:
 from horovod_huffman.kernels.maxima import RUN_BUCKETS
 from horovod_huffman.kernels.runs import BUCKET_BASE, BUCKET_EXTRA
 
-from ..device import SIMULATED, copy_to_host, grid_for
+from ..device import SIMULATED, arena, copy_to_host, grid_for
 from ..errors import DecodeError, check_status
 from ..pending import Queued
 from .codes import chunk_count
@@ -216,11 +216,15 @@ class StreamGroup:
 
     def flush(self):
         """Decode every stream added since the last flush; DecodeError (with its stream's
-        label) for the first stream, in order, that a chunk of rejects."""
+        label) for the first stream, in order, that a chunk of rejects. Its temporaries are
+        regions of the stream's arena (device.Arena)."""
         items = self.items[:]
         self.items.clear()
-        if not items:
-            return
+        if items:
+            with arena(self.stream):
+                self._decode(items)
+
+    def _decode(self, items):
         stream = self.stream
         (kind, chunk, _, _, _, bucket), first = items[0][0], items[0][1]
         fields = cuda_decode.STREAM_FIELDS if kind is HuffmanStream else cuda_ans.STREAM_FIELDS
@@ -254,7 +258,7 @@ class StreamGroup:
                         np.concatenate([np.asarray(c.chunk_bits, np.int64) for c in codes]),
                         *own, scales)
         if self.checks is None:
-            status = cuda.device_array(at_chunk, dtype=np.int64, stream=stream)
+            status = arena(stream).take(at_chunk, np.int64)
         else:
             status = self.checks.slot(at_chunk, streams)
         if first.total is None:
@@ -399,8 +403,7 @@ class StatusChecks:
 
 def level_range(levels, stream):
     """(min, max) of non-empty device levels, as Python ints."""
-    lo_hi = cuda.to_device(np.array([np.iinfo(np.int64).max, np.iinfo(np.int64).min]),
-                           stream=stream)
+    lo_hi = arena(stream).upload(np.array([np.iinfo(np.int64).max, np.iinfo(np.int64).min]))
     cuda_tokens.level_range[grid_for(levels.size, BLOCK), BLOCK, stream](levels, lo_hi)
     lo, hi = copy_to_host(lo_hi, stream)
     return int(lo), int(hi)
@@ -408,8 +411,8 @@ def level_range(levels, stream):
 
 def gather(levels, positions, stream):
     """Host array of levels[positions] (the sh/shs sample)."""
-    pos = cuda.to_device(np.ascontiguousarray(positions, dtype=np.int64), stream=stream)
-    out = cuda.device_array(pos.size, dtype=levels.dtype, stream=stream)
+    pos = arena(stream).upload(np.ascontiguousarray(positions, dtype=np.int64))
+    out = arena(stream).take(pos.size, levels.dtype)
     cuda_tokens.gather[grid_for(pos.size, STRIDE_BLOCK), STRIDE_BLOCK, stream](levels, pos, out)
     return copy_to_host(out, stream)
 
@@ -448,7 +451,7 @@ class Batch:
         # Each part's chunks are the rows [first[part], first[part + 1]) of the table.
         self.first = np.concatenate(([0], np.cumsum([r.shape[0] for r in rows])))
         self.n_chunks = table.shape[0]
-        self.chunks = cuda.to_device(np.ascontiguousarray(table), stream=stream)
+        self.chunks = arena(stream).upload(table)
 
     @property
     def n_parts(self):
@@ -458,8 +461,8 @@ class Batch:
         """Host int64 (parts, 2): every part's least and greatest level (an empty part's:
         0 and 0). One launch, one copy to the host."""
         extremes = [np.iinfo(np.int64).max, np.iinfo(np.int64).min]
-        lo_hi = cuda.to_device(np.tile(np.array(extremes, dtype=np.int64), (self.n_parts, 1)),
-                               stream=self.stream)
+        lo_hi = arena(self.stream).upload(np.tile(np.array(extremes, dtype=np.int64),
+                                                  (self.n_parts, 1)))
         if self.n_chunks:
             cuda_tokens.chunk_ranges[self.n_chunks, BLOCK, self.stream](self.levels,
                                                                          self.chunks, lo_hi)
@@ -476,8 +479,7 @@ class Tokens:
         self.batch, self.mode = batch, mode
         stream, n_chunks = batch.stream, batch.n_chunks
         # Where every segment's first run starts; LEVELS tokens are single levels, so unused.
-        self.seg_prev = cuda.device_array(max(n_chunks, 1) * BLOCK, dtype=np.int64,
-                                          stream=stream)
+        self.seg_prev = arena(stream).take(max(n_chunks, 1) * BLOCK, np.int64)
         if mode != LEVELS and n_chunks:
             cuda_tokens.segment_prev[n_chunks, BLOCK, stream](batch.levels, batch.chunk,
                                                               batch.chunks, mode, self.seg_prev)
@@ -505,12 +507,12 @@ def token_counts(tokens, windows):
     parts = tokens._parts({cuda_tokens.PART_BASE: [b for b, _ in windows],
                            cuda_tokens.PART_WINDOW: [w for _, w in windows],
                            cuda_tokens.PART_COUNTS: first[:-1]})
-    counts = cuda.to_device(np.zeros(max(int(first[-1]), 1), dtype=np.int64),
-                            stream=batch.stream)
+    counts, parts = upload(batch.stream, np.zeros(max(int(first[-1]), 1), dtype=np.int64),
+                           parts)
     if batch.n_chunks:
         cuda_tokens.count_tokens[batch.n_chunks, BLOCK, batch.stream](
             batch.levels, batch.chunk, batch.chunks, tokens.mode, tokens.seg_prev,
-            cuda.to_device(parts, stream=batch.stream), counts)
+            parts, counts)
     counts = copy_to_host(counts, batch.stream)
     return [counts[first[p]:first[p + 1]] for p in range(batch.n_parts)]
 
@@ -593,8 +595,8 @@ def token_payload(tokens, codes, vbits, k=1):
         cuda_tokens.PART_ESC: [-1 if c is None else c.escape for c in codes],
         cuda_tokens.PART_ENTRIES: [0 if c is None else next(at) for c in codes]})
     parts, entries = upload(stream, parts, entries)
-    seg_offset = cuda.device_array(max(n_chunks, 1) * BLOCK, dtype=np.int64, stream=stream)
-    bits = cuda.device_array(max(n_chunks, 1), dtype=np.int64, stream=stream)
+    seg_offset = arena(stream).take(max(n_chunks, 1) * BLOCK, np.int64)
+    bits = arena(stream).take(max(n_chunks, 1), np.int64)
     args = (batch.levels, batch.chunk, batch.chunks, tokens.mode, tokens.seg_prev, parts,
             entries, vbits, _bucket_tables().extra, k, seg_offset)
     if n_chunks:
@@ -617,7 +619,7 @@ def token_payload(tokens, codes, vbits, k=1):
     out = _zeroed_words(max(at_word + riding, 1), stream)
     if n_chunks and coded:
         cuda_tokens.write_tokens[n_chunks, BLOCK, stream](
-            *args, cuda.to_device(starts, stream=stream), out)
+            *args, arena(stream).upload(starts), out)
     return _with_rider(out, at_word, layout, rider, stream)
 
 
@@ -634,7 +636,7 @@ def fixed_payload(levels, base, width, stream):
 
 
 def _zeroed_words(n, stream):
-    out = cuda.device_array(n, dtype=np.uint32, stream=stream)
+    out = arena(stream).take(n, np.uint32)
     fill(out, 0, stream)
     return out
 
@@ -656,7 +658,7 @@ def upload(stream, *arrays):
     host = np.zeros(max(end, 8), dtype=np.uint8)
     for a, at in zip(arrays, offsets):
         host[at:at + a.nbytes] = a.reshape(-1).view(np.uint8)
-    device = cuda.to_device(host, stream=stream)
+    device = arena(stream).upload(host)
     return [device[at:at + a.nbytes].view(a.dtype).reshape(a.shape)
             for a, at in zip(arrays, offsets)]
 
@@ -763,8 +765,8 @@ def ans_payload(levels, coded, stream, rider=None):
     n_chunks = chunks.shape[0]
     device = upload(stream, chunks, parts, entries, rcps, np.concatenate(classes),
                     chunks[:, cuda_ans.ENCODE_SLOT_END].copy())
-    scratch = cuda.device_array(slot_end, dtype=np.uint32, stream=stream)
-    counts = cuda.device_array(n_chunks, dtype=np.int64, stream=stream)
+    scratch = arena(stream).take(slot_end, np.uint32)
+    counts = arena(stream).take(n_chunks, np.int64)
     cuda_ans.encode_chunks[n_chunks, LANES, stream](levels, *device[:5], scratch, counts)
     chunk_bits = copy_to_host(counts, stream) * 16
     word_starts = np.empty(n_chunks, dtype=np.int64)
@@ -781,9 +783,9 @@ def ans_payload(levels, coded, stream, rider=None):
         layout.append((at_word, n_words, chunk_bits[rows].copy()))
         at_word += n_words + 1
     riding = 0 if rider is None else rider.array.size
-    out = cuda.device_array(at_word + riding, dtype=np.uint32, stream=stream)
+    out = arena(stream).take(at_word + riding, np.uint32)
     cuda_ans.pack_chunks[n_chunks, cuda_ans.PACK_BLOCK, stream](
-        scratch, device[5], counts, cuda.to_device(word_starts, stream=stream), out)
+        scratch, device[5], counts, arena(stream).upload(word_starts), out)
     return _with_rider(out, at_word, layout, rider, stream)
 
 
@@ -942,7 +944,7 @@ def ans_statistics(batch, counted):
                 n_maxima += -(-n >> want.larger_bits)
         n_counts += int(row[cuda_ans.STAT_BINS])
     # One buffer: the counts (int64), then the maxima (int32), zeroed in one launch.
-    found = cuda.device_array(n_counts + n_maxima // 2 + 1, dtype=np.int64, stream=stream)
+    found = arena(stream).take(n_counts + n_maxima // 2 + 1, np.int64)
     if n_counts:
         fill(found, 0, stream)
         parts, = upload(stream, table)
