@@ -110,7 +110,7 @@ def sampled_block(w, stride):
     """The block a plan counts among blocks w * stride .. (w + 1) * stride - 1: at an offset
     hashed from w (Fibonacci hashing), so that a tensor repeating with a period of a multiple
     of ``stride`` blocks (layers of one shape, one after another) is not sampled at one phase.
-    The device computes the same (cuda_ans.class_histograms)."""
+    The device computes the same (cuda_ans.sampled, in context_counts)."""
     return int64(w) * stride + int64(((uint64(w) * uint64(SAMPLE_HASH)) >> uint64(40)) %
                                      uint64(stride))
 
