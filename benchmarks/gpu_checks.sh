@@ -24,7 +24,8 @@
 #            on 2 in-process ranks, for rlh, ans and rla: milliseconds per step and bucket, and
 #            the launches, copies, allocations and synchronizations a step makes, with the
 #            host functions that take the time; then rlh and ans on a ResNet-50-sized step
-#            of 25 buckets
+#            of 25 buckets; then the first step again in a new process (kernels from the
+#            cache)
 #
 # Horovod 0.28.1 is built from its sdist, carried at .gpu/horovod-0.28.1.tar.gz (HOROVOD_SDIST),
 # against the machine's torch, with Gloo and without GPU operations: Horovod then stages the
@@ -230,7 +231,11 @@ for p in "${phases[@]}"; do
                      benchmarks/gpu_profile.py --coords 1048576 --buckets 8 --steps 3
                  phase profile-step 90 "$OUT/profile.md" env NUMBA_ENABLE_CUDASIM=0 "$PY" \
                      benchmarks/gpu_profile.py --coords 1048576 --buckets 25 --steps 3 \
-                     --encoders rlh ans --top 15 ;;
+                     --encoders rlh ans --top 15
+                 # the first profile's step again in a new process: its kernels from the cache
+                 phase profile-cached 60 "$OUT/profile.md" env NUMBA_ENABLE_CUDASIM=0 "$PY" \
+                     benchmarks/gpu_profile.py --coords 1048576 --buckets 8 --steps 1 \
+                     --encoders rlh ans --top 0 ;;
         *) echo "unknown phase $p" >&2; exit 2 ;;
     esac
 done

@@ -178,7 +178,7 @@ def lane_counts(a, b, lane, votes):
     return below & low, total & low, below >> COUNT_SHIFT, total >> COUNT_SHIFT
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def encode_chunks(levels, chunks, parts, entries, rcps, classes, scratch, counts):
     """Block c codes row c of the chunk table ``chunks`` (note 6) backwards into its slot of
     scratch, which ends at its ENCODE_SLOT_END, thread l the elements of lane l, element i of
@@ -227,7 +227,7 @@ def encode_chunks(levels, chunks, parts, entries, rcps, classes, scratch, counts
         counts[c] = slot_end - first
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def pack_chunks(scratch, slot_ends, counts, word_starts, out32):
     """Block c writes chunk c's units (the last ``counts[c]`` of its slot, which ends at
     slot_ends[c]) as big-endian pairs into out32 from word ``word_starts[c]``, an odd last
@@ -241,7 +241,7 @@ def pack_chunks(scratch, slot_ends, counts, word_starts, out32):
         out32[w + k // 2] = (scratch[first + k] << uint32(UNIT_BITS)) | low
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def decode_streams(words, streams, blocks, starts, chunk_bits, tables, classes, escapes,
                    escape_bounds, out, total, scales, bucket, status):
     """A group of ``ans`` payloads (note 8), as cuda_decode.decode_streams decodes the Huffman
@@ -351,7 +351,7 @@ def sampled(b, stride):
                                    uint64(stride))
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def block_maxima(levels, chunks, parts, maxima):
     """The largest |level| of every block of a part with contexts (STAT_BITS >= 0, note 7),
     merged with an atomic maximum into maxima (int32, zeroed) from its STAT_MAXIMA, and of
@@ -384,7 +384,7 @@ def block_maxima(levels, chunks, parts, maxima):
         i = end
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def context_counts(levels, chunks, parts, maxima, counts):
     """Every part's symbol counts (note 7) added to ``counts`` (int64, zeroed) from its
     STAT_COUNTS: without contexts (STAT_BITS -1), level - base of every level in row 0;

@@ -125,7 +125,7 @@ def _walk(words, tab, tokens, entry, stop_bit, end_bit, base, window, vbits, esc
 BLOCK_CHUNK, BLOCK_FIRST, BLOCK_END, BLOCK_FIELDS = range(4)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def decode_streams(words, streams, blocks, starts, chunk_bits, tables, chunk, lo, hi, out,
                    total, scales, bucket, status):
     """A group of huffman/sh or rlh/shs payloads (note 5): level j of stream s put by
@@ -281,7 +281,7 @@ def read_gamma(words, bit_pos, end_bit):
     return OK, int64(peek64(words, bit_pos) >> uint64(63 - zeros)), bit_pos + zeros + 1
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def decode_fixed(words, base, width, hi, n, out, total, scales, bucket, mode, status):
     """raw: level i < n = base + the ``width`` bits at i * width (the host has checked the
     payload is exactly n * width bits), put by ``put_level``. Any grid; status[0] becomes
@@ -296,14 +296,14 @@ def decode_fixed(words, base, width, hi, n, out, total, scales, bucket, mode, st
             put_level(out, total, scales, bucket, mode, i, level)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def put_constant(level, n, out, total, scales, bucket, mode):
     """Levels 0 .. n - 1 all ``level`` (a constant stream), put by ``put_level``. Any grid."""
     for i in range(cuda.grid(1), n, cuda.gridsize(1)):
         put_level(out, total, scales, bucket, mode, i, level)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def put_levels(levels, out, total, scales, bucket, mode):
     """Every level of a levels array that a decoder wrote, put by ``put_level`` (mode other
     than PUT_LEVEL). Any grid."""

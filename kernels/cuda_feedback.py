@@ -18,21 +18,21 @@ import math
 from numba import cuda, float64, int64
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def add(a, b, out):
     """out[i] = a[i] + b[i]. Any grid."""
     for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
         out[i] = a[i] + b[i]
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def scale(x, factor):
     """x[i] *= factor. Any grid."""
     for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
         x[i] *= factor
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def contract(x, levels, scales, bucket, out_scales):
     """out_scales[b] = <x_b, l_b> / |l_b|^2 over bucket b's levels l_b (scales[b] * 0 when they
     are all zero: a NaN scale, a non-finite bucket, stays NaN). One thread per bucket."""
@@ -49,14 +49,14 @@ def contract(x, levels, scales, bucket, out_scales):
     out_scales[b] = dot / norm2 if norm2 > 0.0 else scales[b] * 0.0
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def fill(flag, value):
     """flag[0] = value. One thread."""
     if cuda.grid(1) == 0:
         flag[0] = value
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def clear_if_nonfinite(x, flag):
     """flag[0] = 0 when some x[i] is Inf or NaN (every writer writes the same 0). Any grid."""
     for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
@@ -64,7 +64,7 @@ def clear_if_nonfinite(x, flag):
             flag[0] = 0
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def keep_if(flag, new, old):
     """Unless flag[0] is 1: new[i] = old[i], or 0 where ``old`` is empty. Any grid."""
     if flag[0] == 1:
@@ -73,7 +73,7 @@ def keep_if(flag, new, old):
         new[i] = old[i] if old.shape[0] else 0.0
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def residual(x, levels, scales, bucket, out):
     """out[i] = x[i] - scales[i // bucket] * levels[i]: what error feedback carries over. Any grid."""
     for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):

@@ -20,7 +20,7 @@ def padded(items):
     return tuple(items) + (items[0],) * (k - len(items))
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def concat(xs, starts, out):
     """out[starts[p] + i] = xs[p][i] for tensor p = blockIdx.y. Any grid along x."""
     p = cuda.blockIdx.y

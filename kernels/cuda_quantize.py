@@ -97,7 +97,7 @@ def sum_squares(x, start, stop):
     return total
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def qsgd_scales(xs, s, bucket, firsts, scales, inv):
     """Per bucket b of tensor p (``xs[p]``, 1-D; p = blockIdx.y): scales[firsts[p] + b] =
     norm / s (float32; NaN for a non-finite norm, 0 for a zero one) and inv[firsts[p] + b] =
@@ -116,7 +116,7 @@ def qsgd_scales(xs, s, bucket, firsts, scales, inv):
             inv[at + b] = s / norm
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def qsgd_levels(xs, s, bucket, seeds, firsts, starts, inv, levels):
     """Element i of tensor p (as ``qsgd_scales``): levels[starts[p] + i] = sign(x) *
     stochastic_round(|x| * inv[firsts[p] + i // bucket]), at most s, drawn with
@@ -138,7 +138,7 @@ def qsgd_levels(xs, s, bucket, seeds, firsts, starts, inv, levels):
         levels[at + i] = -q if v < 0 else q
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def terngrad_maxima(xs, buckets, clip, clip_ats, firsts, maxima, finite):
     """Bucket b of tensor p (``xs[p]``, ``buckets[p]`` elements per bucket, clipped at
     clip_ats[p] where ``clip`` > 0 and that bound is > 0; p = blockIdx.y): maxima[firsts[p] +
@@ -187,7 +187,7 @@ def terngrad_maxima(xs, buckets, clip, clip_ats, firsts, maxima, finite):
         cuda.syncthreads()
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def terngrad_start(maxima, finite):
     """maxima[b] = 0 and finite[b] = 1, before ``terngrad_maxima``. Any grid."""
     for b in range(cuda.grid(1), maxima.shape[0], cuda.gridsize(1)):
@@ -195,7 +195,7 @@ def terngrad_start(maxima, finite):
         finite[b] = 1
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def terngrad_scales(maxima, finite, scales, max_norm):
     """Per bucket, from ``terngrad_maxima``'s m: scales = m as float32 (NaN if a value is
     non-finite), max_norm = m as float64 (0 where levels must be 0). Any grid."""
@@ -205,7 +205,7 @@ def terngrad_scales(maxima, finite, scales, max_norm):
         max_norm[b] = m if finite[b] else 0.0
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def terngrad_levels(xs, buckets, clip, clip_ats, seeds, firsts, starts, max_norm, levels):
     """Element i of tensor p (as ``terngrad_maxima``): levels[starts[p] + i] = sign(x) *
     Bernoulli(|x| / m), m = max_norm[firsts[p] + i // buckets[p]], drawn with
@@ -234,7 +234,7 @@ MOMENT_BLOCKS = 2 if config.ENABLE_CUDASIM else MOMENT_LANES // BLOCK
 assert MOMENT_LANES % (MOMENT_BLOCKS * BLOCK) == 0
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def moments(xs, second, sums, squares):
     """Tensor p (``xs[p]``, p = blockIdx.y): with ``second`` 0, sums[p, j] = lane j's sum of
     the elements (quantize.deviation's lanes); with ``second`` 1, squares[p, j] = lane j's
@@ -269,7 +269,7 @@ def moments(xs, second, sums, squares):
             sums[p, lane] = acc
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def clip_bounds(xs, clip, squares, clip_ats):
     """clip_ats[p] = clip * the standard deviation of tensor p (the square root of
     squares[p, :] added in order over its size, as quantize.deviation; 0 for an empty
@@ -282,14 +282,14 @@ def clip_bounds(xs, clip, squares, clip_ats):
     clip_ats[p] = mul_rn(clip, math.sqrt(total / n)) if n else 0.0
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def convert(src, dst):
     """dst[i] = src[i] in dst's dtype (float32 scales -> float64 for float64 tensors). Any grid."""
     for i in range(cuda.grid(1), src.shape[0], cuda.gridsize(1)):
         dst[i] = src[i]
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def dequantize(levels, scales, bucket, out):
     """out[i] = scales[i // bucket] * levels[i], in the scales' precision (float32 scales into a
     float32 out for float16/32 tensors, float64 for float64: as quantize.dequantize). Any grid."""
@@ -297,7 +297,7 @@ def dequantize(levels, scales, bucket, out):
         out[i] = scales[i // bucket] * levels[i]
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def dequantize_parts(levels, scales, buckets, offsets, modes, total):
     """Tensor p (``levels[p]``, ``scales[p]``, ``buckets[p]`` elements per scale; p =
     blockIdx.y) into total[offsets[p]:], assigned or added as ``modes[p]`` (a put_level mode

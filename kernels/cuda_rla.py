@@ -63,7 +63,7 @@ def _run_start(levels, i, start):
     return i
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def token_statistics(levels, chunk, base, window, after_anchor, bucket_extra, counts, n_tokens,
                      extra_bits):
     """Thread c adds every token of chunk c to counts[its context, its symbol] and stores the
@@ -87,7 +87,7 @@ def token_statistics(levels, chunk, base, window, after_anchor, bucket_extra, co
     extra_bits[c] = bits
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def encode_chunks(levels, chunk, base, window, entries, rcps, after_anchor, n_tokens, stride,
                   scratch, counts):
     """Thread c codes chunk c's tokens backwards into scratch[c * stride:(c + 1) * stride] (its
@@ -119,7 +119,7 @@ def encode_chunks(levels, chunk, base, window, entries, rcps, after_anchor, n_to
     counts[c] = slot_end - flush_states(states, scratch, u)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def write_extras(levels, chunk, bucket_extra, bit_starts, out):
     """Thread c writes chunk c's extras (every run's low bucket_extra[its bucket] bits) into
     ``out`` (uint32, zeroed) from bit bit_starts[c]."""
@@ -143,7 +143,7 @@ def write_extras(levels, chunk, bucket_extra, bit_starts, out):
     flush(out, acc, pending, word_pos)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def decode_chunks(words, starts, chunk_bits, extra_starts, chunk, tables, base, lo, hi, vbits,
                   bucket_base, bucket_extra, size, out, total, scales, bucket, mode, status):
     """Thread c decodes chunk c of a stream of ``size`` levels from its rANS stream

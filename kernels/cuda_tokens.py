@@ -180,7 +180,7 @@ def _block_extremes(lo, hi):
     return lo, hi
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def chunk_ranges(levels, chunks, lo_hi):
     """lo_hi[part, 0] = min, lo_hi[part, 1] = max of every part's levels (int64; start at
     +/- extremes). Grid: a block per chunk."""
@@ -198,7 +198,7 @@ def chunk_ranges(levels, chunks, lo_hi):
         cuda.atomic.max(lo_hi, (part, 1), hi)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def segment_prev(levels, chunk, chunks, mode, seg_prev):
     """seg_prev[block * BLOCK + t] = the last token end before segment t (chunk start - 1 if
     none). Grid: one block per chunk."""
@@ -218,7 +218,7 @@ def segment_prev(levels, chunk, chunks, mode, seg_prev):
     seg_prev[int64(cuda.blockIdx.x) * BLOCK + t] = scratch[t - 1] if t > 0 else chunk_lo - 1
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def count_tokens(levels, chunk, chunks, mode, seg_prev, parts, counts):
     """Add every LEVELS or RUNS token's symbol to its part's histogram in ``counts`` (int64:
     a part's starts at its PART_COUNTS and has a bin per symbol and one for the escape).
@@ -252,7 +252,7 @@ def count_tokens(levels, chunk, chunks, mode, seg_prev, parts, counts):
                 cuda.atomic.add(counts, first + b, int64(bins[b]))
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def segment_bits(levels, chunk, chunks, mode, seg_prev, parts, all_entries, vbits, bucket_extra,
                  k, seg_offset, chunk_bits):
     """Bit offset of every segment in its chunk, and every chunk's bits, each chunk coded with
@@ -276,7 +276,7 @@ def segment_bits(levels, chunk, chunks, mode, seg_prev, parts, all_entries, vbit
         chunk_bits[cuda.blockIdx.x] = inclusive
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def write_tokens(levels, chunk, chunks, mode, seg_prev, parts, all_entries, vbits, bucket_extra,
                  k, seg_offset, chunk_start, out):
     """Write every segment's tokens from chunk_start[chunk] + its offset (bits of ``out``)
@@ -301,7 +301,7 @@ def write_tokens(levels, chunk, chunks, mode, seg_prev, parts, all_entries, vbit
     flush(out, acc, pending, word_pos)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def level_range(levels, lo_hi):
     """lo_hi[0] = min, lo_hi[1] = max of ``levels`` (int64; start at +/- extremes). Any grid."""
     lo = int64(0x7FFFFFFFFFFFFFFF)
@@ -316,21 +316,21 @@ def level_range(levels, lo_hi):
         cuda.atomic.max(lo_hi, 1, hi)
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def fill(out, value):
     """out[:] = value (of out's dtype). Any grid."""
     for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
         out[i] = value
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def gather(levels, positions, out):
     """out[j] = levels[positions[j]] (sampling for sh and shs). Any grid."""
     for j in range(cuda.grid(1), positions.shape[0], cuda.gridsize(1)):
         out[j] = levels[positions[j]]
 
 
-@cuda.jit
+@cuda.jit(cache=True)
 def encode_fixed(levels, base, width, out):
     """``raw``: word w of the stream from the levels whose ``width``-bit fields touch it (one
     thread per word, no atomics). Any grid; width 1..32."""
