@@ -130,11 +130,11 @@ def decode_dequantized(buf, total, scales, bucket, add, stream=None, covered=Fal
     ``buf`` as ``decode`` does; a stream of another length raises DecodeError before anything
     is written.
 
-    ``group``: a gpu.StreamGroup that the Huffman family's and ans's streams join, to be
-    decoded with the group's others in one launch when it is flushed (None: at once);
-    ``label`` names the stream in the group's DecodeError; ``within``: (an array, an offset) of which ``total`` is
-    the slice at that offset, so that a group decodes into several slices of one array in
-    one launch (gpu.Output)."""
+    ``group``: a gpu.StreamGroup that the Huffman family's and ans's streams join, to be decoded
+    with the group's others in one launch when it is flushed (None: at once); ``label`` names
+    the stream in the group's DecodeError; ``within``: (an array, an offset) of which ``total``
+    is the slice at that offset, so that a group decodes into several slices of one array in one
+    launch (gpu.Output)."""
     frame = check(buf, total.size, covered)
     if frame.n != total.size:
         raise DecodeError(f"stream holds {frame.n} levels, {total.size} expected")
