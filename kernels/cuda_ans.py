@@ -384,6 +384,16 @@ def block_maxima(levels, chunks, parts, maxima):
         i = end
 
 
+@cuda.jit(device=True, inline=True)
+def _count(bins, counts, in_shared, at, where):
+    """Add one to bin ``where`` of a part's counts: in shared memory (``bins``), or in
+    counts[at + where]."""
+    if in_shared:
+        cuda.atomic.add(bins, where, int32(1))
+    else:
+        cuda.atomic.add(counts, at + where, int64(1))
+
+
 @cuda.jit(cache=True)
 def context_counts(levels, chunks, parts, maxima, counts):
     """Every part's symbol counts (note 7) added to ``counts`` (int64, zeroed) from its
@@ -417,25 +427,27 @@ def context_counts(levels, chunks, parts, maxima, counts):
             bins[b] = 0
     cuda.syncthreads()
     for i in range(chunk_lo + t, chunk_hi, cuda.blockDim.x):
-        s = int64(levels[i]) - base
-        for larger_blocks in range(2):
-            where = int64(-1)
-            if bits < 0:
-                if larger_blocks == 0:
-                    where = s
-            elif larger_blocks == 0:
-                b = (i - offset) >> bits
-                if sampled(b, stride):
-                    where = int64(maxima[first + b]) * cols + s
-            elif larger >= 0:
+        # The rows the level is counted in (-1: none), found before the level is read: the
+        # warps of blocks that are not sampled read no level.
+        row = int64(-1)
+        larger_row = int64(-1)
+        if bits < 0:
+            row = 0
+        else:
+            b = (i - offset) >> bits
+            if sampled(b, stride):
+                row = int64(maxima[first + b])
+            if larger >= 0:
                 b = (i - offset) >> larger_bits
                 if sampled(b, stride):
-                    where = larger_at + int64(maxima[larger + b]) * cols + s
-            if where >= 0:
-                if in_shared:
-                    cuda.atomic.add(bins, where, int32(1))
-                else:
-                    cuda.atomic.add(counts, at + where, int64(1))
+                    larger_row = int64(maxima[larger + b])
+        if row < 0 and larger_row < 0:
+            continue
+        s = int64(levels[i]) - base
+        if row >= 0:
+            _count(bins, counts, in_shared, at, row * cols + s)
+        if larger_row >= 0:
+            _count(bins, counts, in_shared, at, larger_at + larger_row * cols + s)
     cuda.syncthreads()
     if in_shared:
         for b in range(t, n_bins, cuda.blockDim.x):
