@@ -351,6 +351,18 @@ def sampled(b, stride):
                                    uint64(stride))
 
 
+@cuda.jit(device=True, inline=True)
+def _blocks_of(chunks, parts):
+    """This block's chunk and its part's blocks (note 7): (part, the chunk's first level and
+    end, the part's first level, log2 of its block size, where its maxima start, where its
+    larger blocks' maxima start and their log2 size)."""
+    c = cuda.blockIdx.x
+    part = chunks[c, CHUNK_PART]
+    return (part, chunks[c, CHUNK_LO], chunks[c, CHUNK_HI], parts[part, STAT_OFFSET],
+            parts[part, STAT_BITS], parts[part, STAT_MAXIMA], parts[part, STAT_LARGER],
+            parts[part, STAT_LARGER_BITS])
+
+
 @cuda.jit(cache=True)
 def block_maxima(levels, chunks, parts, maxima):
     """The largest |level| of every block of a part with contexts (STAT_BITS >= 0, note 7),
@@ -358,17 +370,10 @@ def block_maxima(levels, chunks, parts, maxima):
     the blocks of 2**STAT_LARGER_BITS levels from its STAT_LARGER where that is not -1.
     Grid: a block per row of the chunk table ``chunks`` (cuda_tokens' note 2); thread t takes
     a run of consecutive levels of the chunk and merges once per block it meets."""
-    c = cuda.blockIdx.x
-    part = chunks[c, CHUNK_PART]
-    bits = parts[part, STAT_BITS]
+    part, chunk_lo, chunk_hi, offset, bits, first, larger, larger_bits = _blocks_of(chunks,
+                                                                                   parts)
     if parts[part, STAT_COLS] == 0 or bits < 0:
         return
-    chunk_lo = chunks[c, CHUNK_LO]
-    chunk_hi = chunks[c, CHUNK_HI]
-    offset = parts[part, STAT_OFFSET]
-    first = parts[part, STAT_MAXIMA]
-    larger = parts[part, STAT_LARGER]
-    larger_bits = parts[part, STAT_LARGER_BITS]
     seg = (chunk_hi - chunk_lo + cuda.blockDim.x - 1) // cuda.blockDim.x
     i = min(chunk_hi, chunk_lo + int64(cuda.threadIdx.x) * seg)
     hi = min(chunk_hi, i + seg)
@@ -403,21 +408,14 @@ def context_counts(levels, chunks, parts, maxima, counts):
     STAT_LARGER_AT where STAT_LARGER is not -1. Rows are STAT_COLS wide. Counted in shared
     memory where the part's STAT_BINS fit SHARED_BINS. Grid: a block per chunk."""
     bins = cuda.shared.array(SHARED_BINS, int32)
-    c = cuda.blockIdx.x
     t = cuda.threadIdx.x
-    part = chunks[c, CHUNK_PART]
+    part, chunk_lo, chunk_hi, offset, bits, first, larger, larger_bits = _blocks_of(chunks,
+                                                                                   parts)
     cols = parts[part, STAT_COLS]
     if cols == 0:
         return
-    chunk_lo = chunks[c, CHUNK_LO]
-    chunk_hi = chunks[c, CHUNK_HI]
-    offset = parts[part, STAT_OFFSET]
     base = parts[part, STAT_BASE]
-    bits = parts[part, STAT_BITS]
     stride = parts[part, STAT_STRIDE]
-    first = parts[part, STAT_MAXIMA]
-    larger = parts[part, STAT_LARGER]
-    larger_bits = parts[part, STAT_LARGER_BITS]
     larger_at = parts[part, STAT_LARGER_AT]
     at = parts[part, STAT_COUNTS]
     n_bins = parts[part, STAT_BINS]

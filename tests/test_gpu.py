@@ -271,7 +271,6 @@ def test_a_decode_group_sums_the_ranks_in_one_launch_as_the_host_does(names, mon
     constant huffman stream, which is written at once, in its turn)."""
     from horovod_huffman.codec.encoders import gpu
     from horovod_huffman.codec.message import contents
-    from horovod_huffman.exchange.array_ops import DeviceOps
     rng = np.random.default_rng(5)
     levels = [np.roll(PATTERNS["sparse"], 17 * r) for r in range(len(names))]
     if names == ("rlh", "huffman"):
@@ -286,13 +285,7 @@ def test_a_decode_group_sums_the_ranks_in_one_launch_as_the_host_does(names, mon
         messages.append(contents(hh.pack(qt, encoder(name))))
     counts = {}
     monkeypatch.setattr(gpu, "cuda_decode", _Counted(gpu.cuda_decode, counts))
-    ops = DeviceOps(cuda.stream())
-    total = None
-    with ops.decode_group() as group:
-        for rank, message in enumerate(messages):
-            total = ops.decode_into(message, total, rank > 0, group, f"rank {rank}")
-    group.checked().wait()
-    assert total.copy_to_host().tobytes() == expected.tobytes()
+    assert _summed_in_one_group(messages).tobytes() == expected.tobytes()
     grouped = [name in BATCHED and levels[i].min() != levels[i].max()
                for i, name in enumerate(names)]
     runs = sum(1 for i, g in enumerate(grouped) if g and (i == 0 or not grouped[i - 1]))
@@ -310,7 +303,6 @@ def test_ans_streams_of_several_chunk_sizes_sum_in_one_launch(chunks, launches, 
     launch of its own."""
     from horovod_huffman.codec.encoders import gpu
     from horovod_huffman.codec.message import contents
-    from horovod_huffman.exchange.array_ops import DeviceOps
     rng = np.random.default_rng(6)
     expected, messages = None, []
     for rank, chunk in enumerate(c * CHUNK for c in chunks):
@@ -322,14 +314,22 @@ def test_ans_streams_of_several_chunk_sizes_sum_in_one_launch(chunks, launches, 
         messages.append(contents(hh.pack(qt, encoder("ans", chunk_levels=chunk))))
     counts = {}
     monkeypatch.setattr(gpu, "cuda_ans", _Counted(gpu.cuda_ans, counts))
+    assert _summed_in_one_group(messages).tobytes() == expected.tobytes()
+    assert counts == {"decode_streams": launches, "launch": launches}
+
+
+def _summed_in_one_group(messages):
+    """The host copy of the total that the ranks' ``messages`` (message.Contents, in rank
+    order) decode into through one DeviceOps decode group: the first assigned, the others
+    added."""
+    from horovod_huffman.exchange.array_ops import DeviceOps
     ops = DeviceOps(cuda.stream())
     total = None
     with ops.decode_group() as group:
         for rank, message in enumerate(messages):
             total = ops.decode_into(message, total, rank > 0, group, f"rank {rank}")
     group.checked().wait()
-    assert total.copy_to_host().tobytes() == expected.tobytes()
-    assert counts == {"decode_streams": launches, "launch": launches}
+    return total.copy_to_host()
 
 
 def test_a_decode_group_decodes_slices_of_one_array_in_one_launch(monkeypatch):
