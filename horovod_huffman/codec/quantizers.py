@@ -63,6 +63,7 @@ def _bucket_count(n, bucket):
 
 class _Seeded:
     """Draws one 64-bit kernel seed per call from a Generator seeded once (None: OS entropy)."""
+    quantizes_in_batches = True     # quantize_batch quantizes device tensors in one launch
 
     def __init__(self, seed):
         self.seed = seed
@@ -88,7 +89,6 @@ class QSGD(_Seeded):
     Unbiased; levels in [-s, s] (``levels`` = s), int8 up to s = 127.
     """
     biased = False
-    quantizes_in_batches = True     # quantize_batch quantizes device tensors in one launch
 
     def __init__(self, levels=8, bucket_size=512, seed=None):
         if not isinstance(levels, (int, np.integer)) or not 1 <= levels <= np.iinfo(np.int32).max:
@@ -146,7 +146,6 @@ class TernGrad(_Seeded):
     (which biases the estimate slightly). ``bucket_size`` None scales the whole tensor by one
     max-norm, as in the paper; an integer gives one scale per bucket.
     """
-    quantizes_in_batches = True
 
     def __init__(self, clip=None, bucket_size=None, seed=None):
         if clip is not None and not (isinstance(clip, (int, float)) and clip > 0):

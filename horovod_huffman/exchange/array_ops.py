@@ -89,11 +89,6 @@ class HostOps:
         return encode_message(qt, encoder, layout=layout)
 
     @staticmethod
-    def encode_batch(qts, encoder):
-        """The messages of several quantized tensors, as ``encode`` of each (no layouts)."""
-        return encode_batch(qts, encoder)
-
-    @staticmethod
     def decode_group(shared=None):
         """A context giving the ``group`` that ``decode_into`` takes for the streams of one
         total; every stream joined to it is decoded when the context ends, or at its
@@ -217,8 +212,9 @@ class DeviceOps:
         return encode_message(qt, encoder, stream=self.stream, layout=layout)
 
     def encode_batch(self, qts, encoder):
-        """As HostOps.encode_batch; with an encoder that codes batches (the Huffman family,
-        ``ans``), every tensor in one batch on the device (message.encode_batch)."""
+        """The messages of several quantized tensors, as ``encode`` of each (no layouts);
+        with an encoder that codes batches (the Huffman family, ``ans``), every tensor in one
+        batch on the device (message.encode_batch): the encode queue's call."""
         return encode_batch(qts, encoder, stream=self.stream)
 
     def decode_group(self, shared=None):

@@ -131,7 +131,7 @@ class Codec:
 
         def close_run():
             if run:
-                pendings.append(queue.put(list(run), run_member, self.statistics, job.key))
+                pendings.append(queue.put(run, run_member, self.statistics, job.key))
                 run.clear()
         for qt, part, start in zip(qts, parts, starts):
             member = self.encoder.batch_member(self.choices, (job.key, part), job.step)

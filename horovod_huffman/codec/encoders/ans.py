@@ -366,34 +366,33 @@ class Ans(Batched, GrowingChunks):
         counted = [self._counted(int(n), int(lo), int(hi)) if n else None
                    for n, (lo, hi) in zip(batch.sizes, ranges)]
         statistics = gpu.ans_statistics(batch, counted)
-        results, coded = [], []
+        plans, emitted, coded = [], [], []          # per part
         for n, at, (lo, hi), want, found in zip(batch.sizes, batch.offsets, ranges, counted,
                                                statistics):
             n, at = int(n), int(at)
-            coded.append(None)
-            if n == 0:
-                continue
-            plan = None if want is None else self._counted_plan(n, int(lo), int(hi), want, found)
-            if plan is None or plan.escapes():
+            plan = None if not n or want is None else \
+                self._counted_plan(n, int(lo), int(hi), want, found)
+            done = part = None
+            if n and (plan is None or plan.escapes()):
                 host = copy_to_host(levels[at:at + n], stream)
-                results.append(self.emit(host, plan or self.plan(host)))
-            elif np.count_nonzero(plan.freqs) == 1:
-                results.append(_constant(plan))
-            else:
+                done = self.emit(host, plan or self.plan(host))
+            elif n and np.count_nonzero(plan.freqs) == 1:
+                done = _constant(plan)
+            elif n:
                 entries, rcps = coder_tables(plan.freqs)
-                coded[-1] = gpu.AnsPart(at, n, plan.base, plan.chunk, entries, rcps,
-                                        plan.classes, plan.block_bits)
-                results.append(plan)
-        payloads = iter([p for p in gpu.ans_payload(levels, coded, stream, rider)
-                         if p is not None])
-        out = []
-        for result in results:
-            if isinstance(result, AnsPlan):
-                out32, n_words, chunk_bits = next(payloads)
-                result = (self._params(result, chunk_bits, np.zeros(chunk_bits.size, np.int64)),
-                          out32, n_words, payload_bits(chunk_bits))
-            out.append(result)
-        return out
+                part = gpu.AnsPart(at, n, plan.base, plan.chunk, entries, rcps, plan.classes,
+                                   plan.block_bits)
+            plans.append(plan)
+            emitted.append(done)
+            coded.append(part)
+        payloads = gpu.ans_payload(levels, coded, stream, rider)
+        for p, payload in enumerate(payloads):
+            if payload is not None:
+                out32, n_words, chunk_bits = payload
+                emitted[p] = (self._params(plans[p], chunk_bits,
+                                           np.zeros(chunk_bits.size, np.int64)),
+                              out32, n_words, payload_bits(chunk_bits))
+        return [done for n, done in zip(batch.sizes, emitted) if n]
 
     def _counted(self, n, lo, hi):
         """The gpu.AnsCount of ``n`` levels in [lo, hi] for ``_level_plan`` (None: a window

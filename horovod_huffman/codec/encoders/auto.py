@@ -86,23 +86,28 @@ class Auto(Encoder):
         for matrices (encoders/row_search.py). The stream names its encoder either way."""
         if layout is None and len(shape) < 2:
             layout = ()
-        chooser, member, chosen_at = memory.get(slot, (None, None, 0))
-        if chooser is self and 0 < step - chosen_at < self.rechoose_every:
+        member = self._reused(memory, slot, step)
+        if member is not None:
             return encode(member, layout)
         message = encode(self, layout)
         if step > 0:
             memory[slot] = (self, self.member(message.stream.encoder_id), step)
         return message
 
-    def batch_member(self, memory, slot, step):
-        """The member chosen for ``slot`` that codes it at ``step`` without choosing
-        (``encode_part``), where that member codes device tensors in batches; else None (a
-        step that chooses encodes through ``encode_part``)."""
+    def _reused(self, memory, slot, step):
+        """The member chosen for ``slot`` at an earlier step that codes it at ``step`` without
+        choosing (``encode_part``), or None."""
         chooser, member, chosen_at = memory.get(slot, (None, None, 0))
-        if chooser is self and 0 < step - chosen_at < self.rechoose_every and \
-                member.codes_in_batches:
+        if chooser is self and 0 < step - chosen_at < self.rechoose_every:
             return member
         return None
+
+    def batch_member(self, memory, slot, step):
+        """The member ``encode_part`` reuses for ``slot`` at ``step``, where it codes device
+        tensors in batches; else None (a step that chooses encodes through
+        ``encode_part``)."""
+        member = self._reused(memory, slot, step)
+        return None if member is None else member.batch_member(memory, slot, step)
 
     def estimate(self, levels, layout=None):
         """{encoder name: ``Sized``} for 1-D levels (non-empty); ``ans`` may use the row model

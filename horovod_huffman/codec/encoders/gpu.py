@@ -208,7 +208,8 @@ class StreamGroup:
         # One chunk size for the Huffman family; ans's chunks nest (cuda_ans.py note 8).
         key = (type(coded), int(coded.chunk) if isinstance(coded, HuffmanStream) else 0,
                out.dtype, out.total is None, id(dest), out.bucket)
-        if self.items and (self.items[0][0] != key or not _nests(self.items, out, coded)):
+        if self.items and (self.items[0][0] != key or
+                           isinstance(coded, AnsStream) and not _nests(self.items, out, coded)):
             self.flush()
         self.items.append((key, out, coded, self.verdict))
         if out.own_group:
@@ -281,7 +282,7 @@ def _nests(items, out, coded):
     """Whether ``coded``'s chunk size divides, or is a multiple of, that of every stream of the
     set it would join (the last streams of ``items`` into ``out``'s first element): so that a
     block of the set's largest chunk holds whole chunks of each (kernels/cuda_ans.py note 8;
-    always so for chunks that grow by doubling, and for the Huffman family's one size)."""
+    always so for chunks that grow by doubling)."""
     for _, other, earlier, _ in reversed(items):
         if other.within[1] != out.within[1]:
             break
@@ -917,14 +918,14 @@ those of the counted blocks whose largest |level| is m), and the same for the la
 
 def ans_statistics(batch, counted):
     """The statistics of every part of a gpu.Batch that ``counted`` names (an AnsCount, or
-    None): a list of AnsStatistics, or None. Three launches (the zeroing of one buffer, the
+    None for a part not counted, an empty one among them): a list of AnsStatistics, or None. Three launches (the zeroing of one buffer, the
     blocks' maxima, the counts), one upload and one copy to the host for the whole batch
     (kernels/cuda_ans.py note 7)."""
     stream = batch.stream
     table = np.zeros((batch.n_parts, cuda_ans.STAT_FIELDS), dtype=np.int64)
     n_maxima = n_counts = 0
     for p, want in enumerate(counted):
-        if want is None or batch.sizes[p] == 0:
+        if want is None:
             continue
         n, cols = int(batch.sizes[p]), want.window + 1
         plane = want.rows * cols
@@ -956,25 +957,23 @@ def ans_statistics(batch, counted):
                                                                parts, maxima, found)
     host = copy_to_host(found, stream) if n_counts else np.zeros(1, np.int64)
     maxima = host[n_counts:].view(np.int32)
+
+    def blocks(first, n, bits):
+        return maxima[first:first + -(-n >> bits)].astype(np.int64)
+
+    def plane(at, want):
+        return host[at:][:want.rows * (want.window + 1)].reshape(want.rows, want.window + 1)
     out = []
     for p, want in enumerate(counted):
-        if want is None or batch.sizes[p] == 0:
+        if want is None:
             out.append(None)
             continue
         n, row = int(batch.sizes[p]), table[p]
-        shape = (want.rows, want.window + 1)
-        counts = host[row[cuda_ans.STAT_COUNTS]:][:shape[0] * shape[1]].reshape(shape)
-
-        def blocks(first, bits):
-            return maxima[first:first + -(-n >> bits)].astype(np.int64)
-        if want.bits is None:
-            out.append(AnsStatistics(None, counts, None, None))
-        elif want.larger_bits is None:
-            out.append(AnsStatistics(blocks(row[cuda_ans.STAT_MAXIMA], want.bits), counts,
-                                     None, None))
-        else:
-            larger = host[row[cuda_ans.STAT_COUNTS] + row[cuda_ans.STAT_LARGER_AT]:]
-            out.append(AnsStatistics(blocks(row[cuda_ans.STAT_MAXIMA], want.bits), counts,
-                                     blocks(row[cuda_ans.STAT_LARGER], want.larger_bits),
-                                     larger[:shape[0] * shape[1]].reshape(shape)))
+        contexts, larger = want.bits is not None, want.larger_bits is not None
+        out.append(AnsStatistics(
+            blocks(row[cuda_ans.STAT_MAXIMA], n, want.bits) if contexts else None,
+            plane(row[cuda_ans.STAT_COUNTS], want),
+            blocks(row[cuda_ans.STAT_LARGER], n, want.larger_bits) if larger else None,
+            plane(row[cuda_ans.STAT_COUNTS] + row[cuda_ans.STAT_LARGER_AT], want)
+            if larger else None))
     return out
