@@ -5,11 +5,11 @@ READ ME FIRST
 1. The tokens and their symbols are ``rlh``'s (kernels/runs.py, note 1): symbol = run bucket *
    window + level index, the escape RUN_BUCKETS * window. Runs are cut at chunk boundaries, so
    every chunk of levels is a whole number of tokens.
-2. A chunk's token symbols are one rANS stream (kernels/ans.py, notes 1-4) with four
-   interleaved states, token j of the chunk on state j % 4, coded with the table of its
-   context (note 5). Four, not ans's 32 lanes: where a token's levels go depends on every
-   run before it, so a chunk's tokens are decoded one after another on any processor, and
-   four chains are what a core overlaps.
+2. A chunk's token symbols are one rANS stream (kernels/ans.py, notes 1-4) with LANES = 32
+   interleaved states, token j of the chunk on state j % 32, coded with the table of its
+   context (note 5). A step of 32 tokens reads its units in lane order, as ``ans``'s steps do,
+   so a GPU warp decodes a step at once (kernels/cuda_rla.py); a core decodes the tokens one
+   after another, the state of each in a small array.
 3. What the symbols do not say travels in a second bit stream, the extras, MSB-first after all
    chunks' rANS streams (from the next 32-bit word): per token, in order, its bucket's extra
    bits (the run's low BUCKET_EXTRA[b] bits; the bucket gives the rest), or for an escape the
@@ -17,7 +17,7 @@ READ ME FIRST
    chunk's extras follow the previous chunk's without padding; the parameters give every
    chunk's extra bits.
 4. Decoding a chunk takes tokens until its levels are filled; it must end with every rANS unit
-   and every extra bit of the chunk read and the four states back at STATE_LOW.
+   and every extra bit of the chunk read and every state back at STATE_LOW.
 5. Contexts: a token is coded with the table of its context, 1 where the previous token of its
    chunk has the anchor level (the level 0 where the window holds it), else 0 (the chunk's
    first token, an escape before it, any other level). The anchor's runs alternate with other
@@ -31,8 +31,8 @@ Units: positions of the rANS streams in 16-bit units, of the extras in bits.
 import numpy as np
 from numba import njit, int64, uint64
 
-from .ans import (STATE_LOW, UNIT_BITS, UNIT_MASK, encode_records, end_status, open_states,
-                  payload_units, put_symbol, store_units, unit_at)
+from .ans import (HEADER_UNITS, LANES, STATE_LOW, UNIT_BITS, UNIT_MASK, encode_records,
+                  end_status, open_states, payload_units, put_symbol, store_units, unit_at)
 from .bits import WORD_BITS, flush_bits, peek64, put_bits, unzigzag, zigzag
 from .elias import put_gamma, read_gamma
 from .errors import (OK, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, BAD_STATE, RUN_OVERFLOW,
@@ -45,9 +45,8 @@ from .runs import (BUCKET_BASE, BUCKET_EXTRA, LONG_RUN_SYMBOL, bucket_and_extra,
                    long_runs_dense, run_symbol)
 from .stores import last_level, level_word, levels_per_word, store8
 
-# Interleaved states per chunk (note 2), and the units that open a chunk: their final values.
-STATES = 4
-HEADER_UNITS = STATES * 2
+# Interleaved states per chunk (note 2); HEADER_UNITS (ans.py) open a chunk: their final values.
+STATES = LANES
 
 # Symbols below this many windows (run buckets 0..2: runs of 1..3) have no extra bits.
 PLAIN_BUCKETS = 3
@@ -153,10 +152,11 @@ def _dense_contexts(levels, ends, symbols, chunk_runs, base, window, after_ancho
 
 
 @njit(cache=True, inline="always")
-def close_states(x0, x1, x2, x3, units, u):
-    """Write the four final states below unit ``u`` (state 0 first in reading order, each high
+def close_states(states, units, u):
+    """Write the final ``states`` below unit ``u`` (state 0 first in reading order, each high
     unit first); returns the chunk stream's first unit."""
-    for x in (x3, x2, x1, x0):
+    for lane in range(STATES - 1, -1, -1):
+        x = states[lane]
         units[u - uint64(1)] = x & uint64(UNIT_MASK)
         units[u - uint64(2)] = x >> uint64(UNIT_BITS)
         u -= uint64(2)
@@ -164,30 +164,27 @@ def close_states(x0, x1, x2, x3, units, u):
 
 
 @njit(cache=True, nogil=True)
-def _encode_token_chunk(symbols, start, stop, records, row_after, units):
+def _encode_token_chunk(symbols, start, stop, records, row_after, states, units):
     """Code the token symbols[start:stop] backwards into ``units`` as kernels/ans.py's
-    ``encode_chunk`` codes levels, token i with the table of its context (note 5): the row
-    that ``row_after`` (uint64 per symbol) gives the symbol before it, of the flattened
-    ``records`` (``put_symbol``); returns the first unit of the chunk's stream."""
+    ``encode_chunk`` codes levels, token i on state (i - start) % STATES (``states``:
+    scratch of STATES) with the table of its context (note 5): the row that ``row_after``
+    (uint64 per symbol) gives the symbol before it, of the flattened ``records``
+    (``put_symbol``); returns the first unit of the chunk's stream."""
     u = uint64(units.shape[0])
-    one = uint64(1)
-    # One token per step, the states rotating: ``a`` codes the token, and the token before
-    # it is on the state after it, ``b``. Every state starts at STATE_LOW, so the rotation
-    # may start anywhere: after the chunk's first token, ``a`` is the state of lane 3 (token
-    # j on lane j % 4, as the decoder reads them).
-    a = b = c = d = uint64(STATE_LOW)
+    one, mask = uint64(1), uint64(STATES - 1)
+    states[:] = STATE_LOW
     first, i = uint64(start), uint64(stop)      # (unsigned: no negative-index wrap)
     if i > first:
         symbol = uint64(symbols[i - one])
         while i > first + one:
             i -= one
             before = uint64(symbols[i - one])
-            x, u = put_symbol(a, symbol + row_after[before], records, units, u)
-            a, b, c, d = b, c, d, x
+            lane = (i - first) & mask
+            states[lane], u = put_symbol(states[lane], symbol + row_after[before], records,
+                                         units, u)
             symbol = before
-        x, u = put_symbol(a, symbol, records, units, u)      # the first: context 0
-        a, b, c, d = b, c, d, x
-    return close_states(d, c, b, a, units, u)
+        states[0], u = put_symbol(states[0], symbol, records, units, u)   # context 0
+    return close_states(states, units, u)
 
 
 @njit(cache=True, nogil=True)
@@ -204,10 +201,12 @@ def encode_token_chunks(symbols, chunk_runs, entries, after_anchor, out32, chunk
     units = np.empty(most + HEADER_UNITS + 1, dtype=np.uint16)
     row_after = after_anchor.astype(np.uint64) * uint64(entries.shape[1])
     records = encode_records(entries)
+    states = np.empty(STATES, dtype=np.uint64)
     w = 0
     k = 0
     for c in range(chunk_runs.shape[0]):
-        first = _encode_token_chunk(symbols, k, chunk_runs[c], records, row_after, units)
+        first = _encode_token_chunk(symbols, k, chunk_runs[c], records, row_after, states,
+                                    units)
         chunk_bits[c], w = store_units(units, first, out32, w)
         k = chunk_runs[c]
     return w
@@ -507,19 +506,21 @@ def decode_token_chunk(words, units, first_bit, n_bits, table, extras, out, star
     i, stop = uint64(start), uint64(stop)
     room = store_room(size, per_word)
     half = uint64(0)                        # the chunk's first token: context 0
+    lane = uint64(0)                        # the next token's state
     last = uint64(units.shape[0] - 1)       # (unit_at(units, last) is the array's last unit)
     while u < last and i < min(stop, room):
         until = batch_until(i, stop, room, u, last)
         if until - i < max(uint64(MIN_BATCH), (stop - i) >> uint64(2)):
             break
-        status, i, u, at, half = _tokens(words, units, table, out, i, until, stop, u, end, at,
-                                         extras_end, half, states, lo, hi, vbits, False)
+        status, i, u, at, half, lane = _tokens(words, units, table, out, i, until, stop, u,
+                                               end, at, extras_end, half, states, lane, lo, hi,
+                                               vbits, False)
         if status != OK:
             return status
         if u > end:
             return PAYLOAD_OVERRUN
-    status, i, u, at, half = _tokens(words, units, table, out, i, stop, stop, u, end, at,
-                                     extras_end, half, states, lo, hi, vbits, True)
+    status, i, u, at, half, lane = _tokens(words, units, table, out, i, stop, stop, u, end, at,
+                                           extras_end, half, states, lane, lo, hi, vbits, True)
     if status != OK:
         return status
     if i != stop:
@@ -531,19 +532,20 @@ def decode_token_chunk(words, units, first_bit, n_bits, table, extras, out, star
 
 @njit(cache=True, nogil=True)
 def _tokens(words, units, table, out, i, until, stop, u, end, at, extras_end, half, states,
-            lo, hi, vbits, checked):
+            lane, lo, hi, vbits, checked):
     """Decode tokens from level i while i < ``until`` (a run may end past it, not past
-    ``stop``) on ``states`` (updated; the next token's on states[0], the states rotating),
+    ``stop``) on ``states`` (updated; the next token's on states[lane], the next's on
+    states[lane + 1] and so on, around the array),
     ``half`` the slot entries' half that the token before gives (``decode_table``).
     ``checked`` (a literal): test each unit read against ``end`` and each ``store8`` against
     the end of ``out``; False where the caller's batch keeps both inside their arrays.
-    Returns (status, i, u, the next extra bit, half)."""
+    Returns (status, i, u, the next extra bit, half, the next token's state)."""
     scale, one = uint64(ANS_PROB_SCALE), uint64(1)
+    mask = uint64(STATES - 1)
     per_word, size = uint64(levels_per_word(out)), uint64(out.shape[0])
-    x0, x1, x2, x3 = states[0], states[1], states[2], states[3]
     status = OK
     while i < until:
-        x = x0
+        x = states[lane]
         slot = x & (scale - one)
         s = table[slot] >> half
         half = (s >> uint64(HALF_FROM_ANCHOR)) & uint64(SLOT_HALF)
@@ -557,7 +559,8 @@ def _tokens(words, units, table, out, i, until, stop, u, end, at, extras_end, ha
         # in a batch, u stays inside ``units`` and may pass end, which the caller tests.
         unit = unit_at(units, u)
         low = x < uint64(STATE_LOW)
-        x0, x1, x2, x3 = x1, x2, x3, (x << uint64(UNIT_BITS)) | unit if low else x
+        states[lane] = (x << uint64(UNIT_BITS)) | unit if low else x
+        lane = (lane + one) & mask
         u += uint64(low)
         if checked and u > end:
             status = PAYLOAD_OVERRUN
@@ -593,8 +596,7 @@ def _tokens(words, units, table, out, i, until, stop, u, end, at, extras_end, ha
                 break
             out[i:i + run] = last_level(word, out)
         i += run
-    states[0], states[1], states[2], states[3] = x0, x1, x2, x3
-    return status, i, u, at, half
+    return status, i, u, at, half, lane
 
 
 @njit(cache=True, nogil=True)

@@ -7,14 +7,14 @@ READ ME FIRST
 2. One chunk's decode is a serial chain (each code's position depends on the previous code's
    length). The CPU table decoders run four chunks in one loop, four independent chains the
    core overlaps (kernels/lanes.py); the GPU encoder takes one chunk per thread block and the GPU
-   decoder one chunk per thread (cuda_tokens.py, cuda_decode.py). ``ans`` chunks are 32
-   chains each (ans.py note 3): a warp per chunk on the GPU.
+   decoder one chunk per thread (cuda_tokens.py, cuda_decode.py). ``ans`` and ``rla`` chunks
+   are 32 chains each (ans.py note 3, ans_tokens.py note 2): a warp per chunk on the GPU.
 3. CHUNK_LEVELS is the encoders' default (``chunk_levels``); for the same chunk size every
    producer (CPU or GPU) writes the very same bytes; decoders accept any size a stream declares.
-4. The rANS coders' chunks end with bits beside their symbols' information, ~100 for ``rla``
-   (four states) and ~560 for ``ans`` (32 states); a sparse stream's chunks grow
-   (horovod_huffman/codec/encoders/base.py ``GrowingChunks``): at 0.07 bits per level (TernGrad) a
-   chunk of 2**16 levels carries 4.6 Kbit, of which ~100 bits are 2%.
+4. The rANS coders' chunks end with ~560 bits beside their symbols' information (32 final
+   states and padding); a sparse stream's chunks grow (horovod_huffman/codec/encoders/base.py
+   ``GrowingChunks``): at 0.07 bits per level (TernGrad) a chunk of 2**16 levels carries
+   4.6 Kbit, of which ~560 bits are 12%.
 """
 import numpy as np
 from numba import njit
@@ -24,10 +24,13 @@ from .bits import WORD_BITS
 # 2**16 levels: a 1M-level tensor gives 16 chunks (4 for each CPU decoder lane) and a 64M one
 # 1024 (enough blocks for a GPU); the per-chunk bit count costs ~3 bytes of parameters.
 CHUNK_LEVELS = 1 << 16
-# Growing chunks (note 4): a chunk doubles while estimated below CHUNK_PAYLOAD_BITS (at most
-# ~0.6% of it then goes to an ``rla`` chunk's end), or ANS_CHUNK_PAYLOAD_BITS for ``ans`` (at
-# most ~0.4% to its 32 states), up to CHUNK_GROWTH times the encoder's chunk_levels by default.
-CHUNK_PAYLOAD_BITS = 1 << 14
+# Growing chunks (note 4): a chunk doubles while estimated below CHUNK_PAYLOAD_BITS for ``rla``
+# (at most ~1.7% of it then goes to its 32 states) or ANS_CHUNK_PAYLOAD_BITS for ``ans`` (~0.4%),
+# up to CHUNK_GROWTH times the encoder's chunk_levels by default. ``rla``'s is lower: a chunk
+# that grows has its runs cut and counted again (encoders/rla.py ``sized_plan``), which costs
+# 40% of the encode at QSGD s = 8 (docs/benchmarks.md), where chunks of 2**16 levels carry
+# ~50 Kbit.
+CHUNK_PAYLOAD_BITS = 1 << 15
 ANS_CHUNK_PAYLOAD_BITS = 1 << 17
 CHUNK_GROWTH = 16
 

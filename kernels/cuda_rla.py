@@ -1,5 +1,6 @@
-"""CUDA kernels of encoder ``rla``: kernels/ans_tokens.py's coder on the device, one thread per
-chunk walking the chunk's runs, writing and reading the very same bytes.
+"""CUDA kernels of encoder ``rla``: kernels/ans_tokens.py's coder on the device, writing and
+reading the very same bytes; the encoder a thread per chunk walking the chunk's runs, the
+decoder a warp per chunk.
 
 READ ME FIRST
 1. Encoding takes three kernels and two trips to the host. ``token_statistics`` counts every
@@ -7,21 +8,29 @@ READ ME FIRST
    ``after_anchor``) and every chunk's tokens and extra bits; the host plans the tables from
    the counts as it plans them for host levels. ``encode_chunks`` codes every chunk's tokens
    backwards into its scratch slot, as cuda_ans.encode_chunks codes levels (and
-   cuda_ans.pack_chunks lays the slots out) but a thread per chunk. ``write_extras`` writes every chunk's extras from
-   its bit offset into a zeroed buffer, the two words it may share with its neighbours ORed
-   atomically (cuda_bits.put and flush).
+   cuda_ans.pack_chunks lays the slots out) but a thread per chunk. ``write_extras`` writes
+   every chunk's extras from its bit offset into a zeroed buffer, the two words it may share
+   with its neighbours ORed atomically (cuda_bits.put and flush).
 2. The device codes only tensors without escapes: every level in the window and at most
    ANS_MAX_TOKENS token symbols; the encoder checks, and codes a host copy otherwise. Token
    symbols are cuda_tokens.token_symbol's RUNS symbols.
-3. ``decode_chunks`` checks what ans_tokens.decode_token_chunk checks (escapes included: a
-   host-written stream may hold them); every thread writes its chunk's status.
+3. ``decode_chunks`` runs a block of LANES threads per chunk, thread l holding state l
+   (ans_tokens.py note 2), a step of 32 tokens at a time. A token's table depends on the
+   token before it (whether its level is the anchor), its extras' position on every extra
+   before it and its first level on every run before it: each lane decodes its slot under
+   both contexts (no state changes yet), then one thread walks the step's 32 candidates in
+   order (``_walk``: a shared-memory read, a table's context bit and at most one extras
+   read per token) and places every token, and then every lane takes its state, its unit
+   (the units of a step lie in lane order) and writes its run. It checks what
+   ans_tokens.decode_token_chunk checks, escapes included (a host-written stream may hold
+   them); the block writes its chunk's status.
 Units: rANS positions are 16-bit units, extras positions bits; ``chunk`` is levels per chunk.
 """
-from numba import config, cuda, int64, uint32, uint64
+from numba import config, cuda, int32, int64, uint32, uint64
 
-from .ans import STATE_LOW, UNIT_BITS, UNIT_MASK
-from .ans_tokens import HEADER_UNITS, STATES
-from .cuda_ans import get_symbol, opening_state, put_symbol, refill
+from .ans import HEADER_UNITS, LANES, STATE_LOW, UNIT_BITS, UNIT_MASK
+from .ans_tokens import STATES
+from .cuda_ans import get_symbol, opening_state, put_symbol, unit_at
 from .bits import WORD_MASK, WORD_SHIFT
 from .cuda_bits import flush, peek64, put, unzigzag
 from .cuda_decode import read_gamma
@@ -32,9 +41,12 @@ from .errors import (OK, BAD_STATE, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, RUN_OVERF
 from .maxima import (ANS_ESCAPE, ANS_LEVEL_SHIFT, ANS_TOKEN_ANCHOR, ANS_TOKEN_BUCKET_SHIFT,
                      ANS_TOKEN_INDEX_MASK)
 
-# Threads per block of these kernels (a thread per chunk); one under the simulator
+# Threads per block of the encoder's kernels (a thread per chunk); one under the simulator
 # (cuda_ans.py note 5).
 RLA_BLOCK = 1 if config.ENABLE_CUDASIM else 32
+# The decoder's shared scalars of a step (note 3): status, the next extra bit, the next token's
+# context, the units the step reads, the level after its last token.
+STEP_STATUS, STEP_AT, STEP_CONTEXT, STEP_UNITS, STEP_NEXT, STEP_FIELDS = range(6)
 
 
 @cuda.jit(device=True, inline=True)
@@ -146,21 +158,78 @@ def write_extras(levels, chunk, bucket_extra, bit_starts, out):
 @cuda.jit(cache=True)
 def decode_chunks(words, starts, chunk_bits, extra_starts, chunk, tables, base, lo, hi, vbits,
                   bucket_base, bucket_extra, size, out, total, scales, bucket, mode, status):
-    """Thread c decodes chunk c of a stream of ``size`` levels from its rANS stream
-    (chunk_bits[c] bits at starts[c]) and its extras (bits extra_starts[c] ..
+    """Block c (LANES threads) decodes chunk c of a stream of ``size`` levels from its rANS
+    stream (chunk_bits[c] bits at starts[c]) and its extras (bits extra_starts[c] ..
     extra_starts[c + 1] - 1), with the token decode ``tables`` (rla.token_table, a row per
-    context, the anchor's tokens flagged); escaped levels must lie in [lo, hi]. Every level
-    but 0 goes where cuda_quantize.put_level's (out, total, scales, bucket, mode) say; runs of
-    level 0 are not written, so what a level 0 would write must be zero already (adding 0 to a
-    total changes nothing). status[c] gets its status."""
-    c = cuda.grid(1)
-    if c >= starts.shape[0]:
-        return
-    start, stop = _chunk(c, chunk, size)
-    status[c] = _decode_chunk(words, starts[c], chunk_bits[c], extra_starts[c],
-                              extra_starts[c + 1], tables, base, lo, hi, vbits,
-                              bucket_base, bucket_extra, out, total, scales, bucket, mode,
-                              start, stop)
+    context, the anchor's tokens flagged), thread l the tokens of lane l (note 3); escaped
+    levels must lie in [lo, hi]. Every level but 0 goes where cuda_quantize.put_level's
+    (out, total, scales, bucket, mode) say; runs of level 0 are not written, so what a level
+    0 would write must be zero already (adding 0 to a total changes nothing). status[c] gets
+    the chunk's status."""
+    entries = cuda.shared.array((2, LANES), uint64)
+    lows = cuda.shared.array(LANES, int32)
+    firsts = cuda.shared.array(LANES, int64)
+    runs = cuda.shared.array(LANES, int64)
+    levels = cuda.shared.array(LANES, int64)
+    picks = cuda.shared.array(LANES, int32)
+    step = cuda.shared.array(STEP_FIELDS, int64)
+    c = cuda.blockIdx.x
+    lane = cuda.threadIdx.x
+    i, stop = _chunk(c, chunk, size)
+    first_bit, n_bits = starts[c], chunk_bits[c]
+    extras_end = extra_starts[c + 1]
+    st = OK
+    u = int64(0)
+    end = int64(0)
+    x = uint64(STATE_LOW)
+    if first_bit % UNIT_BITS or n_bits % UNIT_BITS or n_bits < HEADER_UNITS * UNIT_BITS:
+        st = PAYLOAD_UNDERRUN
+    else:
+        u = first_bit // UNIT_BITS
+        end = u + n_bits // UNIT_BITS
+        x, ok = opening_state(words, u + 2 * lane)
+        if _any_lane(not ok, lane, lows):
+            st = BAD_STATE
+        u += HEADER_UNITS
+    if lane == 0:
+        step[STEP_STATUS] = st
+        step[STEP_AT] = extra_starts[c]
+        step[STEP_CONTEXT] = 0                          # the chunk's first token: context 0
+    last_row = tables.shape[0] - 1
+    while st == OK and i < stop:                        # the same in every thread
+        # Every lane decodes its slot under both contexts; lane 0 then walks the step's
+        # tokens in order, choosing each one's context and placing its run and extras.
+        x0, e0 = get_symbol(x, tables, 0)
+        x1, e1 = get_symbol(x, tables, last_row)
+        entries[0, lane] = e0
+        entries[1, lane] = e1
+        lows[lane] = int32(x0 < uint64(STATE_LOW)) | (int32(x1 < uint64(STATE_LOW)) << 1)
+        cuda.syncthreads()
+        if lane == 0:
+            _walk(words, entries, lows, firsts, runs, levels, picks, step, i, stop, u, end,
+                  extras_end, base, lo, hi, vbits, bucket_base, bucket_extra)
+        cuda.syncthreads()
+        st = step[STEP_STATUS]
+        if st == OK:
+            at_level = firsts[lane]
+            if at_level >= 0:
+                pick = picks[lane]
+                x = x1 if pick & 1 else x0
+                if x < uint64(STATE_LOW):
+                    x = (x << uint64(UNIT_BITS)) | unit_at(words, u + (pick >> 1))
+                level = levels[lane]
+                if level != 0:                # the caller zeroed out: runs of 0 are most levels
+                    for j in range(at_level, at_level + runs[lane]):
+                        put_level(out, total, scales, bucket, mode, j, level)
+            u += step[STEP_UNITS]
+            i = step[STEP_NEXT]
+    if st == OK:
+        if step[STEP_AT] != extras_end or u < end:
+            st = PAYLOAD_UNDERRUN
+        elif _any_lane(x != uint64(STATE_LOW), lane, lows):
+            st = BAD_STATE
+    if lane == 0:
+        status[c] = st
 
 
 @cuda.jit(device=True)
@@ -178,51 +247,79 @@ def _escaped_token(words, at, extras_end, vbits, lo, hi):
     return st, level, run, at
 
 
+@cuda.jit(device=True, inline=True)
+def _any_lane(flag, lane, votes):
+    """Whether ``flag`` holds in any thread of the block (``votes``: a shared int32 array of
+    LANES); every thread must call it at the same point."""
+    cuda.syncthreads()
+    votes[lane] = int32(flag)
+    cuda.syncthreads()
+    found = False
+    for j in range(LANES):
+        found = found or votes[j] != 0
+    cuda.syncthreads()
+    return found
+
+
 @cuda.jit(device=True)
-def _decode_chunk(words, first_bit, n_bits, at, extras_end, tables, base, lo, hi, vbits,
-                  bucket_base, bucket_extra, out, total, scales, bucket, mode, i, stop):
-    """Decode levels out[i:stop] from a chunk's rANS stream (``n_bits`` bits at
-    ``first_bit``) and its extras, bits at .. extras_end - 1 (the host's
-    ans_tokens.decode_token_chunk, the same checks); returns a status."""
-    states = cuda.local.array(STATES, uint64)
-    status, u, end = open_chunk(words, first_bit, n_bits, states)
-    if status != OK:
-        return status
-    lane = 0
-    t = int64(0)
-    while i < stop:
-        x, e = get_symbol(states[lane], tables, t)
-        x, u, ok = refill(x, words, u, end)
-        if not ok:
-            return PAYLOAD_OVERRUN
-        states[lane] = x
-        lane = (lane + 1) % STATES
-        field = e >> uint64(ANS_LEVEL_SHIFT)
+def _walk(words, entries, lows, firsts, runs, levels, picks, step, i, stop, u, end, extras_end,
+          base, lo, hi, vbits, bucket_base, bucket_extra):
+    """One thread's pass over a step's tokens (note 3), lane j's token decoded under either
+    context in entries[context, j] and lows[j] (bit context: its state renormalizes), from
+    level i of a chunk that ends at ``stop`` and unit u of one that ends at ``end``: each
+    token takes its context from the token before it (the step's first from
+    step[STEP_CONTEXT]), its run's extras (or an escape's level and run) from
+    step[STEP_AT] on, and its first level after the runs before it. Fills, per lane, firsts
+    (the token's first level, -1 for a lane past the chunk's end), runs, levels and picks
+    (context | the rank of its unit among the step's << 1), and step's STATUS, AT, CONTEXT,
+    UNITS (units the step reads) and NEXT (the level after its last token). Checks runs
+    against ``stop``, extras against ``extras_end``, units against ``end`` and escaped levels
+    against [lo, hi]."""
+    t = step[STEP_CONTEXT]
+    at = step[STEP_AT]
+    read = int64(0)
+    st = OK
+    for j in range(LANES):
+        firsts[j] = -1
+    for j in range(LANES):
+        if i >= stop:
+            break
+        e = entries[t, j]
         if e & uint64(ANS_ESCAPE):
             st, level, run, at = _escaped_token(words, at, extras_end, vbits, lo, hi)
             if st != OK:
-                return st
-            t = int64(0)
+                break
+            following = int64(0)
         else:
+            field = e >> uint64(ANS_LEVEL_SHIFT)
             b = int64(field >> uint64(ANS_TOKEN_BUCKET_SHIFT))
             extra = bucket_extra[b]
             if at + extra > extras_end:
-                return PAYLOAD_OVERRUN
+                st = PAYLOAD_OVERRUN
+                break
             run = int64(bucket_base[b])
             if extra > 0:
                 run += int64(peek64(words, at) >> uint64(64 - extra))
             at += extra
             level = base + int64(field & uint64(ANS_TOKEN_INDEX_MASK))
-            t = int64((e & uint64(ANS_TOKEN_ANCHOR)) != uint64(0))
+            following = int64((e & uint64(ANS_TOKEN_ANCHOR)) != uint64(0))
         if run > stop - i:
-            return RUN_OVERFLOW
-        if level != 0:                    # the caller zeroed out: runs of 0 are most levels
-            for j in range(i, i + run):
-                put_level(out, total, scales, bucket, mode, j, level)
+            st = RUN_OVERFLOW
+            break
+        firsts[j] = i
+        runs[j] = run
+        levels[j] = level
+        picks[j] = int32(t | (read << 1))
+        read += (lows[j] >> t) & 1
         i += run
-    if at != extras_end:
-        return PAYLOAD_UNDERRUN
-    return end_status(states, u, end)
+        t = following
+    if st == OK and u + read > end:
+        st = PAYLOAD_OVERRUN
+    step[STEP_STATUS] = st
+    step[STEP_AT] = at
+    step[STEP_CONTEXT] = t
+    step[STEP_UNITS] = read
+    step[STEP_NEXT] = i
 
 
 @cuda.jit(device=True, inline=True)
@@ -236,31 +333,3 @@ def flush_states(states, scratch, u):
     return u
 
 
-@cuda.jit(device=True, inline=True)
-def open_chunk(words, first_bit, n_bits, states):
-    """(status, the unit after the states, the end unit) of a chunk's stream of ``n_bits``
-    from bit ``first_bit``, its four states read into ``states``: PAYLOAD_UNDERRUN where the
-    stream is not whole units holding at least the states, BAD_STATE where one is out of
-    range."""
-    if first_bit % UNIT_BITS or n_bits % UNIT_BITS or n_bits < HEADER_UNITS * UNIT_BITS:
-        return PAYLOAD_UNDERRUN, int64(0), int64(0)
-    u = int64(first_bit // UNIT_BITS)
-    end = u + int64(n_bits // UNIT_BITS)
-    for lane in range(STATES):
-        x, ok = opening_state(words, u + 2 * lane)
-        if not ok:
-            return BAD_STATE, u, end
-        states[lane] = x
-    return OK, u + HEADER_UNITS, end
-
-
-@cuda.jit(device=True, inline=True)
-def end_status(states, u, end):
-    """A chunk decoded without error must have read every unit up to ``end`` and left every
-    state at STATE_LOW."""
-    if u < end:
-        return PAYLOAD_UNDERRUN
-    for lane in range(STATES):
-        if states[lane] != uint64(STATE_LOW):
-            return BAD_STATE
-    return OK

@@ -20,7 +20,7 @@ import xxhash
 
 # ---- Constants of docs/wire-format.md ----------------------------------------------------------
 
-STREAM_MAGIC, STREAM_VERSION = b"HHUF", 3
+STREAM_MAGIC, STREAM_VERSION = b"HHUF", 4
 MESSAGE_MAGIC, MESSAGE_VERSION = b"HHQT", 3
 STREAM_HEADER = struct.Struct("<4sBBBBQIQ")        # 28 bytes
 MESSAGE_HEADER = struct.Struct("<4sBBBBQ")         # 16 bytes, then 8 bytes per dimension
@@ -52,7 +52,7 @@ ANS_MAX_WINDOW = PROB_SCALE - 1
 STATE_LOW, STATE_HIGH = 1 << 15, 1 << 31            # a state lies in [STATE_LOW, STATE_HIGH)
 UNIT_BITS = 16
 # Interleaved rANS states of a chunk: ans, rla.
-ANS_STATES, RLA_STATES = 32, 4
+ANS_STATES = RLA_STATES = 32
 ANS_MAX_CLASSES, ANS_MIN_BLOCK_BITS, ANS_MAX_BLOCK_BITS = 8, 2, 40
 CLIP_MAX, PROFILE_MAX, GAIN_MAX, GAIN_SHIFT = 32511, 127, 32767, 7
 

@@ -37,18 +37,19 @@ def planned(encoder, levels):
 
 @pytest.mark.parametrize("name", hh.codec.encoders.GROWING)
 def test_sparse_streams_take_longer_chunks(name):
-    """0.1 bits per level: chunks of 2**16 levels would carry ~6 Kbit, of which the ends take
-    ~1.7% (``rla``, four states) or ~9% (``ans``, 32); grown fourfold (``rla``: to 24 Kbit,
-    past 16 Kbit) or to the whole tensor (``ans``: 100 Kbit, short of 128 Kbit), the payload
-    is within 1% of the information it codes, and a smaller stream than with chunks kept at
-    2**16."""
+    """0.1 bits per level: chunks of 2**16 levels would carry ~6 Kbit, of which the ends (32
+    states) take ~9%; grown eightfold (``rla``: to 48 Kbit, past 32 Kbit) or to the whole
+    tensor (``ans``: 100 Kbit, short of 128 Kbit), the payload
+    is within 2% (``rla``: its two chunks' ends) or 1% (``ans``: one chunk's) of the
+    information it codes, and a smaller stream than with chunks kept at 2**16."""
     levels = ternary(1 << 20, 0.01, seed=1)
     encoder = hh.get_encoder(name)
     plan, information = planned(encoder, levels)
-    assert plan.chunk == (levels.size if name == "ans" else 4 * CHUNK_LEVELS)
+    assert plan.chunk == (levels.size if name == "ans" else 8 * CHUNK_LEVELS)
     buf = encoder.encode(levels)
     assert np.array_equal(hh.decode(buf), levels)
-    assert hh.codec.encoders.check(buf).payload_bits <= 1.01 * information
+    assert hh.codec.encoders.check(buf).payload_bits <= \
+        (1.01 if name == "ans" else 1.02) * information
     kept = hh.get_encoder(name, max_chunk_levels=CHUNK_LEVELS)
     assert planned(kept, levels)[0].chunk == CHUNK_LEVELS
     assert len(kept.encode(levels)) > len(buf)

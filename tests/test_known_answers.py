@@ -145,7 +145,7 @@ def test_stream_ends_with_the_xxh3_64_of_everything_before_it():
     assert wire.checksum(b"") == 0x2D06800538D394C2         # XXH3-64, seed 0 (xxHash's spec)
     for name in ("huffman", "rlh", "raw"):
         buf = bytes(hh.get_encoder(name).encode(np.arange(-50, 50, dtype=np.int8)))
-        assert buf[4] == wire.VERSION == 3
+        assert buf[4] == wire.VERSION == 4
         assert int.from_bytes(buf[-8:], "little") == wire.checksum(buf[:-8])
     msg = bytes(hh.pack(hh.TernGrad().quantize(np.linspace(-1, 1, 77)), "rlh"))
     assert int.from_bytes(msg[-8:], "little") == wire.checksum(msg[:-8])

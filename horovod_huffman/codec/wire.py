@@ -29,8 +29,8 @@ from horovod_huffman.kernels.maxima import MAX_ELEMENTS, MAX_PARAM_BYTES  # noqa
 from .errors import DecodeError
 
 MAGIC = b"HHUF"
-# 3: ``ans`` chunks interleave 32 rANS states (version 2: four; docs/wire-format.md).
-VERSION = 3
+# 4: ``ans`` and ``rla`` chunks interleave 32 rANS states (docs/wire-format.md).
+VERSION = 4
 HEADER = struct.Struct("<4sBBBBQIQ")
 CHECKSUM = struct.Struct("<Q")
 OVERHEAD_BYTES = HEADER.size + CHECKSUM.size

@@ -891,7 +891,7 @@ def decode_rla(words, starts, chunk_bits, extra_starts, chunk, tables, base, lo,
 
     def launch(status):
         arrays = upload(stream, starts, chunk_bits, extra_starts, tables)
-        cuda_rla.decode_chunks[-(-n_chunks // RLA_BLOCK), RLA_BLOCK, stream](
+        cuda_rla.decode_chunks[n_chunks, LANES, stream](
             words, *arrays[:3], chunk, arrays[3], base, lo, hi, vbits, bucket_base,
             bucket_extra, output.size, *output.args, status)
     _judged(output, n_chunks, name, launch)
