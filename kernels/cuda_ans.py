@@ -1,6 +1,6 @@
 """CUDA rANS kernels (encoder ``ans``): the chunk coder of kernels/ans.py on the device, a warp
 per chunk and a thread per lane, writing and reading the very same bytes; and the per-state
-helpers that kernels/cuda_rla.py's serial token coder shares.
+helpers that kernels/cuda_rla.py's token coder shares.
 
 READ ME FIRST
 1. A chunk's LANES = 32 states are a warp's threads (kernels/ans.py note 3): a block of LANES
@@ -25,8 +25,8 @@ READ ME FIRST
 5. Under the Numba simulator a block's threads are Python threads, and a call from one module's
    kernel into another module's device function swaps that module's ``cuda`` for a fake one,
    which threads of one block race on: the warp kernels here call only this module's device
-   functions and cuda_quantize.put_level, which never names ``cuda``. The serial kernels of
-   cuda_rla.py run a thread per block there (cuda_rla.RLA_BLOCK).
+   functions and cuda_quantize.put_level, which never names ``cuda`` (cuda_rla.py's call
+   only such functions of this module).
 6. The encoder's tables. ``chunks`` has a row per chunk of every part (ENCODE_*: its first
    level and end in the flat levels array, its part, where its scratch slot ends), each part
    cut into chunks of its own plan's size from its first level. ``parts`` has a row per part

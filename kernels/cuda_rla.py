@@ -1,19 +1,23 @@
-"""CUDA kernels of encoder ``rla``: kernels/ans_tokens.py's coder on the device, writing and
-reading the very same bytes; the encoder a thread per chunk walking the chunk's runs, the
-decoder a warp per chunk.
+"""CUDA kernels of encoder ``rla``: kernels/ans_tokens.py's coder on the device, a warp per
+chunk, writing and reading the very same bytes.
 
 READ ME FIRST
-1. Encoding takes three kernels and two trips to the host. ``token_statistics`` counts every
+1. Encoding takes three kernels and two trips to the host, each kernel a block of LANES
+   threads per chunk. ``token_statistics`` finds the chunk's tokens, thread l the runs that
+   end in the l-th slice of its levels: it stores every token's last level (less the chunk's
+   first) in a slot of ``ends`` (a chunk's tokens are at most its levels), then counts every
    token's symbol under its context (rows: contexts, ans_tokens.py note 5, with the anchor's
-   ``after_anchor``) and every chunk's tokens and extra bits; the host plans the tables from
-   the counts as it plans them for host levels. ``encode_chunks`` codes every chunk's tokens
-   backwards into its scratch slot, as cuda_ans.encode_chunks codes levels (and
-   cuda_ans.pack_chunks lays the slots out) but a thread per chunk. ``write_extras`` writes
-   every chunk's extras from its bit offset into a zeroed buffer, the two words it may share
-   with its neighbours ORed atomically (cuda_bits.put and flush).
+   ``after_anchor``; in shared memory where both rows fit SHARED_BINS) and every chunk's
+   tokens and extra bits. Token k's run is ends[k] - ends[k - 1], so every kernel after it
+   finds any token, and the token before it, in two or three loads. The host plans the
+   tables from the counts as it plans them for host levels. ``encode_chunks`` codes the
+   chunk's tokens backwards into its scratch slot as cuda_ans.encode_chunks codes levels,
+   token k on lane k % 32 (cuda_ans.pack_chunks then lays the slots out). ``write_extras``
+   writes the extras 32 tokens at a time, each token's bits placed by a prefix sum of the
+   widths before it and ORed atomically into a zeroed buffer.
 2. The device codes only tensors without escapes: every level in the window and at most
    ANS_MAX_TOKENS token symbols; the encoder checks, and codes a host copy otherwise. Token
-   symbols are cuda_tokens.token_symbol's RUNS symbols.
+   symbols are those of kernels/runs.py (run bucket * window + level - base).
 3. ``decode_chunks`` runs a block of LANES threads per chunk, thread l holding state l
    (ans_tokens.py note 2), a step of 32 tokens at a time. A token's table depends on the
    token before it (whether its level is the anchor), its extras' position on every extra
@@ -24,29 +28,29 @@ READ ME FIRST
    (the units of a step lie in lane order) and writes its run. It checks what
    ans_tokens.decode_token_chunk checks, escapes included (a host-written stream may hold
    them); the block writes its chunk's status.
+4. These warp kernels call, of other modules' device functions, only those that never name
+   ``cuda`` (cuda_ans.py note 5), but for ``read_gamma``, which only the walking thread calls.
 Units: rANS positions are 16-bit units, extras positions bits; ``chunk`` is levels per chunk.
 """
-from numba import config, cuda, int32, int64, uint32, uint64
+from numba import cuda, int32, int64, uint32, uint64
 
 from .ans import HEADER_UNITS, LANES, STATE_LOW, UNIT_BITS, UNIT_MASK
-from .ans_tokens import STATES
-from .cuda_ans import get_symbol, opening_state, put_symbol, unit_at
+from .cuda_ans import coded_state, get_symbol, opening_state, unit_at
 from .bits import WORD_MASK, WORD_SHIFT
-from .cuda_bits import flush, peek64, put, unzigzag
+from .cuda_bits import peek64, unzigzag
 from .cuda_decode import read_gamma
 from .cuda_quantize import put_level
-from .cuda_tokens import RUNS, run_bucket, token_symbol
+from .cuda_tokens import SHARED_BINS
 from .errors import (OK, BAD_STATE, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, RUN_OVERFLOW,
                      VALUE_OVERFLOW)
-from .maxima import (ANS_ESCAPE, ANS_LEVEL_SHIFT, ANS_TOKEN_ANCHOR, ANS_TOKEN_BUCKET_SHIFT,
-                     ANS_TOKEN_INDEX_MASK)
+from .maxima import (ANS_BOUND_MASK, ANS_ESCAPE, ANS_LEVEL_SHIFT, ANS_TOKEN_ANCHOR,
+                     ANS_TOKEN_BUCKET_SHIFT, ANS_TOKEN_INDEX_MASK)
 
-# Threads per block of the encoder's kernels (a thread per chunk); one under the simulator
-# (cuda_ans.py note 5).
-RLA_BLOCK = 1 if config.ENABLE_CUDASIM else 32
 # The decoder's shared scalars of a step (note 3): status, the next extra bit, the next token's
 # context, the units the step reads, the level after its last token.
 STEP_STATUS, STEP_AT, STEP_CONTEXT, STEP_UNITS, STEP_NEXT, STEP_FIELDS = range(6)
+# Levels of a run that run buckets 0..2 hold one each (runs.BUCKET_BASE): runs of 1..3.
+PLAIN_RUNS = 3
 
 
 @cuda.jit(device=True, inline=True)
@@ -57,102 +61,191 @@ def _chunk(c, chunk, n):
 
 
 @cuda.jit(device=True, inline=True)
-def _run_end(levels, i, stop):
-    """The end (exclusive) of the run of equal levels from level i, cut at ``stop``."""
-    v = levels[i]
-    i += 1
-    while i < stop and levels[i] == v:
-        i += 1
-    return i
+def _lane_sums(value, lane, votes):
+    """(the sum of ``value`` over the lanes below ``lane``, over every lane) of the block's
+    LANES threads (``votes``: a shared int64 array of LANES). Every thread of the block must
+    call it at the same point."""
+    votes[lane] = value
+    cuda.syncthreads()
+    below = int64(0)
+    total = int64(0)
+    for j in range(LANES):
+        v = votes[j]
+        total += v
+        if j < lane:
+            below += v
+    cuda.syncthreads()
+    return below, total
 
 
 @cuda.jit(device=True, inline=True)
-def _run_start(levels, i, start):
-    """The first level of the run of equal levels that ends at level i, cut at ``start``."""
-    v = levels[i]
-    while i > start and levels[i - 1] == v:
-        i -= 1
-    return i
+def _run_bucket(run):
+    """runs.run_bucket of a run below 2**32 (its bit length by halving: ``cuda.clz`` is another
+    module's in the simulator, note 5)."""
+    if run <= PLAIN_RUNS:
+        return run - 1
+    b = int64(0)                        # the bit length of run, less one
+    v = run
+    for half in (16, 8, 4, 2, 1):
+        if v >> half:
+            v >>= half
+            b += half
+    return 3 + (b - 2) * 2 + ((run >> (b - 1)) & 1)
+
+
+@cuda.jit(device=True, inline=True)
+def _token(levels, ends, slot, start, k, base, window):
+    """(symbol, run) of token k of the chunk from level ``start`` whose run ends are
+    ends[slot:] (note 1)."""
+    end = int64(ends[slot + k])
+    previous = int64(ends[slot + k - 1]) if k > 0 else int64(-1)
+    run = end - previous
+    return _run_bucket(run) * window + int64(levels[start + end]) - base, run
+
+
+@cuda.jit(device=True, inline=True)
+def _is_run_end(levels, p, stop):
+    """Whether level p is the last of its run, runs cut at ``stop``."""
+    return p + 1 == stop or levels[p] != levels[p + 1]
 
 
 @cuda.jit(cache=True)
-def token_statistics(levels, chunk, base, window, after_anchor, bucket_extra, counts, n_tokens,
-                     extra_bits):
-    """Thread c adds every token of chunk c to counts[its context, its symbol] and stores the
-    chunk's tokens in n_tokens[c] and their extra bits in extra_bits[c]."""
-    c = cuda.grid(1)
-    if c >= n_tokens.shape[0]:
-        return
-    i, stop = _chunk(c, chunk, levels.shape[0])
-    t = int64(0)
-    k = int64(0)
-    bits = int64(0)
-    while i < stop:
-        j = _run_end(levels, i, stop)
-        s = token_symbol(RUNS, levels[i], j - i, base, window)
-        cuda.atomic.add(counts, (t, s), 1)
-        t = int64(after_anchor[s])
-        bits += bucket_extra[s // window]
-        k += 1
-        i = j
-    n_tokens[c] = k
-    extra_bits[c] = bits
-
-
-@cuda.jit(cache=True)
-def encode_chunks(levels, chunk, base, window, entries, rcps, after_anchor, n_tokens, stride,
-                  scratch, counts):
-    """Thread c codes chunk c's tokens backwards into scratch[c * stride:(c + 1) * stride] (its
-    stream ends at the slot's end, as cuda_ans.encode_chunks lays it out), token j on state
-    j % 4 with the table of its context, and stores its unit count in counts[c]."""
-    c = cuda.grid(1)
-    if c >= counts.shape[0]:
-        return
+def token_statistics(levels, chunk, base, window, after_anchor, bucket_extra, ends, counts,
+                     n_tokens, extra_bits):
+    """Block c (LANES threads) finds chunk c's tokens (note 1): stores token k's last level,
+    less the chunk's first, in ends[c * chunk + k], adds every token to counts[its context,
+    its symbol] (int64, zeroed) and stores the chunk's tokens in n_tokens[c] and their extra
+    bits in extra_bits[c]. Thread l takes the l-th slice of the chunk's levels and the tokens
+    that end there."""
+    votes = cuda.shared.array(LANES, int64)
+    bins = cuda.shared.array(SHARED_BINS, int32)
+    c = cuda.blockIdx.x
+    lane = cuda.threadIdx.x
     start, stop = _chunk(c, chunk, levels.shape[0])
+    slot = int64(c) * chunk
+    cols = counts.shape[1]
+    in_shared = 2 * cols <= SHARED_BINS
+    if in_shared:
+        for b in range(lane, 2 * cols, LANES):
+            bins[b] = 0
+    seg = (stop - start + LANES - 1) // LANES
+    lo = min(stop, start + lane * seg)
+    hi = min(stop, lo + seg)
+    found = int64(0)
+    for p in range(lo, hi):
+        found += _is_run_end(levels, p, stop)
+    k, total = _lane_sums(found, lane, votes)
+    first = k
+    for p in range(lo, hi):
+        if _is_run_end(levels, p, stop):
+            ends[slot + k] = p - start
+            k += 1
+    cuda.syncthreads()                  # every run end stored
+    bits = int64(0)
+    for k in range(first, first + found):
+        s, _ = _token(levels, ends, slot, start, k, base, window)
+        t = int64(0)
+        if k > 0:
+            before, _ = _token(levels, ends, slot, start, k - 1, base, window)
+            t = int64(after_anchor[before])
+        if in_shared:
+            cuda.atomic.add(bins, t * cols + s, int32(1))
+        else:
+            cuda.atomic.add(counts, (t, s), int64(1))
+        bits += bucket_extra[s // window]
+    _, bits = _lane_sums(bits, lane, votes)         # (its barriers end the counting)
+    if in_shared:
+        for b in range(lane, 2 * cols, LANES):
+            if bins[b] != 0:
+                cuda.atomic.add(counts, (b // cols, b % cols), int64(bins[b]))
+    if lane == 0:
+        n_tokens[c] = total
+        extra_bits[c] = bits
+
+
+@cuda.jit(cache=True)
+def encode_chunks(levels, chunk, base, window, entries, rcps, after_anchor, ends, n_tokens,
+                  stride, scratch, counts):
+    """Block c (LANES threads) codes chunk c's tokens (run ends from ``token_statistics``)
+    backwards into scratch[c * stride:(c + 1) * stride] as cuda_ans.encode_chunks codes
+    levels, thread l the tokens of lane l, each with the table of its context; its stream
+    ends at the slot's end, and counts[c] gets its unit count."""
+    votes = cuda.shared.array(LANES, int64)
+    c = cuda.blockIdx.x
+    lane = cuda.threadIdx.x
+    start, _ = _chunk(c, chunk, levels.shape[0])
+    slot = int64(c) * chunk
     slot_end = int64(c + 1) * stride
     u = slot_end
-    states = cuda.local.array(STATES, uint64)
-    for lane in range(STATES):
-        states[lane] = uint64(STATE_LOW)
-    lo = _run_start(levels, stop - 1, start)
-    s = token_symbol(RUNS, levels[lo], stop - lo, base, window)
-    k = n_tokens[c]
-    while k > 0:
-        k -= 1
-        t = int64(0)
-        previous_lo, previous_s = lo, s
-        if lo > start:                  # the context comes from the token before this one
-            previous_lo = _run_start(levels, lo - 1, start)
-            previous_s = token_symbol(RUNS, levels[previous_lo], lo - previous_lo, base, window)
-            t = int64(after_anchor[previous_s])
-        lane = k % STATES
-        states[lane], u = put_symbol(states[lane], uint64(s), entries, rcps, t, scratch, u)
-        lo, s = previous_lo, previous_s
-    counts[c] = slot_end - flush_states(states, scratch, u)
+    x = uint64(STATE_LOW)
+    n = n_tokens[c]
+    t = (n + LANES - 1) // LANES
+    while t > 0:
+        t -= 1
+        k = t * LANES + lane
+        renorm = False
+        e = uint64(0)
+        r = uint64(0)
+        if k < n:
+            s, _ = _token(levels, ends, slot, start, k, base, window)
+            row = int64(0)
+            if k > 0:
+                before, _ = _token(levels, ends, slot, start, k - 1, base, window)
+                row = int64(after_anchor[before])
+            e = entries[row, s]
+            r = rcps[row, s]
+            renorm = x >= e & uint64(ANS_BOUND_MASK)
+        below, total = _lane_sums(int64(renorm), lane, votes)
+        if renorm:
+            scratch[u - total + below] = uint32(x & uint64(UNIT_MASK))
+            x >>= uint64(UNIT_BITS)
+        if k < n:
+            x = coded_state(x, e, r)
+        u -= total
+    first = u - HEADER_UNITS
+    scratch[first + 2 * lane] = uint32(x >> uint64(UNIT_BITS))
+    scratch[first + 2 * lane + 1] = uint32(x & uint64(UNIT_MASK))
+    if lane == 0:
+        counts[c] = slot_end - first
 
 
 @cuda.jit(cache=True)
-def write_extras(levels, chunk, bucket_extra, bit_starts, out):
-    """Thread c writes chunk c's extras (every run's low bucket_extra[its bucket] bits) into
-    ``out`` (uint32, zeroed) from bit bit_starts[c]."""
-    c = cuda.grid(1)
-    if c >= bit_starts.shape[0]:
-        return
-    i, stop = _chunk(c, chunk, levels.shape[0])
+def write_extras(chunk, bucket_extra, ends, n_tokens, bit_starts, out):
+    """Block c (LANES threads) writes chunk c's extras (every run's low bucket_extra[its
+    bucket] bits, run ends from ``token_statistics``) into ``out`` (uint32, zeroed) from bit
+    bit_starts[c], 32 tokens at a time, each token's bits ORed in atomically."""
+    votes = cuda.shared.array(LANES, int64)
+    c = cuda.blockIdx.x
+    lane = cuda.threadIdx.x
+    slot = int64(c) * chunk
     at = bit_starts[c]
-    word_pos = at >> WORD_SHIFT
-    pending = at & WORD_MASK            # zero bits standing for the previous chunk's
-    shared = word_pos if pending else int64(-1)
-    acc = uint64(0)
-    while i < stop:
-        j = _run_end(levels, i, stop)
-        extra = bucket_extra[run_bucket(j - i)]
-        if extra > 0:
-            acc, pending, word_pos = put(out, acc, pending, word_pos, shared,
-                                         uint64(j - i) & ((uint64(1) << uint64(extra)) - uint64(1)),
-                                         extra)
-        i = j
-    flush(out, acc, pending, word_pos)
+    n = n_tokens[c]
+    for first in range(0, n, LANES):
+        k = first + lane
+        width = int64(0)
+        run = int64(0)
+        if k < n:
+            run = int64(ends[slot + k]) - (int64(ends[slot + k - 1]) if k > 0 else int64(-1))
+            width = bucket_extra[_run_bucket(run)]
+        below, total = _lane_sums(width, lane, votes)
+        if width > 0:
+            _or_bits(out, at + below, uint64(run) & ((uint64(1) << uint64(width)) - uint64(1)),
+                     width)
+        at += total
+
+
+@cuda.jit(device=True, inline=True)
+def _or_bits(out, at, value, width):
+    """OR the ``width`` (1..32) bits of ``value`` into ``out`` (uint32 words, bits MSB-first)
+    from bit ``at``, atomically: other threads write the same words."""
+    word = at >> WORD_SHIFT
+    spill = (at & WORD_MASK) + width - 32           # bits past the word's end
+    if spill <= 0:
+        cuda.atomic.or_(out, word, uint32(value << uint64(-spill)))
+    else:
+        cuda.atomic.or_(out, word, uint32(value >> uint64(spill)))
+        cuda.atomic.or_(out, word + 1, uint32((value << uint64(32 - spill)) &
+                                              uint64(0xFFFFFFFF)))
 
 
 @cuda.jit(cache=True)
@@ -166,6 +259,7 @@ def decode_chunks(words, starts, chunk_bits, extra_starts, chunk, tables, base, 
     (out, total, scales, bucket, mode) say; runs of level 0 are not written, so what a level
     0 would write must be zero already (adding 0 to a total changes nothing). status[c] gets
     the chunk's status."""
+    votes = cuda.shared.array(LANES, int64)
     entries = cuda.shared.array((2, LANES), uint64)
     lows = cuda.shared.array(LANES, int32)
     firsts = cuda.shared.array(LANES, int64)
@@ -188,7 +282,8 @@ def decode_chunks(words, starts, chunk_bits, extra_starts, chunk, tables, base, 
         u = first_bit // UNIT_BITS
         end = u + n_bits // UNIT_BITS
         x, ok = opening_state(words, u + 2 * lane)
-        if _any_lane(not ok, lane, lows):
+        _, bad = _lane_sums(int64(not ok), lane, votes)
+        if bad:
             st = BAD_STATE
         u += HEADER_UNITS
     if lane == 0:
@@ -226,8 +321,10 @@ def decode_chunks(words, starts, chunk_bits, extra_starts, chunk, tables, base, 
     if st == OK:
         if step[STEP_AT] != extras_end or u < end:
             st = PAYLOAD_UNDERRUN
-        elif _any_lane(x != uint64(STATE_LOW), lane, lows):
-            st = BAD_STATE
+        else:
+            _, astray = _lane_sums(int64(x != uint64(STATE_LOW)), lane, votes)
+            if astray:
+                st = BAD_STATE
     if lane == 0:
         status[c] = st
 
@@ -245,20 +342,6 @@ def _escaped_token(words, at, extras_end, vbits, lo, hi):
     if st == OK and at > extras_end:
         st = PAYLOAD_OVERRUN
     return st, level, run, at
-
-
-@cuda.jit(device=True, inline=True)
-def _any_lane(flag, lane, votes):
-    """Whether ``flag`` holds in any thread of the block (``votes``: a shared int32 array of
-    LANES); every thread must call it at the same point."""
-    cuda.syncthreads()
-    votes[lane] = int32(flag)
-    cuda.syncthreads()
-    found = False
-    for j in range(LANES):
-        found = found or votes[j] != 0
-    cuda.syncthreads()
-    return found
 
 
 @cuda.jit(device=True)
@@ -320,16 +403,3 @@ def _walk(words, entries, lows, firsts, runs, levels, picks, step, i, stop, u, e
     step[STEP_CONTEXT] = t
     step[STEP_UNITS] = read
     step[STEP_NEXT] = i
-
-
-@cuda.jit(device=True, inline=True)
-def flush_states(states, scratch, u):
-    """Write the final states below unit ``u`` (state 0 first in reading order, each high unit
-    first); returns the stream's first unit."""
-    for k in range(STATES - 1, -1, -1):
-        scratch[u - 1] = uint32(states[k] & uint64(UNIT_MASK))
-        scratch[u - 2] = uint32(states[k] >> uint64(UNIT_BITS))
-        u -= 2
-    return u
-
-

@@ -21,7 +21,6 @@ from horovod_huffman.kernels.ans import HEADER_UNITS, LANES
 from horovod_huffman.kernels.bits import WORD_BITS, bytes_to_words
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, chunk_starts
 from horovod_huffman.kernels.cuda_bits import BLOCK
-from horovod_huffman.kernels.cuda_rla import RLA_BLOCK
 from horovod_huffman.kernels.cuda_tokens import LEVELS, RUNS, ZERO_RUNS  # noqa: F401 (modes)
 from horovod_huffman.kernels.maxima import RUN_BUCKETS
 from horovod_huffman.kernels.runs import BUCKET_BASE, BUCKET_EXTRA
@@ -832,40 +831,48 @@ def _ans_chunks(code, n, chunk, extra_words, stream):
     return out, n_words, chunk_bits
 
 
+RlaTokens = namedtuple("RlaTokens", "ends counts")
+RlaTokens.__doc__ = """A device ``rla`` tensor's tokens, as ``rla_statistics`` finds them
+(kernels/cuda_rla.py note 1): ``ends`` (uint32, a slot of ``chunk`` per chunk: every token's
+last level less its chunk's first) and ``counts`` (int64, the tokens of every chunk)."""
+
+
 def rla_statistics(levels, chunk, base, window, after_anchor, stream):
-    """Host (counts: contexts x symbols, int64, every token's symbol under its context with
-    ``after_anchor``; tokens per chunk; extra bits per chunk) of device levels that all lie in
-    the window (kernels/cuda_rla.py, note 1)."""
+    """(host counts: contexts x symbols, int64, every token's symbol under its context with
+    ``after_anchor``; host extra bits per chunk; the device ``RlaTokens``) of device levels
+    that all lie in the window (kernels/cuda_rla.py, notes 1 and 2)."""
     n_chunks = chunk_count(levels.size, chunk)
     counts = cuda.to_device(np.zeros((2, after_anchor.size), dtype=np.int64), stream=stream)
-    n_tokens = cuda.device_array(n_chunks, dtype=np.int64, stream=stream)
+    tokens = RlaTokens(cuda.device_array(max(1, levels.size), dtype=np.uint32, stream=stream),
+                       cuda.device_array(n_chunks, dtype=np.int64, stream=stream))
     extra_bits = cuda.device_array(n_chunks, dtype=np.int64, stream=stream)
-    cuda_rla.token_statistics[-(-n_chunks // RLA_BLOCK), RLA_BLOCK, stream](
-        levels, chunk, base, window, cuda.to_device(after_anchor, stream=stream),
-        _bucket_tables().extra, counts, n_tokens, extra_bits)
-    return (copy_to_host(counts, stream), copy_to_host(n_tokens, stream),
-            copy_to_host(extra_bits, stream))
+    if n_chunks:
+        cuda_rla.token_statistics[n_chunks, LANES, stream](
+            levels, chunk, base, window, cuda.to_device(after_anchor, stream=stream),
+            _bucket_tables().extra, tokens.ends, counts, tokens.counts, extra_bits)
+    return copy_to_host(counts, stream), copy_to_host(extra_bits, stream), tokens
 
 
-def rla_payload(levels, chunk, base, window, entries, rcps, after_anchor, n_tokens, extra_bits,
+def rla_payload(levels, chunk, base, window, entries, rcps, after_anchor, tokens, extra_bits,
                 stream):
-    """``rla`` payload of device levels without escapes, their tokens per chunk and extra bits
-    per chunk from ``rla_statistics``: (host uint32 words, words of the chunks' rANS streams,
-    host chunk bits); the extras follow from that word, as the CPU encoder writes them."""
+    """``rla`` payload of device levels without escapes, their ``RlaTokens`` and host extra
+    bits per chunk from ``rla_statistics``: (host uint32 words, words of the chunks' rANS
+    streams, host chunk bits); the extras follow from that word, as the CPU encoder writes
+    them."""
     total = int(extra_bits.sum())
 
     def code(n_chunks, stride, scratch, counts):
-        cuda_rla.encode_chunks[-(-n_chunks // RLA_BLOCK), RLA_BLOCK, stream](
+        cuda_rla.encode_chunks[n_chunks, LANES, stream](
             levels, chunk, base, window, cuda.to_device(entries, stream=stream),
             cuda.to_device(rcps, stream=stream), cuda.to_device(after_anchor, stream=stream),
-            cuda.to_device(n_tokens, stream=stream), stride, scratch, counts)
+            tokens.ends, tokens.counts, stride, scratch, counts)
     out, n_words, chunk_bits = _ans_chunks(code, levels.size, chunk, -(-total // WORD_BITS),
                                            stream)
     if total:
         bit_starts = n_words * WORD_BITS + np.concatenate(([0], np.cumsum(extra_bits)[:-1]))
-        cuda_rla.write_extras[-(-bit_starts.size // RLA_BLOCK), RLA_BLOCK,
-                              stream](levels, chunk, _bucket_tables().extra,
-                                      cuda.to_device(bit_starts, stream=stream), out)
+        cuda_rla.write_extras[bit_starts.size, LANES, stream](
+            chunk, _bucket_tables().extra, tokens.ends, tokens.counts,
+            cuda.to_device(bit_starts, stream=stream), out)
     return copy_to_host(out, stream), n_words, chunk_bits
 
 

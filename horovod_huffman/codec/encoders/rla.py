@@ -148,32 +148,33 @@ class RLA(GrowingChunks):
         planned = self._device_plan(levels, base, window, self.chunk_levels, stream)
         if planned is None:                             # escapes: coded on the host
             return self._encode(copy_to_host(levels, stream))
-        plan, n_tokens, extra_bits = planned
+        plan, tokens, extra_bits = planned
         chunk = self.chunk_for(levels.size,
-                               _stream_bytes(plan, value_bits(levels.dtype), n_tokens.size))
+                               _stream_bytes(plan, value_bits(levels.dtype), extra_bits.size))
         if chunk != self.chunk_levels:
             planned = self._device_plan(levels, base, window, chunk, stream)
             if planned is None:     # runs merged across the old chunk ends: new tokens escape
                 return self._encode(copy_to_host(levels, stream))
-            plan, n_tokens, extra_bits = planned
+            plan, tokens, extra_bits = planned
         entries, rcps = coder_tables(plan.freqs)
         out32, n_words, chunk_bits = gpu.rla_payload(levels, plan.chunk, base, window,
-                                                     entries, rcps, plan.after_anchor, n_tokens,
+                                                     entries, rcps, plan.after_anchor, tokens,
                                                      extra_bits, stream)
         return self._result_parts(plan, out32, n_words, chunk_bits, extra_bits)
 
     @staticmethod
     def _device_plan(levels, base, window, chunk, stream):
-        """(plan, tokens per chunk, extra bits per chunk) of device ``levels`` with runs cut
-        at ``chunk``, counted on the GPU; None where tokens would take the escape."""
+        """(plan, the device tokens (gpu.RlaTokens), extra bits per chunk) of device
+        ``levels`` with runs cut at ``chunk``, counted on the GPU; None where tokens would
+        take the escape."""
         after_anchor = anchor_contexts(base, window)
-        contexts, n_tokens, extra_bits = gpu.rla_statistics(levels, chunk, base, window,
-                                                            after_anchor, stream)
+        contexts, extra_bits, tokens = gpu.rla_statistics(levels, chunk, base, window,
+                                                          after_anchor, stream)
         counts = contexts.sum(axis=0)
         if np.count_nonzero(counts) > ANS_MAX_TOKENS:
             return None
         plan = _plan(base, window, counts, contexts if after_anchor.any() else None, chunk)
-        return plan, n_tokens, extra_bits
+        return plan, tokens, extra_bits
 
     def _result_parts(self, plan, out32, n_words, chunk_bits, extra_bits):
         """(params, words, n_words, n_bits) of chunks of ``chunk_bits`` rANS bits in the first
