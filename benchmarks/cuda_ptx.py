@@ -27,17 +27,19 @@ import types as pytypes
 
 
 def kernels(types):
-    """(name, kernel, signature) of every group decoder, for float32 and float64 totals, of the
-    token encoders' and ``ans``'s batch kernels, for int8 levels, and of the kernels that take
+    """(name, kernel, signature) of every group decoder and of ``rla``'s decoder, for float32
+    and float64 totals, of the token encoders', ``ans``'s and ``rla``'s kernels, for int8
+    levels, and of the kernels that take
     a tuple of tensors (QSGD's, TernGrad's and dequantize_parts), at their longest tuple."""
     from horovod_huffman.kernels import (cuda_ans, cuda_decode, cuda_parts, cuda_quantize,
-                                         cuda_tokens)
+                                         cuda_rla, cuda_tokens)
     i64, u32, u64 = types.int64, types.uint32, types.uint64
 
     def arr(t, dims=1):
         return types.Array(t, dims, "C")
 
     levels, table = arr(types.int8), arr(i64, 2)
+    buckets = arr(i64)                                     # runs.BUCKET_BASE, BUCKET_EXTRA
     head = (levels, i64, table, i64, arr(i64))             # levels, chunk, chunks, mode, prev
     code = (table, arr(u32), i64, arr(i64), i64, arr(i64))  # parts ... k, seg_offset
     out = [
@@ -88,6 +90,9 @@ def kernels(types):
             (f"ans decode_streams/{total}", cuda_ans.decode_streams,
              (arr(u64), table, table, arr(i64), arr(i64), arr(u64, 2), arr(types.uint8),
               arr(i64), table) + put[:4] + (arr(i64),)),
+            (f"rla decode_chunks/{total}", cuda_rla.decode_chunks,
+             (arr(u64), arr(i64), arr(i64), arr(i64), i64, arr(u64, 2), i64, i64, i64, i64,
+              buckets, buckets, i64) + put + (arr(i64),)),
         ]
     maxima = arr(types.int32)
     out += [
@@ -97,6 +102,14 @@ def kernels(types):
          (arr(u32), arr(i64), arr(i64), arr(i64), arr(u32))),
         ("ans block_maxima", cuda_ans.block_maxima, (levels, table, table, maxima)),
         ("ans context_counts", cuda_ans.context_counts, (levels, table, table, maxima, arr(i64))),
+        ("rla token_statistics", cuda_rla.token_statistics,
+         (levels, i64, i64, i64, arr(types.uint8), buckets, arr(u32), table, arr(i64),
+          arr(i64))),
+        ("rla encode_chunks", cuda_rla.encode_chunks,
+         (levels, i64, i64, i64, arr(u64, 2), arr(u64, 2), arr(types.uint8), arr(u32),
+          arr(i64), i64, arr(u32), arr(i64))),
+        ("rla write_extras", cuda_rla.write_extras,
+         (i64, buckets, arr(u32), arr(i64), arr(i64), arr(u32))),
     ]
     return out
 

@@ -27,9 +27,9 @@ CHUNK_LEVELS = 1 << 16
 # Growing chunks (note 4): a chunk doubles while estimated below CHUNK_PAYLOAD_BITS for ``rla``
 # (at most ~1.7% of it then goes to its 32 states) or ANS_CHUNK_PAYLOAD_BITS for ``ans`` (~0.4%),
 # up to CHUNK_GROWTH times the encoder's chunk_levels by default. ``rla``'s is lower: a chunk
-# that grows has its runs cut and counted again (encoders/rla.py ``sized_plan``), which costs
-# 40% of the encode at QSGD s = 8 (docs/benchmarks.md), where chunks of 2**16 levels carry
-# ~50 Kbit.
+# that grows has its runs cut and counted again (encoders/rla.py ``sized_plan``), which would
+# cost QSGD s = 8 a quarter of its encode speed (docs/design.md, growing chunks), where chunks
+# of 2**16 levels carry ~50 Kbit.
 CHUNK_PAYLOAD_BITS = 1 << 15
 ANS_CHUNK_PAYLOAD_BITS = 1 << 17
 CHUNK_GROWTH = 16

@@ -61,13 +61,15 @@ def token_information_bits(levels):
 
 
 @pytest.mark.parametrize("density", [0.05, 0.3, 0.7])
-def test_payload_within_one_percent_of_the_tokens_entropy(density):
+def test_payload_within_two_percent_of_the_tokens_entropy(density):
     """The payload (rANS streams and extras; the tables are parameters) against the tokens'
-    empirical information under their own per-context frequencies, plus their extra bits."""
+    empirical information under their own per-context frequencies, plus their extra bits:
+    every chunk's 32 final states (~560 bits) in chunks grown to 32 Kbit or more take up to
+    ~1.7%."""
     levels = sparse_levels(500_000, density, seed=int(density * 10))
     buf = hh.get_encoder("rla").encode(levels)
     assert np.array_equal(hh.decode(buf), levels)
-    assert hh.codec.encoders.check(buf).payload_bits <= 1.01 * token_information_bits(levels)
+    assert hh.codec.encoders.check(buf).payload_bits <= 1.02 * token_information_bits(levels)
 
 
 def test_a_table_after_zero_runs_saves_what_one_table_spends():
