@@ -27,10 +27,10 @@ import types as pytypes
 
 
 def kernels(types):
-    """(name, kernel, signature) of every group decoder and of ``rla``'s decoder, for float32
-    and float64 totals, of the token encoders', ``ans``'s and ``rla``'s kernels, for int8
-    levels, and of the kernels that take
-    a tuple of tensors (QSGD's, TernGrad's and dequantize_parts), at their longest tuple."""
+    """(name, kernel, signature) of every group decoder, for float32 and float64 totals, of the
+    token encoders', ``ans``'s and ``rla``'s kernels, for int8 levels, and of the kernels that
+    take a tuple of tensors (QSGD's, TernGrad's and dequantize_parts), at their longest
+    tuple."""
     from horovod_huffman.kernels import (cuda_ans, cuda_decode, cuda_parts, cuda_quantize,
                                          cuda_rla, cuda_tokens)
     i64, u32, u64 = types.int64, types.uint32, types.uint64
@@ -90,9 +90,9 @@ def kernels(types):
             (f"ans decode_streams/{total}", cuda_ans.decode_streams,
              (arr(u64), table, table, arr(i64), arr(i64), arr(u64, 2), arr(types.uint8),
               arr(i64), table) + put[:4] + (arr(i64),)),
-            (f"rla decode_chunks/{total}", cuda_rla.decode_chunks,
-             (arr(u64), arr(i64), arr(i64), arr(i64), i64, arr(u64, 2), i64, i64, i64, i64,
-              buckets, buckets, i64) + put + (arr(i64),)),
+            (f"rla decode_streams/{total}", cuda_rla.decode_streams,
+             (arr(u64), table, table, arr(i64), arr(i64), table, arr(u64, 2), buckets,
+              buckets) + put[:4] + (arr(i64),)),
         ]
     maxima = arr(types.int32)
     out += [

@@ -18,7 +18,7 @@ READ ME FIRST
 2. The device codes only tensors without escapes: every level in the window and at most
    ANS_MAX_TOKENS token symbols; the encoder checks, and codes a host copy otherwise. Token
    symbols are those of kernels/runs.py (run bucket * window + level - base).
-3. ``decode_chunks`` runs a block of LANES threads per chunk, thread l holding state l
+3. The decoder runs a block of LANES threads per chunk, thread l holding state l
    (ans_tokens.py note 2), a step of 32 tokens at a time. A token's table depends on the
    token before it (whether its level is the anchor), its extras' position on every extra
    before it and its first level on every run before it: each lane decodes its slot under
@@ -28,7 +28,11 @@ READ ME FIRST
    (the units of a step lie in lane order) and writes its run. It checks what
    ans_tokens.decode_token_chunk checks, escapes included (a host-written stream may hold
    them); the block writes its chunk's status.
-4. These warp kernels call, of other modules' device functions, only those that never name
+5. Decoding runs in groups, as ``ans``'s does (cuda_ans.py note 8, nested chunk sizes
+   included): one launch decodes every stream a gpu.StreamGroup holds. The stream table has
+   cuda_decode's common columns, then STREAM_TABLES .. STREAM_CHUNK; the streams' tables are
+   rows of one array, and ``extra_bounds`` gives every chunk of every stream its extras.
+6. These warp kernels call, of other modules' device functions, only those that never name
    ``cuda`` (cuda_ans.py note 5), but for ``read_gamma``, which only the walking thread calls.
 Units: rANS positions are 16-bit units, extras positions bits; ``chunk`` is levels per chunk.
 """
@@ -38,7 +42,9 @@ from .ans import HEADER_UNITS, LANES, STATE_LOW, UNIT_BITS, UNIT_MASK
 from .cuda_ans import coded_state, get_symbol, opening_state, unit_at
 from .bits import WORD_MASK, WORD_SHIFT
 from .cuda_bits import peek64, unzigzag
-from .cuda_decode import read_gamma
+from .cuda_decode import (BLOCK_CHUNK, BLOCK_END, BLOCK_FIRST, STREAM_CHUNKS, STREAM_COMMON,
+                          STREAM_LEVELS, STREAM_MODE, STREAM_OUT, STREAM_SCALES, STREAM_WORDS,
+                          read_gamma)
 from .cuda_quantize import put_level
 from .cuda_tokens import SHARED_BINS
 from .errors import (OK, BAD_STATE, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, RUN_OVERFLOW,
@@ -49,6 +55,11 @@ from .maxima import (ANS_BOUND_MASK, ANS_ESCAPE, ANS_LEVEL_SHIFT, ANS_TOKEN_ANCH
 # The decoder's shared scalars of a step (note 3): status, the next extra bit, the next token's
 # context, the units the step reads, the level after its last token.
 STEP_STATUS, STEP_AT, STEP_CONTEXT, STEP_UNITS, STEP_NEXT, STEP_FIELDS = range(6)
+# The columns of a group's stream table (cuda_decode.py STREAM_*, note 5) that are ``rla``'s:
+# the first row of its tables and their count (its contexts), its base, the bounds of its
+# escaped levels, their value bits, its chunk size.
+(STREAM_TABLES, STREAM_CONTEXTS, STREAM_BASE, STREAM_LO, STREAM_HI, STREAM_VBITS, STREAM_CHUNK,
+ STREAM_FIELDS) = range(STREAM_COMMON, STREAM_COMMON + 8)
 # Levels of a run that run buckets 0..2 hold one each (runs.BUCKET_BASE): runs of 1..3.
 PLAIN_RUNS = 3
 
@@ -249,16 +260,20 @@ def _or_bits(out, at, value, width):
 
 
 @cuda.jit(cache=True)
-def decode_chunks(words, starts, chunk_bits, extra_starts, chunk, tables, base, lo, hi, vbits,
-                  bucket_base, bucket_extra, size, out, total, scales, bucket, mode, status):
-    """Block c (LANES threads) decodes chunk c of a stream of ``size`` levels from its rANS
-    stream (chunk_bits[c] bits at starts[c]) and its extras (bits extra_starts[c] ..
-    extra_starts[c + 1] - 1), with the token decode ``tables`` (rla.token_table, a row per
-    context, the anchor's tokens flagged), thread l the tokens of lane l (note 3); escaped
-    levels must lie in [lo, hi]. Every level but 0 goes where cuda_quantize.put_level's
-    (out, total, scales, bucket, mode) say; runs of level 0 are not written, so what a level
-    0 would write must be zero already (adding 0 to a total changes nothing). status[c] gets
-    the chunk's status."""
+def decode_streams(words, streams, blocks, starts, chunk_bits, extra_bounds, tables,
+                   bucket_base, bucket_extra, out, total, scales, bucket, status):
+    """A group of ``rla`` payloads (note 5), as cuda_ans.decode_streams decodes ``ans``'s:
+    block b takes the levels [c * G, (c + 1) * G) of its set, c = blocks[b, BLOCK_CHUNK] and
+    G the set's largest chunk size, and decodes the chunks there of every stream of the set
+    in order, thread l the tokens of lane l (note 3). Stream s decodes with the
+    streams[s, STREAM_CONTEXTS] rows of ``tables`` from row streams[s, STREAM_TABLES]
+    (rla.token_table: a row per context, the anchor's tokens flagged); chunk k of the group
+    (streams[s, STREAM_CHUNKS] + its index) reads its extras from bit extra_bounds[k, 0] to
+    extra_bounds[k, 1] of its stream's words. Escaped levels must lie in [STREAM_LO,
+    STREAM_HI]. Every level but 0 is put by put_level(out[its first element:], total[its
+    first element:], scales[its first scale:], bucket, its mode, i, level); runs of level 0
+    are not written, so what a level 0 would write must be zero already. status[k] gets the
+    chunk's status. Grid: a block of LANES threads per row of ``blocks``."""
     votes = cuda.shared.array(LANES, int64)
     entries = cuda.shared.array((2, LANES), uint64)
     lows = cuda.shared.array(LANES, int32)
@@ -267,11 +282,44 @@ def decode_chunks(words, starts, chunk_bits, extra_starts, chunk, tables, base, 
     levels = cuda.shared.array(LANES, int64)
     picks = cuda.shared.array(LANES, int32)
     step = cuda.shared.array(STEP_FIELDS, int64)
-    c = cuda.blockIdx.x
-    lane = cuda.threadIdx.x
-    i, stop = _chunk(c, chunk, size)
-    first_bit, n_bits = starts[c], chunk_bits[c]
-    extras_end = extra_starts[c + 1]
+    b = cuda.blockIdx.x
+    lane = int64(cuda.threadIdx.x)
+    first, end = blocks[b, BLOCK_FIRST], blocks[b, BLOCK_END]
+    largest = int64(1)
+    for s in range(first, end):
+        largest = max(largest, streams[s, STREAM_CHUNK])
+    lo = blocks[b, BLOCK_CHUNK] * largest
+    for s in range(first, end):
+        n = streams[s, STREAM_LEVELS]
+        chunk = streams[s, STREAM_CHUNK]
+        to = streams[s, STREAM_OUT]
+        table = streams[s, STREAM_TABLES]
+        # Every chunk size of a set divides G (cuda_ans.py note 8): whole chunks lie here.
+        for c in range(lo // chunk, min((n + chunk - 1) // chunk, (lo + largest) // chunk)):
+            cuda.syncthreads()              # the chunk before is written
+            k = streams[s, STREAM_CHUNKS] + c
+            st = _decode_chunk(words[streams[s, STREAM_WORDS]:], starts[k], chunk_bits[k],
+                               extra_bounds[k, 0], extra_bounds[k, 1], c * chunk,
+                               min(n, c * chunk + chunk), tables, table,
+                               table + streams[s, STREAM_CONTEXTS] - 1, streams[s, STREAM_BASE],
+                               streams[s, STREAM_LO], streams[s, STREAM_HI],
+                               streams[s, STREAM_VBITS], bucket_base, bucket_extra, out[to:],
+                               total[to:], scales[streams[s, STREAM_SCALES]:], bucket,
+                               streams[s, STREAM_MODE], lane, votes, entries, lows, firsts,
+                               runs, levels, picks, step)
+            if lane == 0:
+                status[k] = st
+
+
+@cuda.jit(device=True, inline=True)
+def _decode_chunk(words, first_bit, n_bits, at, extras_end, i, stop, tables, row0, row1, base,
+                  lo, hi, vbits, bucket_base, bucket_extra, out, total, scales, bucket, mode,
+                  lane, votes, entries, lows, firsts, runs, levels, picks, step):
+    """Decode levels [i, stop) of a stream from its chunk's rANS stream (``n_bits`` bits at
+    ``first_bit``) and its extras (bits at .. extras_end - 1), contexts 0 and 1 with rows
+    ``row0`` and ``row1`` of ``tables`` (the same row for one context), every thread of the
+    block its lane's (note 3), the rest of the arguments the shared arrays ``_walk`` fills;
+    returns the chunk's status, the same in every thread."""
     st = OK
     u = int64(0)
     end = int64(0)
@@ -288,14 +336,13 @@ def decode_chunks(words, starts, chunk_bits, extra_starts, chunk, tables, base, 
         u += HEADER_UNITS
     if lane == 0:
         step[STEP_STATUS] = st
-        step[STEP_AT] = extra_starts[c]
+        step[STEP_AT] = at
         step[STEP_CONTEXT] = 0                          # the chunk's first token: context 0
-    last_row = tables.shape[0] - 1
     while st == OK and i < stop:                        # the same in every thread
         # Every lane decodes its slot under both contexts; lane 0 then walks the step's
         # tokens in order, choosing each one's context and placing its run and extras.
-        x0, e0 = get_symbol(x, tables, 0)
-        x1, e1 = get_symbol(x, tables, last_row)
+        x0, e0 = get_symbol(x, tables, row0)
+        x1, e1 = get_symbol(x, tables, row1)
         entries[0, lane] = e0
         entries[1, lane] = e1
         lows[lane] = int32(x0 < uint64(STATE_LOW)) | (int32(x1 < uint64(STATE_LOW)) << 1)
@@ -325,8 +372,7 @@ def decode_chunks(words, starts, chunk_bits, extra_starts, chunk, tables, base, 
             _, astray = _lane_sums(int64(x != uint64(STATE_LOW)), lane, votes)
             if astray:
                 st = BAD_STATE
-    if lane == 0:
-        status[c] = st
+    return st
 
 
 @cuda.jit(device=True)

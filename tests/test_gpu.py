@@ -294,13 +294,15 @@ def test_a_decode_group_sums_the_ranks_in_one_launch_as_the_host_does(names, mon
         assert counts["launch"] == 1
 
 
+@pytest.mark.parametrize("name", ["ans", "rla"])
 @pytest.mark.parametrize("chunks, launches", [((1, 4, 2), 1), ((2, 3, 1), 2)])
-def test_ans_streams_of_several_chunk_sizes_sum_in_one_launch(chunks, launches, monkeypatch):
-    """Ranks whose ``ans`` streams chose different chunk sizes (each rank's own estimate,
-    GrowingChunks) still decode into their total in one launch, every element getting its
-    additions in rank order: the host's sum, bit for bit (kernels/cuda_ans.py note 8). A
-    stream whose chunks do not nest in the others' (3 against 2 chunks of CHUNK) starts a
-    launch of its own."""
+def test_rans_streams_of_several_chunk_sizes_sum_in_one_launch(name, chunks, launches,
+                                                               monkeypatch):
+    """Ranks whose ``ans`` or ``rla`` streams chose different chunk sizes (each rank's own
+    estimate, GrowingChunks) still decode into their total in one launch, every element
+    getting its additions in rank order: the host's sum, bit for bit (kernels/cuda_ans.py
+    note 8). A stream whose chunks do not nest in the others' (3 against 2 chunks of CHUNK)
+    starts a launch of its own."""
     from horovod_huffman.codec.encoders import gpu
     from horovod_huffman.codec.message import contents
     rng = np.random.default_rng(6)
@@ -311,9 +313,10 @@ def test_ans_streams_of_several_chunk_sizes_sum_in_one_launch(chunks, launches, 
                                 np.dtype(np.float32), 64)
         part = hh.dequantize(qt).astype(np.float32)
         expected = part if expected is None else expected + part
-        messages.append(contents(hh.pack(qt, encoder("ans", chunk_levels=chunk))))
+        messages.append(contents(hh.pack(qt, encoder(name, chunk_levels=chunk))))
     counts = {}
-    monkeypatch.setattr(gpu, "cuda_ans", _Counted(gpu.cuda_ans, counts))
+    module = "cuda_ans" if name == "ans" else "cuda_rla"
+    monkeypatch.setattr(gpu, module, _Counted(getattr(gpu, module), counts))
     assert _summed_in_one_group(messages).tobytes() == expected.tobytes()
     assert counts == {"decode_streams": launches, "launch": launches}
 

@@ -162,11 +162,22 @@ first bits and bits, its chunk size, a decode table per class (kernels/ans.py
 ``decode_tables``), its blocks' classes and log2 of its block size, its escaped levels and
 where every chunk's start (n_chunks + 1 entries), and the encoder's name."""
 
+RlaStream = namedtuple("RlaStream", "words starts chunk_bits extra_starts chunk tables base lo hi "
+                       "vbits name")
+RlaStream.__doc__ = """An ``rla`` stream for a StreamGroup: host uint64 ``words``, its chunks'
+first bits and bits, where every chunk's extras start (n_chunks + 1 entries, the last their
+end), its chunk size, a token decode table per context (rla.token_table), its base, the bounds
+of its escaped levels and their value bits, and the encoder's name."""
+# The streams whose chunks may differ in size from rank to rank (GrowingChunks): their sets
+# nest (kernels/cuda_ans.py note 8).
+GROWN = (AnsStream, RlaStream)
+
 
 class StreamGroup:
-    """Streams of one code (HuffmanStream or AnsStream), chunk size and level dtype, decoded
-    into one destination array in one launch when flushed (kernels/cuda_decode.py
-    ``decode_streams``, note 5; kernels/cuda_ans.py note 8): the N ranks' streams of a
+    """Streams of one code (HuffmanStream, AnsStream or RlaStream), chunk size and level
+    dtype, decoded into one destination array in one launch when flushed
+    (kernels/cuda_decode.py ``decode_streams``, note 5; kernels/cuda_ans.py note 8;
+    kernels/cuda_rla.py note 5): the N ranks' streams of a
     bucket, summed into its total in their order; the summed shards of a two-phase gather,
     each into its slice of the bucket (``Output.within``); the streams of many buckets whose
     totals are slices of one array. Consecutive streams into the same slice form a set,
@@ -201,14 +212,15 @@ class StreamGroup:
             self.flush()
 
     def add(self, out, coded):
-        """Add a stream ``coded`` (a HuffmanStream or an AnsStream) that decodes into the
-        Output ``out``."""
+        """Add a stream ``coded`` (a HuffmanStream, AnsStream or RlaStream) that decodes into
+        the Output ``out``."""
         dest = out.levels if out.total is None else out.within[0]
-        # One chunk size for the Huffman family; ans's chunks nest (cuda_ans.py note 8).
+        # One chunk size for the Huffman family; ans's and rla's chunks nest (cuda_ans.py
+        # note 8).
         key = (type(coded), int(coded.chunk) if isinstance(coded, HuffmanStream) else 0,
                out.dtype, out.total is None, id(dest), out.bucket)
         if self.items and (self.items[0][0] != key or
-                           isinstance(coded, AnsStream) and not _nests(self.items, out, coded)):
+                           isinstance(coded, GROWN) and not _nests(self.items, out, coded)):
             self.flush()
         self.items.append((key, out, coded, self.verdict))
         if out.own_group:
@@ -227,7 +239,8 @@ class StreamGroup:
     def _decode(self, items):
         stream = self.stream
         (kind, chunk, _, _, _, bucket), first = items[0][0], items[0][1]
-        fields = cuda_decode.STREAM_FIELDS if kind is HuffmanStream else cuda_ans.STREAM_FIELDS
+        fields = {HuffmanStream: cuda_decode.STREAM_FIELDS, AnsStream: cuda_ans.STREAM_FIELDS,
+                  RlaStream: cuda_rla.STREAM_FIELDS}[kind]
         table = np.zeros((len(items), fields), dtype=np.int64)
         words, scales, streams, at_word, at_chunk, at_scale = [], [], [], 0, 0, 0
         for s, (_, out, coded, verdict) in enumerate(items):
@@ -250,8 +263,11 @@ class StreamGroup:
             table[:, cuda_decode.STREAM_COMMON:] = [
                 (c.tokens, c.base, c.window, c.vbits, c.esc_has_run) for c in codes]
             own = (np.stack([np.asarray(c.table, dtype=np.uint64) for c in codes]),)
-        else:
+        elif kind is AnsStream:
             own = _ans_arrays(table, codes)         # (and the table's ans columns)
+        else:
+            own = _rla_arrays(table, codes)         # (and the table's rla columns)
+            _zero_assigned(items, stream)
         blocks = _block_table(items)
         arrays = upload(stream, np.concatenate(words), table, blocks,
                         np.concatenate([np.asarray(c.starts, np.int64) for c in codes]),
@@ -269,8 +285,12 @@ class StreamGroup:
             lo, hi = codes[0].lo, codes[0].hi
             cuda_decode.decode_streams[len(blocks), BLOCK, stream](
                 *arrays[:-1], chunk, lo, hi, *dest, status)
-        elif len(blocks):
+        elif len(blocks) and kind is AnsStream:
             cuda_ans.decode_streams[len(blocks), LANES, stream](*arrays[:-1], *dest, status)
+        elif len(blocks):
+            cuda_rla.decode_streams[len(blocks), LANES, stream](*arrays[:-1],
+                                                                *_bucket_tables(), *dest,
+                                                                status)
         if self.checks is None:
             judge(copy_to_host(status, stream), streams)
             for verdict in {id(v): v for v, *_ in streams}.values():
@@ -309,6 +329,39 @@ def _ans_arrays(table, codes):
         at_escape += escapes[-1].size
     return (np.concatenate(tables), np.concatenate(classes),
             np.concatenate(escapes + [np.zeros(1, np.int64)]), np.concatenate(bounds))
+
+
+def _rla_arrays(table, codes):
+    """The ``rla`` columns of a group's stream ``table`` (filled in), and its host arrays for
+    kernels/cuda_rla.py ``decode_streams``: every chunk's extras' bounds, every stream's
+    tables."""
+    tables, bounds = [], []
+    at_table = 0
+    for s, c in enumerate(codes):
+        table[s, cuda_decode.STREAM_COMMON:] = (at_table, c.tables.shape[0], c.base, c.lo, c.hi,
+                                                c.vbits, c.chunk)
+        tables.append(c.tables)
+        extra = np.asarray(c.extra_starts, np.int64)
+        bounds.append(np.stack([extra[:-1], extra[1:]], axis=1))
+        at_table += c.tables.shape[0]
+    return np.concatenate(bounds), np.concatenate(tables)
+
+
+def _zero_assigned(items, stream):
+    """Zero what the outputs of ``items`` that assign (PUT_LEVEL, or a total not added to)
+    would leave unwritten where a decoder writes no level 0: each run of such outputs over
+    consecutive elements of the destination in one fill."""
+    ranges = sorted({(out.within[1], out.size) for _, out, _, _ in items if not out.add})
+    merged = []
+    for at, size in ranges:
+        if merged and merged[-1][1] >= at:
+            merged[-1][1] = max(merged[-1][1], at + size)
+        else:
+            merged.append([at, at + size])
+    first = items[0][1]
+    dest = first.levels if first.total is None else first.within[0]    # (the group's one)
+    for at, end in merged:
+        fill(dest[at:end], 0, stream)
 
 
 def _block_table(items):
@@ -888,20 +941,14 @@ def decode_ans(words, starts, chunk_bits, chunk, tables, classes, block_bits, es
 
 
 def decode_rla(words, starts, chunk_bits, extra_starts, chunk, tables, base, lo, hi, vbits,
-               output, name, stream):
-    """``rla`` payload -> the ``Output`` ``output`` in one pass (levels dequantized and summed
-    where they are decoded); raises DecodeError like the CPU decoder (``_judged``). The
-    output is zeroed first (``Output.zero``): the decoder writes no run of level 0."""
-    n_chunks = len(starts)
-    output.zero()
-    bucket_base, bucket_extra = _bucket_tables()
-
-    def launch(status):
-        arrays = upload(stream, starts, chunk_bits, extra_starts, tables)
-        cuda_rla.decode_chunks[n_chunks, LANES, stream](
-            words, *arrays[:3], chunk, arrays[3], base, lo, hi, vbits, bucket_base,
-            bucket_extra, output.size, *output.args, status)
-    _judged(output, n_chunks, name, launch)
+               out, name):
+    """``rla`` payload (host uint64 ``words``) -> the ``Output`` ``out`` through its group, a
+    warp per chunk (kernels/cuda_rla.py ``decode_streams``: levels dequantized and summed where
+    they are decoded, what level 0 would assign zeroed first); raises DecodeError like the CPU
+    decoder when the group is flushed."""
+    if len(starts):
+        out.group.add(out, RlaStream(words, starts, chunk_bits, extra_starts, chunk, tables,
+                                     base, lo, hi, vbits, name))
 
 
 # Levels per chunk of the batches whose ``ans`` statistics are counted (a block each:

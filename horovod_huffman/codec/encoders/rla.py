@@ -12,7 +12,7 @@ extras: per token its run bucket's extra bits, or for an escape the level as a z
 the dtype's value bits and the run as an Elias-gamma code.
 
 Device levels are counted and coded on the GPU (kernels/cuda_rla.py) where no token takes the
-escape, and give the host's bytes.
+escape, and give the host's bytes; device outputs decode through a gpu.StreamGroup.
 """
 from collections import namedtuple
 
@@ -86,6 +86,7 @@ class RLA(GrowingChunks):
     name = "rla"
     encoder_id = wire.ENCODER_IDS[name]
     on_device = True
+    decodes_in_groups = True
 
     def sized_plan(self, levels, tokens=None):
         """(the ``RlaPlan`` of ``levels``, its estimated stream bytes without the fixed
@@ -218,7 +219,7 @@ class RLA(GrowingChunks):
         vbits = value_bits(out.dtype)
         if stream is not None:
             gpu.decode_rla(words, starts, chunk_bits, extra_starts, chunk, tables, base, lo, hi,
-                           vbits, out, cls.name, stream)
+                           vbits, out, cls.name)
             return
         check_status(decode_token_chunks(words, starts, chunk_bits, extra_starts, chunk,
                                          tables, base, out, lo, hi, vbits), cls.name)
