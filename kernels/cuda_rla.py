@@ -2,19 +2,22 @@
 chunk, writing and reading the very same bytes.
 
 READ ME FIRST
-1. Encoding takes three kernels and two trips to the host, each kernel a block of LANES
-   threads per chunk. ``token_statistics`` finds the chunk's tokens, thread l the runs that
-   end in the l-th slice of its levels: it stores every token's last level (less the chunk's
-   first) in a slot of ``ends`` (a chunk's tokens are at most its levels), then counts every
-   token's symbol under its context (rows: contexts, ans_tokens.py note 5, with the anchor's
-   ``after_anchor``; in shared memory where both rows fit SHARED_BINS) and every chunk's
-   tokens and extra bits. Token k's run is ends[k] - ends[k - 1], so every kernel after it
-   finds any token, and the token before it, in two or three loads. The host plans the
-   tables from the counts as it plans them for host levels. ``encode_chunks`` codes the
-   chunk's tokens backwards into its scratch slot as cuda_ans.encode_chunks codes levels,
-   token k on lane k % 32 (cuda_ans.pack_chunks then lays the slots out). ``write_extras``
-   writes the extras 32 tokens at a time, each token's bits placed by a prefix sum of the
-   widths before it and ORed atomically into a zeroed buffer.
+1. Encoding codes a batch of parts (tensors laid end to end, note 6) in three kernels and
+   two or three trips to the host, each kernel a block of LANES threads per chunk.
+   ``token_statistics`` finds a chunk's tokens, thread l the runs that end in the l-th slice
+   of its levels: it stores every token's last level (less the chunk's first, lo) at
+   ends[lo + k] (a chunk's tokens are at most its levels, so every chunk's slot is its own
+   levels' place), then counts every token's symbol under its context (ans_tokens.py note 5:
+   whether the token before it has level 0; in shared memory where both rows fit
+   SHARED_BINS) and every chunk's tokens and extra bits. Token k's run is ends[lo + k] -
+   ends[lo + k - 1], so every kernel after it finds any token, and the token before it, in
+   two or three loads. The host plans every part's tables from the counts as it plans them
+   for host levels; a part whose chunks grow is counted again at its new size (its ends
+   rewritten in place). ``encode_chunks`` codes the chunk's tokens backwards into its scratch
+   slot as cuda_ans.encode_chunks codes levels, token k on lane k % 32 (cuda_ans.pack_chunks
+   then lays the slots out). ``write_extras`` writes the extras 32 tokens at a time, each
+   token's bits placed by a prefix sum of the widths before it and ORed atomically into a
+   zeroed buffer.
 2. The device codes only tensors without escapes: every level in the window and at most
    ANS_MAX_TOKENS token symbols; the encoder checks, and codes a host copy otherwise. Token
    symbols are those of kernels/runs.py (run bucket * window + level - base).
@@ -32,7 +35,11 @@ READ ME FIRST
    included): one launch decodes every stream a gpu.StreamGroup holds. The stream table has
    cuda_decode's common columns, then STREAM_TABLES .. STREAM_CHUNK; the streams' tables are
    rows of one array, and ``extra_bounds`` gives every chunk of every stream its extras.
-6. These warp kernels call, of other modules' device functions, only those that never name
+6. The encoder's tables: a chunk table with a row per chunk of every part (RLA_LO ..
+   RLA_BITS), each part cut into chunks of its own plan's size from its first level, and a
+   parts table (RLA_BASE .. RLA_CONTEXTS). ``token_statistics`` reads a row's first three
+   columns and its part's first three.
+7. These warp kernels call, of other modules' device functions, only those that never name
    ``cuda`` (cuda_ans.py note 5), but for ``read_gamma``, which only the walking thread calls.
 Units: rANS positions are 16-bit units, extras positions bits; ``chunk`` is levels per chunk.
 """
@@ -50,7 +57,7 @@ from .cuda_tokens import SHARED_BINS
 from .errors import (OK, BAD_STATE, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, RUN_OVERFLOW,
                      VALUE_OVERFLOW)
 from .maxima import (ANS_BOUND_MASK, ANS_ESCAPE, ANS_LEVEL_SHIFT, ANS_TOKEN_ANCHOR,
-                     ANS_TOKEN_BUCKET_SHIFT, ANS_TOKEN_INDEX_MASK)
+                     ANS_TOKEN_BUCKET_SHIFT, ANS_TOKEN_INDEX_MASK, RUN_BUCKETS)
 
 # The decoder's shared scalars of a step (note 3): status, the next extra bit, the next token's
 # context, the units the step reads, the level after its last token.
@@ -62,6 +69,12 @@ STEP_STATUS, STEP_AT, STEP_CONTEXT, STEP_UNITS, STEP_NEXT, STEP_FIELDS = range(6
  STREAM_FIELDS) = range(STREAM_COMMON, STREAM_COMMON + 8)
 # Levels of a run that run buckets 0..2 hold one each (runs.BUCKET_BASE): runs of 1..3.
 PLAIN_RUNS = 3
+# The encoder's chunk table (note 6): a chunk's first level and end in the flat levels array,
+# its part, its tokens (``token_statistics``'s count), where its scratch slot ends and the
+# bit its extras start at; and its parts table: a part's base, window, where its counts
+# start, the first row of its tables and their count (contexts: 1 or 2).
+RLA_LO, RLA_HI, RLA_PART, RLA_TOKENS, RLA_SLOT_END, RLA_BITS, RLA_CHUNK_FIELDS = range(7)
+RLA_BASE, RLA_WINDOW, RLA_COUNTS, RLA_TABLE, RLA_CONTEXTS, RLA_PART_FIELDS = range(6)
 
 
 @cuda.jit(device=True, inline=True)
@@ -105,13 +118,20 @@ def _run_bucket(run):
 
 
 @cuda.jit(device=True, inline=True)
-def _token(levels, ends, slot, start, k, base, window):
-    """(symbol, run) of token k of the chunk from level ``start`` whose run ends are
-    ends[slot:] (note 1)."""
-    end = int64(ends[slot + k])
-    previous = int64(ends[slot + k - 1]) if k > 0 else int64(-1)
-    run = end - previous
-    return _run_bucket(run) * window + int64(levels[start + end]) - base, run
+def _token(levels, ends, lo, k, base, window):
+    """(symbol, level) of token k of the chunk from level ``lo``, whose run ends are
+    ends[lo:] (note 1)."""
+    end = int64(ends[lo + k])
+    previous = int64(ends[lo + k - 1]) if k > 0 else int64(-1)
+    level = int64(levels[lo + end])
+    return _run_bucket(end - previous) * window + level - base, level
+
+
+@cuda.jit(device=True, inline=True)
+def _context(levels, ends, lo, k):
+    """Token k's context (ans_tokens.py note 5): 1 where the token before it in its chunk
+    has level 0, else 0."""
+    return int64(k > 0 and levels[lo + int64(ends[lo + k - 1])] == 0)
 
 
 @cuda.jit(device=True, inline=True)
@@ -121,75 +141,77 @@ def _is_run_end(levels, p, stop):
 
 
 @cuda.jit(cache=True)
-def token_statistics(levels, chunk, base, window, after_anchor, bucket_extra, ends, counts,
-                     n_tokens, extra_bits):
-    """Block c (LANES threads) finds chunk c's tokens (note 1): stores token k's last level,
-    less the chunk's first, in ends[c * chunk + k], adds every token to counts[its context,
-    its symbol] (int64, zeroed) and stores the chunk's tokens in n_tokens[c] and their extra
-    bits in extra_bits[c]. Thread l takes the l-th slice of the chunk's levels and the tokens
-    that end there."""
+def token_statistics(levels, chunks, parts, bucket_extra, ends, counts, found):
+    """Block c (LANES threads) finds the tokens of row c of the chunk table ``chunks`` (note
+    6): stores token k's last level, less the chunk's first level lo, in ends[lo + k], adds
+    every token to its part's counts (int64, zeroed; two rows of RUN_BUCKETS * window + 1
+    from its PART_COUNTS: context 0, then 1) and stores the chunk's tokens in found[c, 0] and
+    their extra bits in found[c, 1]. Thread l takes the l-th slice of the chunk's levels and
+    the tokens that end there."""
     votes = cuda.shared.array(LANES, int64)
     bins = cuda.shared.array(SHARED_BINS, int32)
     c = cuda.blockIdx.x
     lane = cuda.threadIdx.x
-    start, stop = _chunk(c, chunk, levels.shape[0])
-    slot = int64(c) * chunk
-    cols = counts.shape[1]
-    in_shared = 2 * cols <= SHARED_BINS
+    start, stop, part = chunks[c, RLA_LO], chunks[c, RLA_HI], chunks[c, RLA_PART]
+    base, window = parts[part, RLA_BASE], parts[part, RLA_WINDOW]
+    at = parts[part, RLA_COUNTS]
+    n_bins = 2 * (RUN_BUCKETS * window + 1)
+    in_shared = n_bins <= SHARED_BINS
     if in_shared:
-        for b in range(lane, 2 * cols, LANES):
+        for b in range(lane, n_bins, LANES):
             bins[b] = 0
     seg = (stop - start + LANES - 1) // LANES
     lo = min(stop, start + lane * seg)
     hi = min(stop, lo + seg)
-    found = int64(0)
+    n_found = int64(0)
     for p in range(lo, hi):
-        found += _is_run_end(levels, p, stop)
-    k, total = _lane_sums(found, lane, votes)
+        n_found += _is_run_end(levels, p, stop)
+    k, total = _lane_sums(n_found, lane, votes)
     first = k
     for p in range(lo, hi):
         if _is_run_end(levels, p, stop):
-            ends[slot + k] = p - start
+            ends[start + k] = p - start
             k += 1
     cuda.syncthreads()                  # every run end stored
     bits = int64(0)
-    for k in range(first, first + found):
-        s, _ = _token(levels, ends, slot, start, k, base, window)
-        t = int64(0)
-        if k > 0:
-            before, _ = _token(levels, ends, slot, start, k - 1, base, window)
-            t = int64(after_anchor[before])
+    half = n_bins // 2
+    for k in range(first, first + n_found):
+        s, _ = _token(levels, ends, start, k, base, window)
+        where = _context(levels, ends, start, k) * half + s
         if in_shared:
-            cuda.atomic.add(bins, t * cols + s, int32(1))
+            cuda.atomic.add(bins, where, int32(1))
         else:
-            cuda.atomic.add(counts, (t, s), int64(1))
+            cuda.atomic.add(counts, at + where, int64(1))
         bits += bucket_extra[s // window]
     _, bits = _lane_sums(bits, lane, votes)         # (its barriers end the counting)
     if in_shared:
-        for b in range(lane, 2 * cols, LANES):
+        for b in range(lane, n_bins, LANES):
             if bins[b] != 0:
-                cuda.atomic.add(counts, (b // cols, b % cols), int64(bins[b]))
+                cuda.atomic.add(counts, at + b, int64(bins[b]))
     if lane == 0:
-        n_tokens[c] = total
-        extra_bits[c] = bits
+        found[c, 0] = total
+        found[c, 1] = bits
 
 
 @cuda.jit(cache=True)
-def encode_chunks(levels, chunk, base, window, entries, rcps, after_anchor, ends, n_tokens,
-                  stride, scratch, counts):
-    """Block c (LANES threads) codes chunk c's tokens (run ends from ``token_statistics``)
-    backwards into scratch[c * stride:(c + 1) * stride] as cuda_ans.encode_chunks codes
-    levels, thread l the tokens of lane l, each with the table of its context; its stream
-    ends at the slot's end, and counts[c] gets its unit count."""
+def encode_chunks(levels, chunks, parts, entries, rcps, ends, scratch, counts):
+    """Block c (LANES threads) codes the tokens of row c of the chunk table (note 6; run
+    ends from ``token_statistics``) backwards into its slot of scratch, which ends at its
+    RLA_SLOT_END, as cuda_ans.encode_chunks codes levels, thread l the tokens of lane l, each
+    with its part's table of its context (rows from its part's RLA_TABLE: one, or
+    RLA_CONTEXTS = 2, the second for tokens after one of level 0); counts[c] gets its unit
+    count."""
     votes = cuda.shared.array(LANES, int64)
     c = cuda.blockIdx.x
     lane = cuda.threadIdx.x
-    start, _ = _chunk(c, chunk, levels.shape[0])
-    slot = int64(c) * chunk
-    slot_end = int64(c + 1) * stride
+    start, part = chunks[c, RLA_LO], chunks[c, RLA_PART]
+    n = chunks[c, RLA_TOKENS]
+    base, window = parts[part, RLA_BASE], parts[part, RLA_WINDOW]
+    table = parts[part, RLA_TABLE]
+    two = parts[part, RLA_CONTEXTS] == 2
+    slot_end = chunks[c, RLA_SLOT_END]
     u = slot_end
     x = uint64(STATE_LOW)
-    n = n_tokens[c]
     t = (n + LANES - 1) // LANES
     while t > 0:
         t -= 1
@@ -198,11 +220,8 @@ def encode_chunks(levels, chunk, base, window, entries, rcps, after_anchor, ends
         e = uint64(0)
         r = uint64(0)
         if k < n:
-            s, _ = _token(levels, ends, slot, start, k, base, window)
-            row = int64(0)
-            if k > 0:
-                before, _ = _token(levels, ends, slot, start, k - 1, base, window)
-                row = int64(after_anchor[before])
+            s, _ = _token(levels, ends, start, k, base, window)
+            row = table + (_context(levels, ends, start, k) if two else 0)
             e = entries[row, s]
             r = rcps[row, s]
             renorm = x >= e & uint64(ANS_BOUND_MASK)
@@ -221,22 +240,23 @@ def encode_chunks(levels, chunk, base, window, entries, rcps, after_anchor, ends
 
 
 @cuda.jit(cache=True)
-def write_extras(chunk, bucket_extra, ends, n_tokens, bit_starts, out):
-    """Block c (LANES threads) writes chunk c's extras (every run's low bucket_extra[its
-    bucket] bits, run ends from ``token_statistics``) into ``out`` (uint32, zeroed) from bit
-    bit_starts[c], 32 tokens at a time, each token's bits ORed in atomically."""
+def write_extras(chunks, bucket_extra, ends, out):
+    """Block c (LANES threads) writes the extras of row c of the chunk table (note 6: every
+    run's low bucket_extra[its bucket] bits, run ends from ``token_statistics``) into ``out``
+    (uint32, zeroed) from bit RLA_BITS, 32 tokens at a time, each token's bits ORed in
+    atomically."""
     votes = cuda.shared.array(LANES, int64)
     c = cuda.blockIdx.x
     lane = cuda.threadIdx.x
-    slot = int64(c) * chunk
-    at = bit_starts[c]
-    n = n_tokens[c]
+    start = chunks[c, RLA_LO]
+    at = chunks[c, RLA_BITS]
+    n = chunks[c, RLA_TOKENS]
     for first in range(0, n, LANES):
         k = first + lane
         width = int64(0)
         run = int64(0)
         if k < n:
-            run = int64(ends[slot + k]) - (int64(ends[slot + k - 1]) if k > 0 else int64(-1))
+            run = int64(ends[start + k]) - (int64(ends[start + k - 1]) if k > 0 else int64(-1))
             width = bucket_extra[_run_bucket(run)]
         below, total = _lane_sums(width, lane, votes)
         if width > 0:

@@ -130,11 +130,11 @@ class _Counted:
         return attr
 
 
-@pytest.mark.parametrize("name", ["huffman", "rlh", "shs", "ans"])  # the token modes, rANS
+@pytest.mark.parametrize("name", ["huffman", "rlh", "shs", "ans", "rla"])  # token modes, rANS
 def test_a_batch_takes_the_same_launches_and_copies_whatever_its_parts(name, monkeypatch):
-    """The Huffman family and ``ans`` code a batch in a fixed number of kernel launches,
-    uploads and copies to the host: a batch of eight parts takes as many as a batch of one
-    (for ``ans``, one with contexts and others without)."""
+    """The Huffman family, ``ans`` and ``rla`` code a batch in a fixed number of kernel
+    launches, uploads and copies to the host: a batch of eight parts takes as many as a batch
+    of one (for ``ans``, one with contexts and others without)."""
     from horovod_huffman.codec.encoders import gpu
     levels = PATTERNS["sparse"]
 
@@ -142,6 +142,7 @@ def test_a_batch_takes_the_same_launches_and_copies_whatever_its_parts(name, mon
         counts = {}
         monkeypatch.setattr(gpu, "cuda_tokens", _Counted(gpu.cuda_tokens, counts))
         monkeypatch.setattr(gpu, "cuda_ans", _Counted(gpu.cuda_ans, counts))
+        monkeypatch.setattr(gpu, "cuda_rla", _Counted(gpu.cuda_rla, counts))
         monkeypatch.setattr(gpu, "cuda", _Counted(gpu.cuda, counts))
         monkeypatch.setattr(gpu, "copy_to_host", _Counted(gpu, counts).copy_to_host)
         flat = cuda.to_device(np.concatenate(parts))
@@ -176,12 +177,12 @@ def test_levels_near_zero_bring_their_statistics_back_in_one_copy(name, monkeypa
     assert copies(PATTERNS["escapes"]) == 4
 
 
-@pytest.mark.parametrize("name", ["rlh", "sh", "ans"])
+@pytest.mark.parametrize("name", ["rlh", "sh", "ans", "rla"])
 def test_a_batch_of_messages_is_each_message_in_turn(name, monkeypatch):
     """message.encode_batch (a two-phase scatter's shards, Codec.encode_parts) of device
     tensors gives the bytes of ``encode`` of each in turn, for tensors of several shapes and
-    sizes, an empty one included; the Huffman family and ``ans`` code five tensors, their
-    scales included, in the launches and copies to the host that one takes."""
+    sizes, an empty one included; the Huffman family, ``ans`` and ``rla`` code five tensors,
+    their scales included, in the launches and copies to the host that one takes."""
     from horovod_huffman.codec import message
     from horovod_huffman.codec.encoders import gpu
     levels = PATTERNS["sparse"]
@@ -202,11 +203,12 @@ def test_a_batch_of_messages_is_each_message_in_turn(name, monkeypatch):
     want = [_bytes(message.encode(qt, alone)) for qt in tensors(False)]
     assert [_bytes(m) for m in message.encode_batch(tensors(False), encoder(name))] == want
     assert [_bytes(m) for m in message.encode_batch(tensors(True), encoder(name))] == want
-    if name in BATCHED + ["ans"]:
+    if name in BATCHED + ["ans", "rla"]:
         def counted(qts):
             counts = {}
             monkeypatch.setattr(gpu, "cuda_tokens", _Counted(gpu.cuda_tokens, counts))
             monkeypatch.setattr(gpu, "cuda_ans", _Counted(gpu.cuda_ans, counts))
+            monkeypatch.setattr(gpu, "cuda_rla", _Counted(gpu.cuda_rla, counts))
             monkeypatch.setattr(gpu, "copy_to_host", _Counted(gpu, counts).copy_to_host)
             monkeypatch.setattr(message, "copy_to_host", _Counted(message, counts).copy_to_host)
             message.encode_batch(qts, encoder(name))
@@ -748,7 +750,7 @@ def test_exchanges_run_on_the_device(quantizer, kind, name, n_ranks):
             np.testing.assert_array_equal(d.copy_to_host(), total_d[0].copy_to_host())
 
 
-@pytest.mark.parametrize("name", ["rlh", "ans"])
+@pytest.mark.parametrize("name", ["rlh", "ans", "rla"])
 @pytest.mark.parametrize("kind", ["allgather", "two_phase"])
 def test_buckets_exchanged_at_once_encode_as_one_batch_with_each_buckets_bytes(kind, name,
                                                                               monkeypatch):
@@ -757,8 +759,8 @@ def test_buckets_exchanged_at_once_encode_as_one_batch_with_each_buckets_bytes(k
     two-phase exchange's scatter and its sums), and the sums decode in a launch per round
     of ranks, whatever the buckets (rank_sums.py: the allgather's two ranks, the scatter's
     two, the gather's one); every rank sends the bytes and gets the sums of the same
-    exchanges on the host, bucket by bucket. For ``rlh`` (the Huffman family's decoder) and
-    ``ans``."""
+    exchanges on the host, bucket by bucket. For ``rlh`` (the Huffman family's decoder),
+    ``ans`` and ``rla``."""
     from horovod_huffman.codec import message, quantizers
     from horovod_huffman.codec.encoders import gpu
     from horovod_huffman.exchange import array_ops
@@ -796,6 +798,7 @@ def test_buckets_exchanged_at_once_encode_as_one_batch_with_each_buckets_bytes(k
     launches, quantize, own, concat = {}, {}, {}, {}
     monkeypatch.setattr(gpu, "cuda_decode", _Counted(gpu.cuda_decode, launches))
     monkeypatch.setattr(gpu, "cuda_ans", _Counted(gpu.cuda_ans, launches))
+    monkeypatch.setattr(gpu, "cuda_rla", _Counted(gpu.cuda_rla, launches))
     monkeypatch.setattr(quantizers, "cq", _Counted(quantizers.cq, quantize))
     monkeypatch.setattr(array_ops, "cq", _Counted(array_ops.cq, own))
     monkeypatch.setattr(message, "cp", _Counted(message.cp, concat))

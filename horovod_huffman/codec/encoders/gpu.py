@@ -656,7 +656,7 @@ def token_payload(tokens, codes, vbits, k=1):
         cuda_tokens.segment_bits[n_chunks, BLOCK, stream](*args, bits)
     chunk_bits = copy_to_host(bits, stream)[:n_chunks]
     starts = np.zeros(max(n_chunks, 1), dtype=np.int64)
-    layout, at_word = [], 0                  # per part: (first word, words, its chunk bits)
+    layout, at_word = [], 0      # per part: (first word, words, its chunk bits, its region)
     for p in range(n_parts):
         rows = slice(batch.first[p], batch.first[p + 1])
         if codes[p] is None:
@@ -665,7 +665,7 @@ def token_payload(tokens, codes, vbits, k=1):
         part_starts = chunk_starts(chunk_bits[rows])
         n_words = -(-int(part_starts[-1] + chunk_bits[rows][-1]) // WORD_BITS)
         starts[rows] = at_word * WORD_BITS + part_starts
-        layout.append((at_word, n_words, chunk_bits[rows].copy()))
+        layout.append((at_word, n_words, chunk_bits[rows].copy(), n_words + 1))
         at_word += n_words + 1                 # + 1: a flush may OR into the next word
     rider = batch.rider
     riding = 0 if rider is None else rider.array.size
@@ -823,7 +823,7 @@ def ans_payload(levels, coded, stream, rider=None):
     cuda_ans.encode_chunks[n_chunks, LANES, stream](levels, *device[:5], scratch, counts)
     chunk_bits = copy_to_host(counts, stream) * 16
     word_starts = np.empty(n_chunks, dtype=np.int64)
-    layout, at_word, first = [], 0, 0      # per part: (first word, words, its chunk bits)
+    layout, at_word, first = [], 0, 0      # per part: (first word, words, bits, region)
     for part in coded:
         if part is None:
             layout.append(None)
@@ -833,7 +833,7 @@ def ans_payload(levels, coded, stream, rider=None):
         starts = chunk_starts(chunk_bits[rows])
         n_words = -(-int(starts[-1] + chunk_bits[rows][-1]) // WORD_BITS)
         word_starts[rows] = at_word + starts // WORD_BITS
-        layout.append((at_word, n_words, chunk_bits[rows].copy()))
+        layout.append((at_word, n_words, chunk_bits[rows].copy(), n_words + 1))
         at_word += n_words + 1
     riding = 0 if rider is None else rider.array.size
     out = arena(stream).take(at_word + riding, np.uint32)
@@ -843,16 +843,16 @@ def ans_payload(levels, coded, stream, rider=None):
 
 
 def _with_rider(out, at_word, layout, rider, stream):
-    """The host words of ``out`` per part of ``layout`` (None, or (first word, words used,
-    chunk bits)), ``rider``'s array copied in after word ``at_word`` first, to come back in
-    the same copy (``rider.host``)."""
+    """(host words, words of its chunks, chunk bits) of ``out`` per part of ``layout`` (None,
+    or (first word, words of its chunks, chunk bits, words of its region)), ``rider``'s array
+    copied in after word ``at_word`` first, to come back in the same copy (``rider.host``)."""
     riding = 0 if rider is None else rider.array.size
     if riding:
         out[at_word:at_word + riding].copy_to_device(rider.array.view(np.uint32), stream=stream)
     host = copy_to_host(out, stream)
     if rider is not None:
         rider.host = host[at_word:at_word + riding].view(rider.array.dtype)
-    return [None if part is None else (host[part[0]:part[0] + part[1] + 1], part[1], part[2])
+    return [None if part is None else (host[part[0]:part[0] + part[3]], part[1], part[2])
             for part in layout]
 
 
@@ -884,49 +884,141 @@ def _ans_chunks(code, n, chunk, extra_words, stream):
     return out, n_words, chunk_bits
 
 
-RlaTokens = namedtuple("RlaTokens", "ends counts")
-RlaTokens.__doc__ = """A device ``rla`` tensor's tokens, as ``rla_statistics`` finds them
-(kernels/cuda_rla.py note 1): ``ends`` (uint32, a slot of ``chunk`` per chunk: every token's
-last level less its chunk's first) and ``counts`` (int64, the tokens of every chunk)."""
+RlaCount = namedtuple("RlaCount", "offset size base window chunk")
+RlaCount.__doc__ = """A part whose ``rla`` tokens ``rla_statistics`` counts: ``size`` levels
+from ``offset`` of the batch's flat array, every one in [base, base + window), runs cut at
+chunks of ``chunk`` levels."""
+
+RlaFound = namedtuple("RlaFound", "contexts tokens extra_bits")
+RlaFound.__doc__ = """What ``rla_statistics`` counts of a part: ``contexts`` (int64, 2 x
+(RUN_BUCKETS * window + 1): every token's symbol, in the row of its context), and per chunk
+its tokens and extra bits (int64)."""
+
+RlaCoded = namedtuple("RlaCoded", "count entries rcps tokens extra_bits")
+RlaCoded.__doc__ = """A part that ``rla_payload`` codes: its RlaCount (the chunks whose tokens
+were counted last), its tables (ans.coder_tables: a row per context, one or two), and per
+chunk its tokens and extra bits (RlaFound's)."""
 
 
-def rla_statistics(levels, chunk, base, window, after_anchor, stream):
-    """(host counts: contexts x symbols, int64, every token's symbol under its context with
-    ``after_anchor``; host extra bits per chunk; the device ``RlaTokens``) of device levels
-    that all lie in the window (kernels/cuda_rla.py, notes 1 and 2)."""
-    n_chunks = chunk_count(levels.size, chunk)
-    counts = cuda.to_device(np.zeros((2, after_anchor.size), dtype=np.int64), stream=stream)
-    tokens = RlaTokens(cuda.device_array(max(1, levels.size), dtype=np.uint32, stream=stream),
-                       cuda.device_array(n_chunks, dtype=np.int64, stream=stream))
-    extra_bits = cuda.device_array(n_chunks, dtype=np.int64, stream=stream)
-    if n_chunks:
-        cuda_rla.token_statistics[n_chunks, LANES, stream](
-            levels, chunk, base, window, cuda.to_device(after_anchor, stream=stream),
-            _bucket_tables().extra, tokens.ends, counts, tokens.counts, extra_bits)
-    return copy_to_host(counts, stream), copy_to_host(extra_bits, stream), tokens
+def _rla_chunks(counts, columns):
+    """The chunk table (kernels/cuda_rla.py note 6) of the parts ``counts`` (RlaCount, or
+    None: no chunks), RLA_FIELDS columns, the first three filled and ``columns`` (a function
+    of (part, RlaCount) -> {column: a value per chunk}) the rest; and each part's rows."""
+    rows, spans = [], []
+    for p, count in enumerate(counts):
+        if count is None:
+            spans.append(None)
+            continue
+        lo = count.offset + np.arange(0, count.size, count.chunk, dtype=np.int64)
+        table = np.zeros((lo.size, cuda_rla.RLA_CHUNK_FIELDS), dtype=np.int64)
+        table[:, cuda_rla.RLA_LO] = lo
+        table[:, cuda_rla.RLA_HI] = np.minimum(lo + count.chunk, count.offset + count.size)
+        table[:, cuda_rla.RLA_PART] = p
+        for column, values in columns(p, count).items():
+            table[:, column] = values
+        first = sum(r.shape[0] for r in rows)
+        spans.append(slice(first, first + lo.size))
+        rows.append(table)
+    return np.concatenate(rows), spans
 
 
-def rla_payload(levels, chunk, base, window, entries, rcps, after_anchor, tokens, extra_bits,
-                stream):
-    """``rla`` payload of device levels without escapes, their ``RlaTokens`` and host extra
-    bits per chunk from ``rla_statistics``: (host uint32 words, words of the chunks' rANS
-    streams, host chunk bits); the extras follow from that word, as the CPU encoder writes
-    them."""
-    total = int(extra_bits.sum())
+def rla_statistics(levels, counts, ends, stream):
+    """``rla``'s statistics of the parts of device ``levels`` that ``counts`` names (an
+    RlaCount, or None: not counted), their levels all in their windows: a list of RlaFound or
+    None. Every token's run end goes into ``ends`` (device uint32, as many as the levels) at
+    its chunk's levels' places, for ``rla_payload``. One upload, one launch and one copy to
+    the host (kernels/cuda_rla.py note 1)."""
+    if all(count is None for count in counts):
+        return [None] * len(counts)
+    at, parts = 0, np.zeros((len(counts), cuda_rla.RLA_PART_FIELDS), dtype=np.int64)
+    for p, count in enumerate(counts):
+        if count is not None:
+            parts[p, [cuda_rla.RLA_BASE, cuda_rla.RLA_WINDOW, cuda_rla.RLA_COUNTS]] = \
+                (count.base, count.window, at)
+            at += 2 * (RUN_BUCKETS * count.window + 1)
+    chunks, spans = _rla_chunks(counts, lambda p, count: {})
+    n_chunks = chunks.shape[0]
+    found = arena(stream).take(at + 2 * n_chunks, np.int64)
+    fill(found, 0, stream)
+    device = upload(stream, chunks, parts)
+    cuda_rla.token_statistics[n_chunks, LANES, stream](
+        levels, *device, _bucket_tables().extra, ends, found[:at],
+        found[at:].reshape(n_chunks, 2))
+    host = copy_to_host(found, stream)
+    per_chunk = host[at:].reshape(n_chunks, 2)
+    return [None if count is None else
+            RlaFound(host[parts[p, cuda_rla.RLA_COUNTS]:][:2 * (RUN_BUCKETS * count.window + 1)]
+                     .reshape(2, -1), per_chunk[spans[p], 0].copy(),
+                     per_chunk[spans[p], 1].copy())
+            for p, count in enumerate(counts)]
 
-    def code(n_chunks, stride, scratch, counts):
-        cuda_rla.encode_chunks[n_chunks, LANES, stream](
-            levels, chunk, base, window, cuda.to_device(entries, stream=stream),
-            cuda.to_device(rcps, stream=stream), cuda.to_device(after_anchor, stream=stream),
-            tokens.ends, tokens.counts, stride, scratch, counts)
-    out, n_words, chunk_bits = _ans_chunks(code, levels.size, chunk, -(-total // WORD_BITS),
-                                           stream)
-    if total:
-        bit_starts = n_words * WORD_BITS + np.concatenate(([0], np.cumsum(extra_bits)[:-1]))
-        cuda_rla.write_extras[bit_starts.size, LANES, stream](
-            chunk, _bucket_tables().extra, tokens.ends, tokens.counts,
-            cuda.to_device(bit_starts, stream=stream), out)
-    return copy_to_host(out, stream), n_words, chunk_bits
+
+def rla_payload(levels, coded, ends, stream, rider=None):
+    """``rla`` payloads of the parts of device ``levels`` that ``coded`` names (an RlaCoded, or
+    None: a part not coded here) from their token ``ends`` (``rla_statistics``'s last count of
+    them): a list, per part, of (host uint32 words, words of its chunks' rANS streams, host
+    chunk bits), its extras after those words as the CPU encoder writes them, or None. One
+    upload, four launches and two copies to the host for the whole batch: every chunk's
+    units, then every part's words, each part from a word of its own, and after them
+    ``rider`` (a Rider) if there is one."""
+    if all(part is None for part in coded):
+        return [None] * len(coded)
+    parts = np.zeros((len(coded), cuda_rla.RLA_PART_FIELDS), dtype=np.int64)
+    tables, n_tables = [], 0
+    for p, part in enumerate(coded):
+        if part is not None:
+            parts[p] = (part.count.base, part.count.window, 0, n_tables,
+                        part.entries.shape[0])
+            tables.append((part.entries, part.rcps))
+            n_tables += part.entries.shape[0]
+    slot_end = [0]
+
+    def columns(p, count):
+        tokens = coded[p].tokens
+        # A slot holds at most one unit per token, and the final states.
+        ends = slot_end[0] + np.cumsum(tokens + HEADER_UNITS + 1)
+        slot_end[0] = int(ends[-1])
+        return {cuda_rla.RLA_TOKENS: tokens, cuda_rla.RLA_SLOT_END: ends}
+    chunks, spans = _rla_chunks([None if part is None else part.count for part in coded],
+                                columns)
+    width = max(e.shape[1] for e, _ in tables)
+    entries = np.zeros((n_tables, width), dtype=np.uint64)
+    rcps = np.zeros((n_tables, width), dtype=np.uint64)
+    at = 0
+    for e, r in tables:
+        entries[at:at + e.shape[0], :e.shape[1]] = e
+        rcps[at:at + r.shape[0], :r.shape[1]] = r
+        at += e.shape[0]
+    n_chunks = chunks.shape[0]
+    device = upload(stream, chunks, parts, entries, rcps)
+    scratch = arena(stream).take(slot_end[0], np.uint32)
+    counts = arena(stream).take(n_chunks, np.int64)
+    cuda_rla.encode_chunks[n_chunks, LANES, stream](levels, *device, ends, scratch, counts)
+    chunk_bits = copy_to_host(counts, stream) * 16
+    word_starts = np.empty(n_chunks, dtype=np.int64)
+    layout, at_word = [], 0   # per part: (first word, words of its rANS streams, bits, region)
+    for p, part in enumerate(coded):
+        if part is None:
+            layout.append(None)
+            continue
+        rows = spans[p]
+        starts = chunk_starts(chunk_bits[rows])
+        n_words = -(-int(starts[-1] + chunk_bits[rows][-1]) // WORD_BITS)
+        word_starts[rows] = at_word + starts // WORD_BITS
+        extras = np.concatenate(([0], np.cumsum(part.extra_bits)))
+        chunks[rows, cuda_rla.RLA_BITS] = (at_word + n_words) * WORD_BITS + extras[:-1]
+        span = n_words + -(-int(extras[-1]) // WORD_BITS) + 1
+        layout.append((at_word, n_words, chunk_bits[rows].copy(), span))
+        at_word += span
+    riding = 0 if rider is None else rider.array.size
+    out = arena(stream).take(at_word + riding, np.uint32)
+    fill(out, 0, stream)                            # (the extras are ORed in)
+    slot_ends, word_starts, chunks = upload(
+        stream, chunks[:, cuda_rla.RLA_SLOT_END].copy(), word_starts, chunks)
+    cuda_ans.pack_chunks[n_chunks, cuda_ans.PACK_BLOCK, stream](scratch, slot_ends, counts,
+                                                                word_starts, out)
+    cuda_rla.write_extras[n_chunks, LANES, stream](chunks, _bucket_tables().extra, ends, out)
+    return _with_rider(out, at_word, layout, rider, stream)
 
 
 def decode_ans(words, starts, chunk_bits, chunk, tables, classes, block_bits, escapes,

@@ -11,8 +11,8 @@ Payload: the chunks' rANS streams (each on a 32-bit word), then, from the next w
 extras: per token its run bucket's extra bits, or for an escape the level as a zigzag field of
 the dtype's value bits and the run as an Elias-gamma code.
 
-Device levels are counted and coded on the GPU (kernels/cuda_rla.py) where no token takes the
-escape, and give the host's bytes; device outputs decode through a gpu.StreamGroup.
+Device levels are counted and coded on the GPU in batches (kernels/cuda_rla.py) where no token
+takes the escape, and give the host's bytes; device outputs decode through a gpu.StreamGroup.
 """
 from collections import namedtuple
 
@@ -32,12 +32,12 @@ from horovod_huffman.kernels.maxima import (ANS_LEVEL_SHIFT, ANS_MAX_TOKENS, ANS
 from horovod_huffman.kernels.runs import BUCKET_EXTRA
 
 from .. import wire
-from ..device import copy_to_host
+from ..device import arena, copy_to_host
 from ..errors import DecodeError
 from ..params import ParamWriter, dtype_range, value_bits
 from . import gpu
 from .ans import read_frequencies, write_frequencies
-from .base import GrowingChunks, out_words, check_status
+from .base import Batched, GrowingChunks, out_words, check_status
 from .codes import read_chunk_bits, write_chunks
 from .runlength import context_counts, token_counts
 
@@ -73,7 +73,7 @@ class RlaPlan(namedtuple("RlaPlan", "base window counts freqs anchor after_ancho
         return info + extras
 
 
-class RLA(GrowingChunks):
+class RLA(Batched, GrowingChunks):
     """Run-length ANS: joint (level, run-length bucket) tokens, rANS-coded with a table per
     context (whether the previous token has level 0) where that pays; at most ANS_MAX_TOKENS
     distinct token symbols keep a frequency, the rarer ones take the escape.
@@ -86,7 +86,6 @@ class RLA(GrowingChunks):
     name = "rla"
     encoder_id = wire.ENCODER_IDS[name]
     on_device = True
-    decodes_in_groups = True
 
     def sized_plan(self, levels, tokens=None):
         """(the ``RlaPlan`` of ``levels``, its estimated stream bytes without the fixed
@@ -141,41 +140,68 @@ class RLA(GrowingChunks):
                      out32[n_words:], extra_bits, plan.marked)
         return self._result_parts(plan, out32, n_words, chunk_bits, extra_bits)
 
-    def _encode_device(self, levels, stream):
-        lo, hi = gpu.level_range(levels, stream)
-        base, window = lo, hi - lo + 1
-        if window > RLH_MAX_WINDOW:                 # escapes: coded on the host
-            return self._encode(copy_to_host(levels, stream))
-        planned = self._device_plan(levels, base, window, self.chunk_levels, stream)
-        if planned is None:                             # escapes: coded on the host
-            return self._encode(copy_to_host(levels, stream))
-        plan, tokens, extra_bits = planned
-        chunk = self.chunk_for(levels.size,
-                               _stream_bytes(plan, value_bits(levels.dtype), extra_bits.size))
-        if chunk != self.chunk_levels:
-            planned = self._device_plan(levels, base, window, chunk, stream)
-            if planned is None:     # runs merged across the old chunk ends: new tokens escape
-                return self._encode(copy_to_host(levels, stream))
-            plan, tokens, extra_bits = planned
-        entries, rcps = coder_tables(plan.freqs)
-        out32, n_words, chunk_bits = gpu.rla_payload(levels, plan.chunk, base, window,
-                                                     entries, rcps, plan.after_anchor, tokens,
-                                                     extra_bits, stream)
-        return self._result_parts(plan, out32, n_words, chunk_bits, extra_bits)
+    def _encode_device_parts(self, levels, sizes, stream, rider=None):
+        """``_encode`` of every non-empty part of device ``levels``, as one batch: the parts'
+        ranges; their tokens counted on the device (gpu.rla_statistics), planned on the host
+        as ``sized_plan`` plans them, those whose chunks grow counted again at their size;
+        then coded in one batch (gpu.rla_payload). A part that needs escapes (a window wider
+        than RLH_MAX_WINDOW, or more than ANS_MAX_TOKENS token symbols) is copied to the
+        host and coded there: the same bytes."""
+        batch = gpu.Batch(levels, sizes, stream, gpu.STATISTICS_CHUNK)
+        ranges = batch.ranges()
+        counts = [None] * batch.n_parts
+        for p, (n, at, (lo, hi)) in enumerate(zip(batch.sizes, batch.offsets, ranges)):
+            if n and hi - lo + 1 <= RLH_MAX_WINDOW:
+                counts[p] = gpu.RlaCount(int(at), int(n), int(lo), int(hi - lo + 1),
+                                         self.chunk_levels)
+        with arena(stream):
+            ends = arena(stream).take(max(1, levels.size), np.uint32)
+            plans = self._device_plans(counts, gpu.rla_statistics(levels, counts, ends, stream))
+            grown = [None] * batch.n_parts
+            for p, planned in enumerate(plans):
+                if planned is not None:
+                    count, plan = planned[0], planned[1]
+                    chunk = self.chunk_for(count.size, _stream_bytes(
+                        plan, value_bits(levels.dtype), planned[2].tokens.size))
+                    if chunk != count.chunk:
+                        grown[p] = count._replace(chunk=chunk)
+            if any(count is not None for count in grown):
+                regrown = self._device_plans(grown, gpu.rla_statistics(levels, grown, ends,
+                                                                       stream))
+                for p, count in enumerate(grown):
+                    if count is not None:       # (None: merged runs' tokens would escape)
+                        plans[p] = regrown[p]
+            coded = [None if planned is None else
+                     gpu.RlaCoded(planned[0], *coder_tables(planned[1].freqs),
+                                  planned[2].tokens, planned[2].extra_bits)
+                     for planned in plans]
+            payloads = gpu.rla_payload(levels, coded, ends, stream, rider)
+        emitted = []
+        for p, (n, at) in enumerate(zip(batch.sizes, batch.offsets)):
+            if not n:
+                continue
+            if payloads[p] is None:
+                emitted.append(self._encode(copy_to_host(levels[int(at):int(at + n)], stream)))
+            else:
+                emitted.append(self._result_parts(plans[p][1], *payloads[p],
+                                                  plans[p][2].extra_bits))
+        return emitted
 
     @staticmethod
-    def _device_plan(levels, base, window, chunk, stream):
-        """(plan, the device tokens (gpu.RlaTokens), extra bits per chunk) of device
-        ``levels`` with runs cut at ``chunk``, counted on the GPU; None where tokens would
+    def _device_plans(counts, found):
+        """Per part, (its gpu.RlaCount, its plan, its gpu.RlaFound) from the device's
+        statistics ``found`` of what ``counts`` names, or None: not counted, or its tokens
         take the escape."""
-        after_anchor = anchor_contexts(base, window)
-        contexts, extra_bits, tokens = gpu.rla_statistics(levels, chunk, base, window,
-                                                          after_anchor, stream)
-        counts = contexts.sum(axis=0)
-        if np.count_nonzero(counts) > ANS_MAX_TOKENS:
-            return None
-        plan = _plan(base, window, counts, contexts if after_anchor.any() else None, chunk)
-        return plan, tokens, extra_bits
+        plans = []
+        for count, got in zip(counts, found):
+            plan = None
+            if count is not None and \
+                    np.count_nonzero(got.contexts.sum(axis=0)) <= ANS_MAX_TOKENS:
+                two = count.base <= 0 < count.base + count.window
+                plan = (count, _plan(count.base, count.window, got.contexts.sum(axis=0),
+                                     got.contexts if two else None, count.chunk), got)
+            plans.append(plan)
+        return plans
 
     def _result_parts(self, plan, out32, n_words, chunk_bits, extra_bits):
         """(params, words, n_words, n_bits) of chunks of ``chunk_bits`` rANS bits in the first
