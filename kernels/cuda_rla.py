@@ -52,7 +52,7 @@ from .cuda_bits import peek64, unzigzag
 from .cuda_decode import (BLOCK_CHUNK, BLOCK_END, BLOCK_FIRST, STREAM_CHUNKS, STREAM_COMMON,
                           STREAM_LEVELS, STREAM_MODE, STREAM_OUT, STREAM_SCALES, STREAM_WORDS,
                           read_gamma)
-from .cuda_quantize import put_level
+from .cuda_quantize import PUT_ADD, put_level
 from .cuda_tokens import SHARED_BINS
 from .errors import (OK, BAD_STATE, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, RUN_OVERFLOW,
                      VALUE_OVERFLOW)
@@ -290,10 +290,12 @@ def decode_streams(words, streams, blocks, starts, chunk_bits, extra_bounds, tab
     (rla.token_table: a row per context, the anchor's tokens flagged); chunk k of the group
     (streams[s, STREAM_CHUNKS] + its index) reads its extras from bit extra_bounds[k, 0] to
     extra_bounds[k, 1] of its stream's words. Escaped levels must lie in [STREAM_LO,
-    STREAM_HI]. Every level but 0 is put by put_level(out[its first element:], total[its
-    first element:], scales[its first scale:], bucket, its mode, i, level); runs of level 0
-    are not written, so what a level 0 would write must be zero already. status[k] gets the
-    chunk's status. Grid: a block of LANES threads per row of ``blocks``."""
+    STREAM_HI]. Levels are put by put_level(out[its first element:], total[its first
+    element:], scales[its first scale:], bucket, its mode, i, level): a stream that assigns
+    (its mode without PUT_ADD) has its chunk's elements put as level 0 by the whole block
+    first, and then, as a stream that adds, only its runs of other levels (adding 0 changes
+    nothing). status[k] gets the chunk's status. Grid: a block of LANES threads per row of
+    ``blocks``."""
     votes = cuda.shared.array(LANES, int64)
     entries = cuda.shared.array((2, LANES), uint64)
     lows = cuda.shared.array(LANES, int32)
@@ -315,8 +317,14 @@ def decode_streams(words, streams, blocks, starts, chunk_bits, extra_bounds, tab
         to = streams[s, STREAM_OUT]
         table = streams[s, STREAM_TABLES]
         # Every chunk size of a set divides G (cuda_ans.py note 8): whole chunks lie here.
+        mode = streams[s, STREAM_MODE]
         for c in range(lo // chunk, min((n + chunk - 1) // chunk, (lo + largest) // chunk)):
             cuda.syncthreads()              # the chunk before is written
+            if not mode & PUT_ADD:          # runs of level 0 are not written: zero them
+                for j in range(c * chunk + lane, min(n, c * chunk + chunk), LANES):
+                    put_level(out[to:], total[to:], scales[streams[s, STREAM_SCALES]:], bucket,
+                              mode, j, 0)
+                cuda.syncthreads()
             k = streams[s, STREAM_CHUNKS] + c
             st = _decode_chunk(words[streams[s, STREAM_WORDS]:], starts[k], chunk_bits[k],
                                extra_bounds[k, 0], extra_bounds[k, 1], c * chunk,
@@ -325,7 +333,7 @@ def decode_streams(words, streams, blocks, starts, chunk_bits, extra_bounds, tab
                                streams[s, STREAM_LO], streams[s, STREAM_HI],
                                streams[s, STREAM_VBITS], bucket_base, bucket_extra, out[to:],
                                total[to:], scales[streams[s, STREAM_SCALES]:], bucket,
-                               streams[s, STREAM_MODE], lane, votes, entries, lows, firsts,
+                               mode, lane, votes, entries, lows, firsts,
                                runs, levels, picks, step)
             if lane == 0:
                 status[k] = st
@@ -380,7 +388,7 @@ def _decode_chunk(words, first_bit, n_bits, at, extras_end, i, stop, tables, row
                 if x < uint64(STATE_LOW):
                     x = (x << uint64(UNIT_BITS)) | unit_at(words, u + (pick >> 1))
                 level = levels[lane]
-                if level != 0:                # the caller zeroed out: runs of 0 are most levels
+                if level != 0:                # runs of 0 are most levels: zeroed before
                     for j in range(at_level, at_level + runs[lane]):
                         put_level(out, total, scales, bucket, mode, j, level)
             u += step[STEP_UNITS]

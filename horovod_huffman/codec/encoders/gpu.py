@@ -132,15 +132,6 @@ class Output:
             cuda_decode.put_levels[grid_for(self.size, STRIDE_BLOCK), STRIDE_BLOCK,
                                    self.stream](levels, *self.args)
 
-    def zero(self):
-        """Zero what a decoder that writes no level 0 leaves unwritten: the levels, or a total
-        it assigns to (a total it adds to stays: adding 0 changes nothing)."""
-        self.group.flush()
-        if self.levels is not None:
-            fill(self.levels, 0, self.stream)
-        elif not self.add:
-            fill(self.total, 0, self.stream)
-
     def fill(self, level):
         """Every level ``level`` (a constant stream)."""
         if self.size:
@@ -267,7 +258,6 @@ class StreamGroup:
             own = _ans_arrays(table, codes)         # (and the table's ans columns)
         else:
             own = _rla_arrays(table, codes)         # (and the table's rla columns)
-            _zero_assigned(items, stream)
         blocks = _block_table(items)
         arrays = upload(stream, np.concatenate(words), table, blocks,
                         np.concatenate([np.asarray(c.starts, np.int64) for c in codes]),
@@ -345,23 +335,6 @@ def _rla_arrays(table, codes):
         bounds.append(np.stack([extra[:-1], extra[1:]], axis=1))
         at_table += c.tables.shape[0]
     return np.concatenate(bounds), np.concatenate(tables)
-
-
-def _zero_assigned(items, stream):
-    """Zero what the outputs of ``items`` that assign (PUT_LEVEL, or a total not added to)
-    would leave unwritten where a decoder writes no level 0: each run of such outputs over
-    consecutive elements of the destination in one fill."""
-    ranges = sorted({(out.within[1], out.size) for _, out, _, _ in items if not out.add})
-    merged = []
-    for at, size in ranges:
-        if merged and merged[-1][1] >= at:
-            merged[-1][1] = max(merged[-1][1], at + size)
-        else:
-            merged.append([at, at + size])
-    first = items[0][1]
-    dest = first.levels if first.total is None else first.within[0]    # (the group's one)
-    for at, end in merged:
-        fill(dest[at:end], 0, stream)
 
 
 def _block_table(items):
@@ -1036,8 +1009,7 @@ def decode_rla(words, starts, chunk_bits, extra_starts, chunk, tables, base, lo,
                out, name):
     """``rla`` payload (host uint64 ``words``) -> the ``Output`` ``out`` through its group, a
     warp per chunk (kernels/cuda_rla.py ``decode_streams``: levels dequantized and summed where
-    they are decoded, what level 0 would assign zeroed first); raises DecodeError like the CPU
-    decoder when the group is flushed."""
+    they are decoded); raises DecodeError like the CPU decoder when the group is flushed."""
     if len(starts):
         out.group.add(out, RlaStream(words, starts, chunk_bits, extra_starts, chunk, tables,
                                      base, lo, hi, vbits, name))
