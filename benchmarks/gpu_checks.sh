@@ -229,13 +229,13 @@ for p in "${phases[@]}"; do
                 -rs -p no:cacheprovider -n 2 tests/test_torch_horovod.py tests/test_ddp.py -k cuda ;;
         profile) phase profile 120 "$OUT/profile.md" env NUMBA_ENABLE_CUDASIM=0 "$PY" \
                      benchmarks/gpu_profile.py --coords 1048576 --buckets 8 --steps 3
-                 phase profile-step 90 "$OUT/profile.md" env NUMBA_ENABLE_CUDASIM=0 "$PY" \
+                 phase profile-step 120 "$OUT/profile.md" env NUMBA_ENABLE_CUDASIM=0 "$PY" \
                      benchmarks/gpu_profile.py --coords 1048576 --buckets 25 --steps 3 \
-                     --encoders rlh ans --top 15
+                     --encoders rlh ans rla --top 15
                  # the first profile's step again in a new process: its kernels from the cache
-                 phase profile-cached 60 "$OUT/profile.md" env NUMBA_ENABLE_CUDASIM=0 "$PY" \
+                 phase profile-cached 75 "$OUT/profile.md" env NUMBA_ENABLE_CUDASIM=0 "$PY" \
                      benchmarks/gpu_profile.py --coords 1048576 --buckets 8 --steps 1 \
-                     --encoders rlh ans --top 0 ;;
+                     --encoders rlh ans rla --top 0 ;;
         *) echo "unknown phase $p" >&2; exit 2 ;;
     esac
 done
