@@ -103,13 +103,10 @@ def kernels(types):
         ("ans block_maxima", cuda_ans.block_maxima, (levels, table, table, maxima)),
         ("ans context_counts", cuda_ans.context_counts, (levels, table, table, maxima, arr(i64))),
         ("rla token_statistics", cuda_rla.token_statistics,
-         (levels, i64, i64, i64, arr(types.uint8), buckets, arr(u32), table, arr(i64),
-          arr(i64))),
+         (levels, table, table, buckets, arr(u32), arr(i64), table)),
         ("rla encode_chunks", cuda_rla.encode_chunks,
-         (levels, i64, i64, i64, arr(u64, 2), arr(u64, 2), arr(types.uint8), arr(u32),
-          arr(i64), i64, arr(u32), arr(i64))),
-        ("rla write_extras", cuda_rla.write_extras,
-         (i64, buckets, arr(u32), arr(i64), arr(i64), arr(u32))),
+         (levels, table, table, arr(u64, 2), arr(u64, 2), arr(u32), arr(u32), arr(i64))),
+        ("rla write_extras", cuda_rla.write_extras, (table, buckets, arr(u32), arr(u32))),
     ]
     return out
 

@@ -41,7 +41,7 @@ READ ME FIRST
    columns and its part's first three.
 7. These warp kernels call, of other modules' device functions, only those that never name
    ``cuda`` (cuda_ans.py note 5), but for ``read_gamma``, which only the walking thread calls.
-Units: rANS positions are 16-bit units, extras positions bits; ``chunk`` is levels per chunk.
+Units: rANS positions are 16-bit units, extras positions bits, chunk sizes levels.
 """
 from numba import cuda, int32, int64, uint32, uint64
 
@@ -78,13 +78,6 @@ RLA_BASE, RLA_WINDOW, RLA_COUNTS, RLA_TABLE, RLA_CONTEXTS, RLA_PART_FIELDS = ran
 
 
 @cuda.jit(device=True, inline=True)
-def _chunk(c, chunk, n):
-    """(first level, level end) of chunk c."""
-    start = int64(c) * chunk
-    return start, min(int64(n), start + chunk)
-
-
-@cuda.jit(device=True, inline=True)
 def _lane_sums(value, lane, votes):
     """(the sum of ``value`` over the lanes below ``lane``, over every lane) of the block's
     LANES threads (``votes``: a shared int64 array of LANES). Every thread of the block must
@@ -104,27 +97,21 @@ def _lane_sums(value, lane, votes):
 
 @cuda.jit(device=True, inline=True)
 def _run_bucket(run):
-    """runs.run_bucket of a run below 2**32 (its bit length by halving: ``cuda.clz`` is another
-    module's in the simulator, note 5)."""
+    """runs.run_bucket of a run below 2**32 (cuda_tokens.run_bucket's, kept in this module:
+    note 7)."""
     if run <= PLAIN_RUNS:
         return run - 1
-    b = int64(0)                        # the bit length of run, less one
-    v = run
-    for half in (16, 8, 4, 2, 1):
-        if v >> half:
-            v >>= half
-            b += half
+    b = 31 - int64(cuda.clz(uint32(run)))      # the bit length of run, less one
     return 3 + (b - 2) * 2 + ((run >> (b - 1)) & 1)
 
 
 @cuda.jit(device=True, inline=True)
 def _token(levels, ends, lo, k, base, window):
-    """(symbol, level) of token k of the chunk from level ``lo``, whose run ends are
-    ends[lo:] (note 1)."""
+    """The symbol of token k of the chunk from level ``lo``, whose run ends are ends[lo:]
+    (note 1)."""
     end = int64(ends[lo + k])
     previous = int64(ends[lo + k - 1]) if k > 0 else int64(-1)
-    level = int64(levels[lo + end])
-    return _run_bucket(end - previous) * window + level - base, level
+    return _run_bucket(end - previous) * window + int64(levels[lo + end]) - base
 
 
 @cuda.jit(device=True, inline=True)
@@ -176,7 +163,7 @@ def token_statistics(levels, chunks, parts, bucket_extra, ends, counts, found):
     bits = int64(0)
     half = n_bins // 2
     for k in range(first, first + n_found):
-        s, _ = _token(levels, ends, start, k, base, window)
+        s = _token(levels, ends, start, k, base, window)
         where = _context(levels, ends, start, k) * half + s
         if in_shared:
             cuda.atomic.add(bins, where, int32(1))
@@ -220,7 +207,7 @@ def encode_chunks(levels, chunks, parts, entries, rcps, ends, scratch, counts):
         e = uint64(0)
         r = uint64(0)
         if k < n:
-            s, _ = _token(levels, ends, start, k, base, window)
+            s = _token(levels, ends, start, k, base, window)
             row = table + (_context(levels, ends, start, k) if two else 0)
             e = entries[row, s]
             r = rcps[row, s]

@@ -511,6 +511,22 @@ def test_corrupt_payloads_fail_on_the_device_as_on_the_host(name):
             np.testing.assert_array_equal(host, device)
 
 
+@pytest.mark.parametrize("pattern", ["sparse", "escapes"])
+def test_forged_rla_streams_fail_on_the_device_as_on_the_host(pattern):
+    """The warp decoder's walk (kernels/cuda_rla.py note 3) on forged ``rla`` streams: two
+    contexts (sparse levels) or host-written escapes (levels past 4095 codes), more bit flips
+    than the test of every encoder: each decodes identically on both paths or raises
+    DecodeError on both."""
+    rng = np.random.default_rng(12)
+    buf = encoder("rla").encode(PATTERNS[pattern])
+    for forged in _mutations(bytes(buf), rng, 16 if SIMULATED else 400):
+        host = _decode_or_none(forged)
+        device = _decode_or_none(forged, device="cuda")
+        assert (host is None) == (device is None)
+        if host is not None:
+            np.testing.assert_array_equal(host, device)
+
+
 @pytest.mark.parametrize("sampled", [False, True])
 def test_ans_contexts_on_the_device(sampled, monkeypatch):
     """Blocks of levels in classes with a table each: the device plans the same classes (from
