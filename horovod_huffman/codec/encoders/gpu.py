@@ -875,8 +875,8 @@ chunk its tokens and extra bits (RlaFound's)."""
 
 def _rla_chunks(counts, columns):
     """The chunk table (kernels/cuda_rla.py note 6) of the parts ``counts`` (RlaCount, or
-    None: no chunks), RLA_FIELDS columns, the first three filled and ``columns`` (a function
-    of (part, RlaCount) -> {column: a value per chunk}) the rest; and each part's rows."""
+    None: no chunks), its first three columns filled and those that ``columns`` (a function
+    of (part, RlaCount) -> {column: a value per chunk}) gives; and each part's rows."""
     rows, spans = [], []
     for p, count in enumerate(counts):
         if count is None:
@@ -944,16 +944,11 @@ def rla_payload(levels, coded, ends, stream, rider=None):
                         part.entries.shape[0])
             tables.append((part.entries, part.rcps))
             n_tables += part.entries.shape[0]
-    slot_end = [0]
-
-    def columns(p, count):
-        tokens = coded[p].tokens
-        # A slot holds at most one unit per token, and the final states.
-        ends = slot_end[0] + np.cumsum(tokens + HEADER_UNITS + 1)
-        slot_end[0] = int(ends[-1])
-        return {cuda_rla.RLA_TOKENS: tokens, cuda_rla.RLA_SLOT_END: ends}
     chunks, spans = _rla_chunks([None if part is None else part.count for part in coded],
-                                columns)
+                                lambda p, count: {cuda_rla.RLA_TOKENS: coded[p].tokens})
+    # A slot holds at most one unit per token, and the final states.
+    chunks[:, cuda_rla.RLA_SLOT_END] = np.cumsum(chunks[:, cuda_rla.RLA_TOKENS] +
+                                                 HEADER_UNITS + 1)
     width = max(e.shape[1] for e, _ in tables)
     entries = np.zeros((n_tables, width), dtype=np.uint64)
     rcps = np.zeros((n_tables, width), dtype=np.uint64)
@@ -964,7 +959,7 @@ def rla_payload(levels, coded, ends, stream, rider=None):
         at += e.shape[0]
     n_chunks = chunks.shape[0]
     device = upload(stream, chunks, parts, entries, rcps)
-    scratch = arena(stream).take(slot_end[0], np.uint32)
+    scratch = arena(stream).take(int(chunks[-1, cuda_rla.RLA_SLOT_END]), np.uint32)
     counts = arena(stream).take(n_chunks, np.int64)
     cuda_rla.encode_chunks[n_chunks, LANES, stream](levels, *device, ends, scratch, counts)
     chunk_bits = copy_to_host(counts, stream) * 16

@@ -156,52 +156,35 @@ class RLA(Batched, GrowingChunks):
                                          self.chunk_levels)
         with arena(stream):
             ends = arena(stream).take(max(1, levels.size), np.uint32)
-            plans = self._device_plans(counts, gpu.rla_statistics(levels, counts, ends, stream))
-            grown = [None] * batch.n_parts
-            for p, planned in enumerate(plans):
-                if planned is not None:
-                    count, plan = planned[0], planned[1]
-                    chunk = self.chunk_for(count.size, _stream_bytes(
-                        plan, value_bits(levels.dtype), planned[2].tokens.size))
-                    if chunk != count.chunk:
-                        grown[p] = count._replace(chunk=chunk)
+            planned = _device_plans(counts, gpu.rla_statistics(levels, counts, ends, stream))
+            grown = [None if d is None or self._chunk_of(d, levels.dtype) == d.count.chunk
+                     else d.count._replace(chunk=self._chunk_of(d, levels.dtype))
+                     for d in planned]
             if any(count is not None for count in grown):
-                regrown = self._device_plans(grown, gpu.rla_statistics(levels, grown, ends,
-                                                                       stream))
+                regrown = _device_plans(grown, gpu.rla_statistics(levels, grown, ends, stream))
                 for p, count in enumerate(grown):
                     if count is not None:       # (None: merged runs' tokens would escape)
-                        plans[p] = regrown[p]
-            coded = [None if planned is None else
-                     gpu.RlaCoded(planned[0], *coder_tables(planned[1].freqs),
-                                  planned[2].tokens, planned[2].extra_bits)
-                     for planned in plans]
+                        planned[p] = regrown[p]
+            coded = [None if d is None else
+                     gpu.RlaCoded(d.count, *coder_tables(d.plan.freqs), d.found.tokens,
+                                  d.found.extra_bits)
+                     for d in planned]
             payloads = gpu.rla_payload(levels, coded, ends, stream, rider)
         emitted = []
-        for p, (n, at) in enumerate(zip(batch.sizes, batch.offsets)):
+        for n, at, d, payload in zip(batch.sizes, batch.offsets, planned, payloads):
             if not n:
                 continue
-            if payloads[p] is None:
+            if payload is None:
                 emitted.append(self._encode(copy_to_host(levels[int(at):int(at + n)], stream)))
             else:
-                emitted.append(self._result_parts(plans[p][1], *payloads[p],
-                                                  plans[p][2].extra_bits))
+                emitted.append(self._result_parts(d.plan, *payload, d.found.extra_bits))
         return emitted
 
-    @staticmethod
-    def _device_plans(counts, found):
-        """Per part, (its gpu.RlaCount, its plan, its gpu.RlaFound) from the device's
-        statistics ``found`` of what ``counts`` names, or None: not counted, or its tokens
-        take the escape."""
-        plans = []
-        for count, got in zip(counts, found):
-            plan = None
-            if count is not None and \
-                    np.count_nonzero(got.contexts.sum(axis=0)) <= ANS_MAX_TOKENS:
-                two = count.base <= 0 < count.base + count.window
-                plan = (count, _plan(count.base, count.window, got.contexts.sum(axis=0),
-                                     got.contexts if two else None, count.chunk), got)
-            plans.append(plan)
-        return plans
+    def _chunk_of(self, planned, dtype):
+        """The chunk size ``chunk_for`` gives a part's ``DevicePlan``, for levels of
+        ``dtype``."""
+        return self.chunk_for(planned.count.size, _stream_bytes(
+            planned.plan, value_bits(dtype), planned.found.tokens.size))
 
     def _result_parts(self, plan, out32, n_words, chunk_bits, extra_bits):
         """(params, words, n_words, n_bits) of chunks of ``chunk_bits`` rANS bits in the first
@@ -249,6 +232,25 @@ class RLA(Batched, GrowingChunks):
             return
         check_status(decode_token_chunks(words, starts, chunk_bits, extra_starts, chunk,
                                          tables, base, out, lo, hi, vbits), cls.name)
+
+
+DevicePlan = namedtuple("DevicePlan", "count plan found")
+DevicePlan.__doc__ = """A device part's gpu.RlaCount, its RlaPlan and the gpu.RlaFound it was
+planned from."""
+
+
+def _device_plans(counts, found):
+    """Per part, its ``DevicePlan`` from the device's statistics ``found`` of what ``counts``
+    names, or None: not counted, or its tokens take the escape."""
+    plans = []
+    for count, got in zip(counts, found):
+        plan = None
+        if count is not None and np.count_nonzero(got.contexts.sum(axis=0)) <= ANS_MAX_TOKENS:
+            two = count.base <= 0 < count.base + count.window
+            plan = DevicePlan(count, _plan(count.base, count.window, got.contexts.sum(axis=0),
+                                           got.contexts if two else None, count.chunk), got)
+        plans.append(plan)
+    return plans
 
 
 def _plan(base, window, counts, contexts, chunk, ends=None, symbols=None, chunk_runs=None,
