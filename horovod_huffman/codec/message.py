@@ -97,7 +97,7 @@ def encode_batch(qts, encoder="rlh", stream=None):
     """The ``Message`` of each QuantizedTensor of ``qts``, the same as ``encode`` of each in
     turn (no layouts: a tensor of two or more dimensions is one matrix, as ``encode``'s
     default). Device tensors of one level dtype, with an encoder that codes batches on the GPU
-    (``Encoder.codes_in_batches``: the Huffman family and ans), go as one batch: their levels
+    (``Encoder.codes_in_batches``: the Huffman family, ans and rla), go as one batch: their levels
     laid end to end on the device (``Encoder.encoded_parts``, a fixed number of launches and
     copies to the host whatever the number of tensors), their scales brought to the host in
     the payload's copy (gpu.Rider)."""

@@ -113,11 +113,12 @@ class Encoder:
         gpu.Rider, a device array that a batch coded on the device brings to the host in its
         payload's copy (``rider.host``; left None where no payload was copied).
 
-        On the device, huffman, sh, rlh, shs and ans code all the parts as one batch: each
-        pass is one launch over every chunk of every part, and the copies to the host are a
-        fixed few (the parts' level ranges and histograms, samples or context statistics, their
-        chunks' bits, their payloads), whatever the number of parts (gpu.Batch,
-        gpu.window_counts, gpu.ans_statistics). The other encoders code part by part."""
+        On the device, huffman, sh, rlh, shs, ans and rla code all the parts as one batch:
+        each pass is one launch over every chunk of every part, and the copies to the host are
+        a fixed few (the parts' level ranges and histograms, samples or context or token
+        statistics, their chunks' bits, their payloads), whatever the number of parts
+        (gpu.Batch, gpu.window_counts, gpu.ans_statistics, gpu.rla_statistics). The other
+        encoders code part by part."""
         sizes = np.asarray(sizes, dtype=np.int64).reshape(-1)
         if sizes.size and (sizes.min() < 0 or int(sizes.sum()) != len(levels)):
             raise ValueError(f"part sizes must be non-negative and add up to the {len(levels)} "
