@@ -157,6 +157,46 @@ def int32_of(v):
     return v - (int64(1) << 32) if v >= (int64(1) << 31) else v
 
 
+@cuda.jit(device=True, inline=True)
+def emit_unit(x, renorm, scratch, at):
+    """State x after its encoder's renormalization: where ``renorm``, its low unit goes to
+    scratch[at] and x keeps the rest."""
+    if renorm:
+        scratch[at] = uint32(x & uint64(UNIT_MASK))
+        x >>= uint64(UNIT_BITS)
+    return x
+
+
+@cuda.jit(device=True, inline=True)
+def close_lane(x, lane, scratch, u):
+    """Write lane ``lane``'s final state x into the states that open a chunk's stream, just
+    below unit u (lane 0 first, high unit first); returns the stream's first unit."""
+    first = u - HEADER_UNITS
+    scratch[first + 2 * lane] = uint32(x >> uint64(UNIT_BITS))
+    scratch[first + 2 * lane + 1] = uint32(x & uint64(UNIT_MASK))
+    return first
+
+
+@cuda.jit(device=True, inline=True)
+def set_of(blocks, b, streams, chunk_column):
+    """Row b of a group's block table (note 8): (its set's first stream and end, the first
+    element of its chunk, the set's largest chunk size, which column ``chunk_column`` of the
+    stream table gives)."""
+    first, end = blocks[b, BLOCK_FIRST], blocks[b, BLOCK_END]
+    largest = int64(1)
+    for s in range(first, end):
+        largest = max(largest, streams[s, chunk_column])
+    return first, end, blocks[b, BLOCK_CHUNK] * largest, largest
+
+
+@cuda.jit(device=True, inline=True)
+def chunks_within(lo, largest, n, chunk):
+    """The chunks [first, end) of a stream of ``n`` levels in chunks of ``chunk`` that lie in
+    the elements [lo, lo + largest) (whole ones: every chunk size of a set divides the
+    largest, note 8)."""
+    return lo // chunk, min((n + chunk - 1) // chunk, (lo + largest) // chunk)
+
+
 # ---- A warp per chunk -----------------------------------------------------------------------
 
 @cuda.jit(device=True, inline=True)
@@ -214,15 +254,11 @@ def encode_chunks(levels, chunks, parts, entries, rcps, classes, scratch, counts
             r = rcps[k, s]
             renorm = x >= e & uint64(ANS_BOUND_MASK)
         below, total, _, _ = lane_counts(renorm, False, lane, votes)
-        if renorm:
-            scratch[u - total + below] = uint32(x & uint64(UNIT_MASK))
-            x >>= uint64(UNIT_BITS)
+        x = emit_unit(x, renorm, scratch, u - total + below)
         if i < stop:
             x = coded_state(x, e, r)
         u -= total
-    first = u - HEADER_UNITS
-    scratch[first + 2 * lane] = uint32(x >> uint64(UNIT_BITS))
-    scratch[first + 2 * lane + 1] = uint32(x & uint64(UNIT_MASK))
+    first = close_lane(x, lane, scratch, u)
     if lane == 0:
         counts[c] = slot_end - first
 
@@ -258,17 +294,13 @@ def decode_streams(words, streams, blocks, starts, chunk_bits, tables, classes, 
     votes = cuda.shared.array(LANES, int32)
     b = cuda.blockIdx.x
     lane = int64(cuda.threadIdx.x)
-    first, end = blocks[b, BLOCK_FIRST], blocks[b, BLOCK_END]
-    largest = int64(1)
-    for s in range(first, end):
-        largest = max(largest, streams[s, STREAM_CHUNK])
-    lo = blocks[b, BLOCK_CHUNK] * largest
+    first, end, lo, largest = set_of(blocks, b, streams, STREAM_CHUNK)
     for s in range(first, end):
         n = streams[s, STREAM_LEVELS]
         chunk = streams[s, STREAM_CHUNK]
         to = streams[s, STREAM_OUT]
-        # Every chunk size of the set divides G (note 8): whole chunks of a stream lie here.
-        for c in range(lo // chunk, min((n + chunk - 1) // chunk, (lo + largest) // chunk)):
+        c_first, c_end = chunks_within(lo, largest, n, chunk)
+        for c in range(c_first, c_end):
             cuda.syncthreads()              # the chunk before is written
             k = streams[s, STREAM_CHUNKS] + c
             st = _decode_chunk(words[streams[s, STREAM_WORDS]:], starts[k], chunk_bits[k],

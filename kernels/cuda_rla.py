@@ -45,13 +45,13 @@ Units: rANS positions are 16-bit units, extras positions bits, chunk sizes level
 """
 from numba import cuda, int32, int64, uint32, uint64
 
-from .ans import HEADER_UNITS, LANES, STATE_LOW, UNIT_BITS, UNIT_MASK
-from .cuda_ans import coded_state, get_symbol, opening_state, unit_at
+from .ans import HEADER_UNITS, LANES, STATE_LOW, UNIT_BITS
+from .cuda_ans import (chunks_within, close_lane, coded_state, emit_unit, get_symbol,
+                       opening_state, set_of, unit_at)
 from .bits import WORD_MASK, WORD_SHIFT
 from .cuda_bits import peek64, unzigzag
-from .cuda_decode import (BLOCK_CHUNK, BLOCK_END, BLOCK_FIRST, STREAM_CHUNKS, STREAM_COMMON,
-                          STREAM_LEVELS, STREAM_MODE, STREAM_OUT, STREAM_SCALES, STREAM_WORDS,
-                          read_gamma)
+from .cuda_decode import (STREAM_CHUNKS, STREAM_COMMON, STREAM_LEVELS, STREAM_MODE, STREAM_OUT,
+                          STREAM_SCALES, STREAM_WORDS, read_gamma)
 from .cuda_quantize import PUT_ADD, put_level
 from .cuda_tokens import SHARED_BINS
 from .errors import (OK, BAD_STATE, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, RUN_OVERFLOW,
@@ -213,15 +213,11 @@ def encode_chunks(levels, chunks, parts, entries, rcps, ends, scratch, counts):
             r = rcps[row, s]
             renorm = x >= e & uint64(ANS_BOUND_MASK)
         below, total = _lane_sums(int64(renorm), lane, votes)
-        if renorm:
-            scratch[u - total + below] = uint32(x & uint64(UNIT_MASK))
-            x >>= uint64(UNIT_BITS)
+        x = emit_unit(x, renorm, scratch, u - total + below)
         if k < n:
             x = coded_state(x, e, r)
         u -= total
-    first = u - HEADER_UNITS
-    scratch[first + 2 * lane] = uint32(x >> uint64(UNIT_BITS))
-    scratch[first + 2 * lane + 1] = uint32(x & uint64(UNIT_MASK))
+    first = close_lane(x, lane, scratch, u)
     if lane == 0:
         counts[c] = slot_end - first
 
@@ -293,19 +289,15 @@ def decode_streams(words, streams, blocks, starts, chunk_bits, extra_bounds, tab
     step = cuda.shared.array(STEP_FIELDS, int64)
     b = cuda.blockIdx.x
     lane = int64(cuda.threadIdx.x)
-    first, end = blocks[b, BLOCK_FIRST], blocks[b, BLOCK_END]
-    largest = int64(1)
-    for s in range(first, end):
-        largest = max(largest, streams[s, STREAM_CHUNK])
-    lo = blocks[b, BLOCK_CHUNK] * largest
+    first, end, lo, largest = set_of(blocks, b, streams, STREAM_CHUNK)
     for s in range(first, end):
         n = streams[s, STREAM_LEVELS]
         chunk = streams[s, STREAM_CHUNK]
         to = streams[s, STREAM_OUT]
         table = streams[s, STREAM_TABLES]
-        # Every chunk size of a set divides G (cuda_ans.py note 8): whole chunks lie here.
         mode = streams[s, STREAM_MODE]
-        for c in range(lo // chunk, min((n + chunk - 1) // chunk, (lo + largest) // chunk)):
+        c_first, c_end = chunks_within(lo, largest, n, chunk)
+        for c in range(c_first, c_end):
             cuda.syncthreads()              # the chunk before is written
             if not mode & PUT_ADD:          # runs of level 0 are not written: zero them
                 for j in range(c * chunk + lane, min(n, c * chunk + chunk), LANES):

@@ -501,9 +501,14 @@ def _decode_or_none(buf, **kw):
 def test_corrupt_payloads_fail_on_the_device_as_on_the_host(name):
     """A resealed bit flip either decodes identically on both paths or raises DecodeError on
     both; the device kernels never read or write out of bounds (the simulator checks)."""
-    rng = np.random.default_rng(1)
-    buf = encoder(name).encode(PATTERNS["sparse"])
-    for forged in _mutations(bytes(buf), rng, 6 if SIMULATED else 200):
+    _both_paths_agree(encoder(name).encode(PATTERNS["sparse"]), np.random.default_rng(1),
+                      6 if SIMULATED else 200)
+
+
+def _both_paths_agree(buf, rng, count):
+    """``count`` resealed bit flips of the stream ``buf`` each decode identically on the host
+    and the device, or raise DecodeError on both."""
+    for forged in _mutations(bytes(buf), rng, count):
         host = _decode_or_none(forged)
         device = _decode_or_none(forged, device="cuda")
         assert (host is None) == (device is None)
@@ -517,14 +522,8 @@ def test_forged_rla_streams_fail_on_the_device_as_on_the_host(pattern):
     contexts (sparse levels) or host-written escapes (levels past 4095 codes), more bit flips
     than the test of every encoder: each decodes identically on both paths or raises
     DecodeError on both."""
-    rng = np.random.default_rng(12)
-    buf = encoder("rla").encode(PATTERNS[pattern])
-    for forged in _mutations(bytes(buf), rng, 16 if SIMULATED else 400):
-        host = _decode_or_none(forged)
-        device = _decode_or_none(forged, device="cuda")
-        assert (host is None) == (device is None)
-        if host is not None:
-            np.testing.assert_array_equal(host, device)
+    _both_paths_agree(encoder("rla").encode(PATTERNS[pattern]), np.random.default_rng(12),
+                      16 if SIMULATED else 400)
 
 
 @pytest.mark.parametrize("sampled", [False, True])

@@ -751,6 +751,22 @@ and how many, its base, its chunk size (levels), its classes' encode entries and
 contexts) and log2 of its block size (NO_BLOCKS without contexts)."""
 
 
+def _stacked_tables(tables):
+    """The coder tables of every part, (entries, rcps) pairs (ans.coder_tables: a row per class
+    or context), as the rows of one entries and one rcps array, in order, each row as wide as
+    the widest (zeros past a part's symbols)."""
+    n_tables = sum(e.shape[0] for e, _ in tables)
+    width = max(e.shape[1] for e, _ in tables)
+    entries = np.zeros((n_tables, width), dtype=np.uint64)
+    rcps = np.zeros((n_tables, width), dtype=np.uint64)
+    at = 0
+    for e, r in tables:
+        entries[at:at + e.shape[0], :e.shape[1]] = e
+        rcps[at:at + r.shape[0], :r.shape[1]] = r
+        at += e.shape[0]
+    return entries, rcps
+
+
 def ans_payload(levels, coded, stream, rider=None):
     """``ans`` payloads of the parts of device ``levels`` that ``coded`` names (an AnsPart, or
     None: a part not coded here), whose levels all lie in their windows: a list, per part, of
@@ -780,14 +796,7 @@ def ans_payload(levels, coded, stream, rider=None):
     parts = np.zeros((len(coded), cuda_ans.PART_FIELDS), dtype=np.int64)
     for p, *columns in part_rows:
         parts[p] = columns
-    width = max(e.shape[1] for e, _ in tables)
-    entries = np.zeros((n_tables, width), dtype=tables[0][0].dtype)
-    rcps = np.zeros((n_tables, width), dtype=tables[0][1].dtype)
-    at = 0
-    for e, r in tables:
-        entries[at:at + e.shape[0], :e.shape[1]] = e
-        rcps[at:at + r.shape[0], :r.shape[1]] = r
-        at += e.shape[0]
+    entries, rcps = _stacked_tables(tables)
     n_chunks = chunks.shape[0]
     device = upload(stream, chunks, parts, entries, rcps, np.concatenate(classes),
                     chunks[:, cuda_ans.ENCODE_SLOT_END].copy())
@@ -949,14 +958,7 @@ def rla_payload(levels, coded, ends, stream, rider=None):
     # A slot holds at most one unit per token, and the final states.
     chunks[:, cuda_rla.RLA_SLOT_END] = np.cumsum(chunks[:, cuda_rla.RLA_TOKENS] +
                                                  HEADER_UNITS + 1)
-    width = max(e.shape[1] for e, _ in tables)
-    entries = np.zeros((n_tables, width), dtype=np.uint64)
-    rcps = np.zeros((n_tables, width), dtype=np.uint64)
-    at = 0
-    for e, r in tables:
-        entries[at:at + e.shape[0], :e.shape[1]] = e
-        rcps[at:at + r.shape[0], :r.shape[1]] = r
-        at += e.shape[0]
+    entries, rcps = _stacked_tables(tables)
     n_chunks = chunks.shape[0]
     device = upload(stream, chunks, parts, entries, rcps)
     scratch = arena(stream).take(int(chunks[-1, cuda_rla.RLA_SLOT_END]), np.uint32)

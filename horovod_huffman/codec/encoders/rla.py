@@ -157,9 +157,11 @@ class RLA(Batched, GrowingChunks):
         with arena(stream):
             ends = arena(stream).take(max(1, levels.size), np.uint32)
             planned = _device_plans(counts, gpu.rla_statistics(levels, counts, ends, stream))
-            grown = [None if d is None or self._chunk_of(d, levels.dtype) == d.count.chunk
-                     else d.count._replace(chunk=self._chunk_of(d, levels.dtype))
-                     for d in planned]
+            grown = [None] * batch.n_parts
+            for p, d in enumerate(planned):
+                chunk = None if d is None else self._chunk_of(d, levels.dtype)
+                if chunk is not None and chunk != d.count.chunk:
+                    grown[p] = d.count._replace(chunk=chunk)
             if any(count is not None for count in grown):
                 regrown = _device_plans(grown, gpu.rla_statistics(levels, grown, ends, stream))
                 for p, count in enumerate(grown):
@@ -245,9 +247,10 @@ def _device_plans(counts, found):
     plans = []
     for count, got in zip(counts, found):
         plan = None
-        if count is not None and np.count_nonzero(got.contexts.sum(axis=0)) <= ANS_MAX_TOKENS:
+        symbols = None if count is None else got.contexts.sum(axis=0)
+        if symbols is not None and np.count_nonzero(symbols) <= ANS_MAX_TOKENS:
             two = count.base <= 0 < count.base + count.window
-            plan = DevicePlan(count, _plan(count.base, count.window, got.contexts.sum(axis=0),
+            plan = DevicePlan(count, _plan(count.base, count.window, symbols,
                                            got.contexts if two else None, count.chunk), got)
         plans.append(plan)
     return plans
