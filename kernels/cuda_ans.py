@@ -39,7 +39,9 @@ READ ME FIRST
    first gives every block's largest |level| (and every larger block's, for the second block
    size a plan may try); ``context_counts`` then counts the symbols of the sampled blocks in
    the rows of their maxima, as kernels/ans_plans.py ``block_maxima`` and ``class_counts`` do
-   on the host, so that the device plans the host's tables.
+   on the host, so that the device plans the host's tables. A level outside its part's
+   window, or in a block whose maximum passes the rows, is not counted: a part counted in a
+   window guessed before its range was known (gpu.ans_range_statistics) is counted again.
 8. Decoding runs in groups, as the Huffman family's does (cuda_decode.py note 5): one launch
    decodes every stream a gpu.StreamGroup holds into one destination array, streams that
    write the same elements in order. The streams of a set may have different chunk sizes
@@ -451,6 +453,8 @@ def context_counts(levels, chunks, parts, maxima, counts):
     larger_at = parts[part, STAT_LARGER_AT]
     at = parts[part, STAT_COUNTS]
     n_bins = parts[part, STAT_BINS]
+    # The bins of one block size: every row of the window's columns and the escape's.
+    plane = larger_at if larger >= 0 else n_bins
     in_shared = n_bins <= SHARED_BINS
     if in_shared:
         for b in range(t, n_bins, cuda.blockDim.x):
@@ -474,9 +478,11 @@ def context_counts(levels, chunks, parts, maxima, counts):
         if row < 0 and larger_row < 0:
             continue
         s = int64(levels[i]) - base
-        if row >= 0:
+        if s < 0 or s >= cols - 1:
+            continue
+        if row >= 0 and row * cols < plane:
             _count(bins, counts, in_shared, at, row * cols + s)
-        if larger_row >= 0:
+        if larger_row >= 0 and larger_row * cols < plane:
             _count(bins, counts, in_shared, at, larger_at + larger_row * cols + s)
     cuda.syncthreads()
     if in_shared:

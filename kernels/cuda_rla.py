@@ -21,6 +21,9 @@ READ ME FIRST
 2. The device codes only tensors without escapes: every level in the window and at most
    ANS_MAX_TOKENS token symbols; the encoder checks, and codes a host copy otherwise. Token
    symbols are those of kernels/runs.py (run bucket * window + level - base).
+   ``token_statistics`` counts a level outside its window in the escape's bin: a part counted
+   in a window guessed before its range was known (gpu.rla_range_statistics) whose levels
+   pass it is counted again in its own.
 3. The decoder runs a block of LANES threads per chunk, thread l holding state l
    (ans_tokens.py note 2), a step of 32 tokens at a time. A token's table depends on the
    token before it (whether its level is the anchor), its extras' position on every extra
@@ -163,13 +166,17 @@ def token_statistics(levels, chunks, parts, bucket_extra, ends, counts, found):
     bits = int64(0)
     half = n_bins // 2
     for k in range(first, first + n_found):
-        s = _token(levels, ends, start, k, base, window)
+        previous = int64(ends[start + k - 1]) if k > 0 else int64(-1)
+        bucket = _run_bucket(int64(ends[start + k]) - previous)
+        v = int64(levels[start + int64(ends[start + k])]) - base
+        # (a level outside the window: the escape's bin; note 2)
+        s = bucket * window + v if 0 <= v < window else RUN_BUCKETS * window
         where = _context(levels, ends, start, k) * half + s
         if in_shared:
             cuda.atomic.add(bins, where, int32(1))
         else:
             cuda.atomic.add(counts, at + where, int64(1))
-        bits += bucket_extra[s // window]
+        bits += bucket_extra[bucket]
     _, bits = _lane_sums(bits, lane, votes)         # (its barriers end the counting)
     if in_shared:
         for b in range(lane, n_bins, LANES):

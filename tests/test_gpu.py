@@ -158,23 +158,26 @@ def test_a_batch_takes_the_same_launches_and_copies_whatever_its_parts(name, mon
     assert counted(batch_parts("sparse") + [levels]) == one
 
 
-@pytest.mark.parametrize("name", ["huffman", "rlh"])
+@pytest.mark.parametrize("name", ["huffman", "rlh", "ans", "rla"])
 def test_levels_near_zero_bring_their_statistics_back_in_one_copy(name, monkeypatch):
     """A batch whose levels lie near 0 (here -3..3: QSGD, TernGrad) gets its ranges and
-    histograms back in one copy, then its chunks' bits and its payload: three in all. Levels
-    beyond the first window counted (int16 escapes) are counted again in their own: one
-    copy more, the same bytes (test_device_encode_writes_the_host_bytes)."""
+    histograms (``ans``: context statistics; ``rla``: token statistics) back in one copy,
+    then its chunks' bits (units) and its payload: three in all. Levels beyond the first
+    window counted (int16 escapes; for ``ans`` and ``rla``, levels up to 36) are counted
+    again in their own: one copy more, the same bytes."""
     from horovod_huffman.codec.encoders import gpu
 
     def copies(levels):
         counts = {}
         monkeypatch.setattr(gpu, "copy_to_host", _Counted(gpu, counts).copy_to_host)
-        encoder(name).encode_parts(cuda.to_device(levels), [levels.size])
+        coded = encoder(name).encode_parts(cuda.to_device(levels), [levels.size])
         monkeypatch.undo()
+        assert np.array_equal(coded[0], encoder(name).encode(levels))
         return counts["copy_to_host"]
 
     assert copies(PATTERNS["sparse"]) == 3
-    assert copies(PATTERNS["escapes"]) == 4
+    assert copies(PATTERNS["escapes"] if name in ("huffman", "rlh") else
+                  PATTERNS["sparse"] * 12) == 4
 
 
 @pytest.mark.parametrize("name", ["rlh", "sh", "ans", "rla"])

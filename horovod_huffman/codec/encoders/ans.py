@@ -356,16 +356,13 @@ class Ans(Batched, GrowingChunks):
 
     def _encode_device_parts(self, levels, sizes, stream, rider=None):
         """``_encode`` of every non-empty part of device ``levels``, as one batch: the parts'
-        ranges, then their statistics, counted on the device for all of them at once
-        (gpu.ans_statistics), planned on the host as ``plan`` plans them, then coded in one
-        batch (gpu.ans_payload). A part whose window needs escapes (or whose plan gives the
-        escape a frequency) is copied to the host, planned and written there: the same
-        bytes."""
+        ranges and statistics, counted on the device for all of them at once and brought
+        back together where the levels lie near 0 (gpu.ans_range_statistics), planned on the
+        host as ``plan`` plans them, then coded in one batch (gpu.ans_payload). A part whose
+        window needs escapes (or whose plan gives the escape a frequency) is copied to the
+        host, planned and written there: the same bytes."""
         batch = gpu.Batch(levels, sizes, stream, gpu.STATISTICS_CHUNK)
-        ranges = batch.ranges()
-        counted = [self._counted(int(n), int(lo), int(hi)) if n else None
-                   for n, (lo, hi) in zip(batch.sizes, ranges)]
-        statistics = gpu.ans_statistics(batch, counted)
+        ranges, counted, statistics = gpu.ans_range_statistics(batch, self._counted)
         plans, emitted, coded = [], [], []          # per part
         for n, at, (lo, hi), want, found in zip(batch.sizes, batch.offsets, ranges, counted,
                                                statistics):

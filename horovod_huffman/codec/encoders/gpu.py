@@ -912,24 +912,116 @@ def rla_statistics(levels, counts, ends, stream):
     the host (kernels/cuda_rla.py note 1)."""
     if all(count is None for count in counts):
         return [None] * len(counts)
+    parts, n_counts, chunks, spans = _rla_tables(counts)
+    n_chunks = chunks.shape[0]
+    found = arena(stream).take(n_counts + 2 * n_chunks, np.int64)
+    fill(found, 0, stream)
+    device = upload(stream, chunks, parts)
+    _rla_count(levels, device, ends, found, n_counts, stream)
+    return _rla_read(copy_to_host(found, stream), counts, parts, n_counts, spans)
+
+
+# The levels -RLA_NEAR..RLA_NEAR that ``rla_range_statistics`` counts in first: the widest
+# window whose two contexts' bins fit the kernel's shared memory (cuda_tokens.SHARED_BINS).
+RLA_NEAR = ((cuda_tokens.SHARED_BINS // 2 - 1) // RUN_BUCKETS - 1) // 2
+
+
+def rla_range_statistics(batch, ends, count_of):
+    """(host int64 (parts, 2): every part's least and greatest level, as Batch.ranges; every
+    part's RlaCount, ``count_of(offset, n, lo, hi)`` of its levels and range, or None (an
+    empty part among them); its RlaFound, as ``rla_statistics`` gives them), with one copy to
+    the host where it can.
+
+    The ranges and the statistics are counted in one launch each and come back together, the
+    statistics in the window -RLA_NEAR..RLA_NEAR for every part (``count_of(offset, n,
+    -RLA_NEAR, RLA_NEAR)``). A part whose levels all lie there takes its own window's bins
+    from them: its tokens, their contexts and extra bits are the window's, and the bins
+    outside its range are empty. The other parts are counted again in their own windows, a
+    second launch and copy. A batch whose first counts would pass MAX_NEAR_BINS counts its
+    ranges, then its statistics."""
+    stream, n_parts, levels = batch.stream, batch.n_parts, batch.levels
+    near = [count_of(int(at), int(n), -RLA_NEAR, RLA_NEAR) if n else None
+            for n, at in zip(batch.sizes, batch.offsets)]
+    if all(count is None for count in near) or \
+            sum(_rla_bins(count.window) for count in near if count is not None) > MAX_NEAR_BINS:
+        ranges = batch.ranges()
+        counts = [count_of(int(at), int(n), int(lo), int(hi)) if n else None
+                  for n, at, (lo, hi) in zip(batch.sizes, batch.offsets, ranges)]
+        return ranges, counts, rla_statistics(levels, counts, ends, stream)
+    parts, n_counts, chunks, spans = _rla_tables(near)
+    n_chunks = chunks.shape[0]
+    extremes = np.array([np.iinfo(np.int64).max, np.iinfo(np.int64).min], dtype=np.int64)
+    start = np.concatenate([np.tile(extremes, n_parts),
+                            np.zeros(n_counts + 2 * n_chunks, np.int64)])
+    found, *device = upload(stream, start, chunks, parts)
+    cuda_tokens.chunk_ranges[batch.n_chunks, BLOCK, stream](
+        levels, batch.chunks, found[:2 * n_parts].reshape(n_parts, 2))
+    _rla_count(levels, device, ends, found[2 * n_parts:], n_counts, stream)
+    host = copy_to_host(found, stream)
+    ranges = host[:2 * n_parts].reshape(n_parts, 2).copy()
+    ranges[batch.sizes == 0] = 0
+    counts = [count_of(int(at), int(n), int(lo), int(hi)) if n else None
+              for n, at, (lo, hi) in zip(batch.sizes, batch.offsets, ranges)]
+    found = [None if count is None else _rla_narrowed(guess, got, count)
+             for count, guess, got in
+             zip(counts, near, _rla_read(host[2 * n_parts:], near, parts, n_counts, spans))]
+    again = [count if count is not None and got is None else None
+             for count, got in zip(counts, found)]
+    if any(count is not None for count in again):
+        for p, got in enumerate(rla_statistics(levels, again, ends, stream)):
+            if got is not None:
+                found[p] = got
+    return ranges, counts, found
+
+
+def _rla_bins(window):
+    """A part's counts for a ``window`` of levels: RUN_BUCKETS rows of the window's symbols
+    and the escape, for each of the two contexts."""
+    return 2 * (RUN_BUCKETS * window + 1)
+
+
+def _rla_narrowed(guess, found, count):
+    """The RlaFound of ``count``, cut from ``found``, those of ``guess`` (RlaCounts of one
+    part), or None where ``guess`` did not count them."""
+    if found is None or (count.offset, count.size, count.chunk) != \
+            (guess.offset, guess.size, guess.chunk) or count.base < guess.base or \
+            count.base + count.window > guess.base + guess.window:
+        return None
+    at = count.base - guess.base
+    rows = found.contexts[:, :RUN_BUCKETS * guess.window].reshape(2, RUN_BUCKETS, guess.window)
+    contexts = np.zeros((2, RUN_BUCKETS * count.window + 1), dtype=np.int64)
+    contexts[:, :-1] = rows[:, :, at:at + count.window].reshape(2, -1)
+    return found._replace(contexts=contexts)
+
+
+def _rla_tables(counts):
+    """(the parts table of kernels/cuda_rla.py note 6 for ``counts``, the int64 counts it
+    names, the chunk table, each part's rows of it)."""
     at, parts = 0, np.zeros((len(counts), cuda_rla.RLA_PART_FIELDS), dtype=np.int64)
     for p, count in enumerate(counts):
         if count is not None:
             parts[p, [cuda_rla.RLA_BASE, cuda_rla.RLA_WINDOW, cuda_rla.RLA_COUNTS]] = \
                 (count.base, count.window, at)
-            at += 2 * (RUN_BUCKETS * count.window + 1)
+            at += _rla_bins(count.window)
     chunks, spans = _rla_chunks(counts, lambda p, count: {})
-    n_chunks = chunks.shape[0]
-    found = arena(stream).take(at + 2 * n_chunks, np.int64)
-    fill(found, 0, stream)
-    device = upload(stream, chunks, parts)
+    return parts, at, chunks, spans
+
+
+def _rla_count(levels, device, ends, found, n_counts, stream):
+    """``token_statistics`` of the uploaded chunk and parts tables ``device`` into ``found``
+    (zeroed: the counts, then two per chunk)."""
+    n_chunks = device[0].shape[0]
     cuda_rla.token_statistics[n_chunks, LANES, stream](
-        levels, *device, _bucket_tables().extra, ends, found[:at],
-        found[at:].reshape(n_chunks, 2))
-    host = copy_to_host(found, stream)
-    per_chunk = host[at:].reshape(n_chunks, 2)
+        levels, *device, _bucket_tables().extra, ends, found[:n_counts],
+        found[n_counts:].reshape(n_chunks, 2))
+
+
+def _rla_read(host, counts, parts, n_counts, spans):
+    """The RlaFound of every part ``counts`` names (else None) from ``host``, the host copy
+    of what ``_rla_count`` wrote."""
+    per_chunk = host[n_counts:].reshape(-1, 2)
     return [None if count is None else
-            RlaFound(host[parts[p, cuda_rla.RLA_COUNTS]:][:2 * (RUN_BUCKETS * count.window + 1)]
+            RlaFound(host[parts[p, cuda_rla.RLA_COUNTS]:][:_rla_bins(count.window)]
                      .reshape(2, -1), per_chunk[spans[p], 0].copy(),
                      per_chunk[spans[p], 1].copy())
             for p, count in enumerate(counts)]
@@ -1033,10 +1125,98 @@ those of the counted blocks whose largest |level| is m), and the same for the la
 
 def ans_statistics(batch, counted):
     """The statistics of every part of a gpu.Batch that ``counted`` names (an AnsCount, or
-    None for a part not counted, an empty one among them): a list of AnsStatistics, or None. Three launches (the zeroing of one buffer, the
-    blocks' maxima, the counts), one upload and one copy to the host for the whole batch
-    (kernels/cuda_ans.py note 7)."""
+    None for a part not counted, an empty one among them): a list of AnsStatistics, or None.
+    Three launches (the zeroing of one buffer, the blocks' maxima, the counts), one upload and
+    one copy to the host for the whole batch (kernels/cuda_ans.py note 7)."""
     stream = batch.stream
+    table, n_counts, n_maxima = _ans_table(batch, counted)
+    # One buffer: the counts (int64), then the maxima (int32), zeroed in one launch.
+    found = arena(stream).take(n_counts + n_maxima // 2 + 1, np.int64)
+    if not n_counts:
+        return _ans_read(np.zeros(1, np.int64), batch, table, counted, 0)
+    fill(found, 0, stream)
+    parts, = upload(stream, table)
+    _ans_count(batch, parts, n_maxima, found, n_counts)
+    return _ans_read(copy_to_host(found, stream), batch, table, counted, n_counts)
+
+
+# The levels -ANS_NEAR..ANS_NEAR that ``ans_range_statistics`` counts in first (QSGD up to
+# s = 16, TernGrad), and the most bins it counts there for a batch (int64: 512 KiB).
+ANS_NEAR = 16
+MAX_NEAR_BINS = 1 << 16
+
+
+def ans_range_statistics(batch, counted_of):
+    """(host int64 (parts, 2): every part's least and greatest level, as Batch.ranges; every
+    part's AnsCount, ``counted_of(n, lo, hi)`` of its size and range (None for an empty part);
+    its AnsStatistics, as ``ans_statistics`` gives them), with one copy to the host where it
+    can.
+
+    The ranges and the statistics are counted in one launch sequence and come back together,
+    the statistics in the window -ANS_NEAR..ANS_NEAR for every part (``counted_of(n,
+    -ANS_NEAR, ANS_NEAR)``). A part whose levels all lie there takes its own window's rows and
+    columns from them, where its blocks and samples are those counted (they depend on its size
+    alone, but for the limit on a plan's statistics): the same counts, for the rows above its
+    largest |level| and the columns outside its range are empty. The other parts are counted
+    again in their own windows: a second launch sequence and copy. A batch whose first
+    counts would pass MAX_NEAR_BINS counts its ranges, then its statistics."""
+    stream, n_parts = batch.stream, batch.n_parts
+    near = [counted_of(int(n), -ANS_NEAR, ANS_NEAR) if n else None for n in batch.sizes]
+    table, n_counts, n_maxima = _ans_table(batch, near)
+    if n_counts > MAX_NEAR_BINS:
+        ranges = batch.ranges()
+        counted = [counted_of(int(n), int(lo), int(hi)) if n else None
+                   for n, (lo, hi) in zip(batch.sizes, ranges)]
+        return ranges, counted, ans_statistics(batch, counted)
+    extremes = np.array([np.iinfo(np.int64).max, np.iinfo(np.int64).min], dtype=np.int64)
+    start = np.concatenate([np.tile(extremes, n_parts),
+                            np.zeros(n_counts + n_maxima // 2 + 1, np.int64)])
+    found, parts = upload(stream, start, table)
+    if batch.n_chunks:
+        cuda_tokens.chunk_ranges[batch.n_chunks, BLOCK, stream](
+            batch.levels, batch.chunks, found[:2 * n_parts].reshape(n_parts, 2))
+        if n_counts:
+            _ans_count(batch, parts, n_maxima, found[2 * n_parts:], n_counts)
+    host = copy_to_host(found, stream)
+    ranges = host[:2 * n_parts].reshape(n_parts, 2).copy()
+    ranges[batch.sizes == 0] = 0
+    counted = [counted_of(int(n), int(lo), int(hi)) if n else None
+               for n, (lo, hi) in zip(batch.sizes, ranges)]
+    statistics = [None if want is None else _narrowed(guess, found_stats, want)
+                  for want, guess, found_stats in
+                  zip(counted, near, _ans_read(host[2 * n_parts:], batch, table, near,
+                                               n_counts))]
+    again = [want if want is not None and got is None else None
+             for want, got in zip(counted, statistics)]
+    if any(want is not None for want in again):
+        for p, got in enumerate(ans_statistics(batch, again)):
+            if got is not None:
+                statistics[p] = got
+    return ranges, counted, statistics
+
+
+def _narrowed(guess, found, want):
+    """The AnsStatistics that ``want`` names, cut from ``found``, those that ``guess`` named
+    (AnsCounts of one part), or None where ``guess`` did not count them."""
+    if found is None or (want.bits, want.larger_bits, want.stride) != \
+            (guess.bits, guess.larger_bits, guess.stride) or want.rows > guess.rows or \
+            want.base < guess.base or want.base + want.window > guess.base + guess.window:
+        return None
+    at = want.base - guess.base
+
+    def cut(plane):
+        if plane is None:
+            return None
+        out = np.zeros((want.rows, want.window + 1), dtype=np.int64)
+        out[:, :want.window] = plane[:want.rows, at:at + want.window]
+        return out
+    return AnsStatistics(found.maxima, cut(found.counts), found.larger_maxima,
+                         cut(found.larger_counts))
+
+
+def _ans_table(batch, counted):
+    """(the parts table of kernels/cuda_ans.py note 7 for what ``counted`` names, the int64
+    counts it holds, the int32 block maxima)."""
     table = np.zeros((batch.n_parts, cuda_ans.STAT_FIELDS), dtype=np.int64)
     n_maxima = n_counts = 0
     for p, want in enumerate(counted):
@@ -1059,18 +1239,24 @@ def ans_statistics(batch, counted):
                                                                       plane, 2 * plane)
                 n_maxima += -(-n >> want.larger_bits)
         n_counts += int(row[cuda_ans.STAT_BINS])
-    # One buffer: the counts (int64), then the maxima (int32), zeroed in one launch.
-    found = arena(stream).take(n_counts + n_maxima // 2 + 1, np.int64)
-    if n_counts:
-        fill(found, 0, stream)
-        parts, = upload(stream, table)
-        maxima = found[n_counts:].view(np.int32)
-        if n_maxima:
-            cuda_ans.block_maxima[batch.n_chunks, BLOCK, stream](batch.levels, batch.chunks,
-                                                                 parts, maxima)
-        cuda_ans.context_counts[batch.n_chunks, BLOCK, stream](batch.levels, batch.chunks,
-                                                               parts, maxima, found)
-    host = copy_to_host(found, stream) if n_counts else np.zeros(1, np.int64)
+    return table, n_counts, n_maxima
+
+
+def _ans_count(batch, parts, n_maxima, found, n_counts):
+    """Count into ``found`` (zeroed: the counts, then the maxima) what the uploaded parts
+    table ``parts`` names: the blocks' maxima, then the symbols, a launch each."""
+    stream = batch.stream
+    maxima = found[n_counts:].view(np.int32)
+    if n_maxima:
+        cuda_ans.block_maxima[batch.n_chunks, BLOCK, stream](batch.levels, batch.chunks, parts,
+                                                             maxima)
+    cuda_ans.context_counts[batch.n_chunks, BLOCK, stream](batch.levels, batch.chunks, parts,
+                                                           maxima, found)
+
+
+def _ans_read(host, batch, table, counted, n_counts):
+    """The AnsStatistics of every part ``counted`` names (else None) from ``host``, the host
+    copy of the counts and maxima ``_ans_count`` wrote."""
     maxima = host[n_counts:].view(np.int32)
 
     def blocks(first, n, bits):

@@ -142,21 +142,21 @@ class RLA(Batched, GrowingChunks):
 
     def _encode_device_parts(self, levels, sizes, stream, rider=None):
         """``_encode`` of every non-empty part of device ``levels``, as one batch: the parts'
-        ranges; their tokens counted on the device (gpu.rla_statistics), planned on the host
-        as ``sized_plan`` plans them, those whose chunks grow counted again at their size;
-        then coded in one batch (gpu.rla_payload). A part that needs escapes (a window wider
-        than RLH_MAX_WINDOW, or more than ANS_MAX_TOKENS token symbols) is copied to the
-        host and coded there: the same bytes."""
+        ranges and their tokens counted on the device, brought back together where the
+        levels lie near 0 (gpu.rla_range_statistics), planned on the host as ``sized_plan``
+        plans them, those whose chunks grow counted again at their size; then coded in one
+        batch (gpu.rla_payload). A part that needs escapes (a window wider than
+        RLH_MAX_WINDOW, or more than ANS_MAX_TOKENS token symbols) is copied to the host
+        and coded there: the same bytes."""
         batch = gpu.Batch(levels, sizes, stream, gpu.STATISTICS_CHUNK)
-        ranges = batch.ranges()
-        counts = [None] * batch.n_parts
-        for p, (n, at, (lo, hi)) in enumerate(zip(batch.sizes, batch.offsets, ranges)):
-            if n and hi - lo + 1 <= RLH_MAX_WINDOW:
-                counts[p] = gpu.RlaCount(int(at), int(n), int(lo), int(hi - lo + 1),
-                                         self.chunk_levels)
+
+        def count_of(at, n, lo, hi):
+            return gpu.RlaCount(at, n, lo, hi - lo + 1, self.chunk_levels) \
+                if hi - lo + 1 <= RLH_MAX_WINDOW else None
         with arena(stream):
             ends = arena(stream).take(max(1, levels.size), np.uint32)
-            planned = _device_plans(counts, gpu.rla_statistics(levels, counts, ends, stream))
+            _, counts, found = gpu.rla_range_statistics(batch, ends, count_of)
+            planned = _device_plans(counts, found)
             grown = [None] * batch.n_parts
             for p, d in enumerate(planned):
                 chunk = None if d is None else self._chunk_of(d, levels.dtype)
