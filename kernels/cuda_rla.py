@@ -3,7 +3,8 @@ chunk, writing and reading the very same bytes.
 
 READ ME FIRST
 1. Encoding codes a batch of parts (tensors laid end to end, note 6) in three kernels and
-   two or three trips to the host, each kernel a block of LANES threads per chunk.
+   three trips to the host (four where chunks grow), each kernel a block of LANES threads
+   per chunk.
    ``token_statistics`` finds a chunk's tokens, thread l the runs that end in the l-th slice
    of its levels: it stores every token's last level (less the chunk's first, lo) at
    ends[lo + k] (a chunk's tokens are at most its levels, so every chunk's slot is its own

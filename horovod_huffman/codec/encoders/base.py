@@ -117,8 +117,8 @@ class Encoder:
         each pass is one launch over every chunk of every part, and the copies to the host are
         a fixed few (the parts' level ranges and histograms, samples or context or token
         statistics, their chunks' bits, their payloads), whatever the number of parts
-        (gpu.Batch, gpu.window_counts, gpu.ans_statistics, gpu.rla_statistics). The other
-        encoders code part by part."""
+        (gpu.Batch, gpu.window_counts, gpu.ans_range_statistics,
+        gpu.rla_range_statistics). The other encoders code part by part."""
         sizes = np.asarray(sizes, dtype=np.int64).reshape(-1)
         if sizes.size and (sizes.min() < 0 or int(sizes.sum()) != len(levels)):
             raise ValueError(f"part sizes must be non-negative and add up to the {len(levels)} "

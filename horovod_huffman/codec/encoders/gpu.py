@@ -868,8 +868,9 @@ def _ans_chunks(code, n, chunk, extra_words, stream):
 
 RlaCount = namedtuple("RlaCount", "offset size base window chunk")
 RlaCount.__doc__ = """A part whose ``rla`` tokens ``rla_statistics`` counts: ``size`` levels
-from ``offset`` of the batch's flat array, every one in [base, base + window), runs cut at
-chunks of ``chunk`` levels."""
+from ``offset`` of the batch's flat array, runs cut at chunks of ``chunk`` levels, their
+levels in [base, base + window) (a token whose level lies outside is counted as the escape:
+its statistics are not the part's)."""
 
 RlaFound = namedtuple("RlaFound", "contexts tokens extra_bits")
 RlaFound.__doc__ = """What ``rla_statistics`` counts of a part: ``contexts`` (int64, 2 x
@@ -1110,8 +1111,9 @@ STATISTICS_CHUNK = 1 << 14
 
 AnsCount = namedtuple("AnsCount", "base window rows bits larger_bits stride")
 AnsCount.__doc__ = """What ``ans_statistics`` counts of a part: symbols level - ``base`` of
-``window`` levels (every level lies there: the caller's guarantee) in ``rows`` rows (the largest
-|level| + 1 with contexts, else 1); ``bits``: log2 of the block size of its contexts (None:
+``window`` levels in ``rows`` rows (the largest |level| + 1 with contexts, else 1): a level
+outside the window, or in a block whose largest |level| passes the rows, is not counted, and
+the statistics are then not the part's; ``bits``: log2 of the block size of its contexts (None:
 none, every level counted in row 0); ``larger_bits``: that of the larger blocks counted too
 (None: none); ``stride``: with contexts, one block in every ``stride`` is counted
 (kernels/ans_plans.py ``sampled_block``)."""
