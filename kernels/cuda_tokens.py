@@ -325,7 +325,8 @@ def fill(out, value):
 
 @cuda.jit(cache=True)
 def gather(levels, positions, out):
-    """out[j] = levels[positions[j]] (sampling for sh and shs). Any grid."""
+    """out[j] = levels[positions[j]] (sampling for sh and shs); ``out`` may be
+    ``positions``. Any grid."""
     for j in range(cuda.grid(1), positions.shape[0], cuda.gridsize(1)):
         out[j] = levels[positions[j]]
 

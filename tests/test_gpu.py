@@ -158,13 +158,14 @@ def test_a_batch_takes_the_same_launches_and_copies_whatever_its_parts(name, mon
     assert counted(batch_parts("sparse") + [levels]) == one
 
 
-@pytest.mark.parametrize("name", ["huffman", "rlh", "ans", "rla"])
+@pytest.mark.parametrize("name", ["huffman", "rlh", "sh", "shs", "ans", "rla"])
 def test_levels_near_zero_bring_their_statistics_back_in_one_copy(name, monkeypatch):
     """A batch whose levels lie near 0 (here -3..3: QSGD, TernGrad) gets its ranges and
-    histograms (``ans``: context statistics; ``rla``: token statistics) back in one copy,
-    then its chunks' bits (units) and its payload: three in all. Levels beyond the first
-    window counted (int16 escapes; for ``ans`` and ``rla``, levels up to 36) are counted
-    again in their own: one copy more, the same bytes."""
+    histograms (``sh``, ``shs``: samples; ``ans``: context statistics; ``rla``: token
+    statistics) back in one copy, then its chunks' bits (units) and its payload: three in
+    all. Levels beyond the first window counted (int16 escapes; for ``ans`` and ``rla``,
+    levels up to 36) are counted again in their own: one copy more, the same bytes. A
+    sample needs no window: ``sh`` and ``shs`` take three copies whatever the levels."""
     from horovod_huffman.codec.encoders import gpu
 
     def copies(levels):
@@ -176,8 +177,8 @@ def test_levels_near_zero_bring_their_statistics_back_in_one_copy(name, monkeypa
         return counts["copy_to_host"]
 
     assert copies(PATTERNS["sparse"]) == 3
-    assert copies(PATTERNS["escapes"] if name in ("huffman", "rlh") else
-                  PATTERNS["sparse"] * 12) == 4
+    assert copies(PATTERNS["escapes"] if name in ("huffman", "rlh", "sh", "shs") else
+                  PATTERNS["sparse"] * 12) == (3 if name in ("sh", "shs") else 4)
 
 
 @pytest.mark.parametrize("name", ["rlh", "sh", "ans", "rla"])

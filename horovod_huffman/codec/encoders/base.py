@@ -7,7 +7,7 @@ from horovod_huffman.kernels.stats import level_range
 from .. import wire
 from ..device import arena, is_device_array, as_device_array, stream_or_default, copy_to_host
 from ..errors import check_status  # noqa: F401 (encoders import it from here)
-from .gpu import gather as gpu_gather, level_range as gpu_range
+from .gpu import level_range as gpu_range, ranges_and_sample as gpu_ranges_and_sample
 from .rows import check_layout
 
 _INT32 = np.iinfo(np.int32)
@@ -296,12 +296,12 @@ class Sampled:
 
     def plan_device_parts(self, batch):
         """The code of every part of a gpu.Batch (None for an empty part): ranges and samples
-        gathered on the GPU, a launch and a copy to the host each for the whole batch."""
-        ranges = batch.ranges()
+        gathered on the GPU, brought back in one copy for the whole batch
+        (gpu.ranges_and_sample)."""
         positions = [self.positions(int(n)) + at for n, at in zip(batch.sizes, batch.offsets)
                      if n]
-        sample = gpu_gather(batch.levels, np.concatenate(positions), batch.stream) \
-            if positions else None
+        ranges, sample = gpu_ranges_and_sample(
+            batch, np.concatenate(positions) if positions else np.zeros(0, np.int64))
         plans, at = [], 0
         for (lo, hi), n in zip(ranges, batch.sizes):
             if n == 0:

@@ -435,12 +435,6 @@ def level_range(levels, stream):
     return int(lo), int(hi)
 
 
-def gather(levels, positions, stream):
-    """Host array of levels[positions] (the sh/shs sample)."""
-    pos = arena(stream).upload(np.ascontiguousarray(positions, dtype=np.int64))
-    out = arena(stream).take(pos.size, levels.dtype)
-    cuda_tokens.gather[grid_for(pos.size, STRIDE_BLOCK), STRIDE_BLOCK, stream](levels, pos, out)
-    return copy_to_host(out, stream)
 
 
 class Rider:
@@ -595,6 +589,28 @@ def window_counts(tokens, window_of):
         at = base - guess[0]
         counts.append(np.append(rows[:, at:at + window].reshape(-1), 0))
     return ranges, windows, counts
+
+
+def ranges_and_sample(batch, positions):
+    """(host int64 (parts, 2): every part's least and greatest level, as Batch.ranges; the
+    host levels at ``positions`` of the batch's flat array, in its dtype: the sh and shs
+    sample). Two launches and one copy to the host: the positions go up after the ranges'
+    starting extremes, and the gather writes each level over its position."""
+    stream, n_parts = batch.stream, batch.n_parts
+    extremes = np.array([np.iinfo(np.int64).max, np.iinfo(np.int64).min], dtype=np.int64)
+    found, = upload(stream, np.concatenate([np.tile(extremes, n_parts),
+                                            np.asarray(positions, dtype=np.int64)]))
+    if batch.n_chunks:
+        cuda_tokens.chunk_ranges[batch.n_chunks, BLOCK, stream](
+            batch.levels, batch.chunks, found[:2 * n_parts].reshape(n_parts, 2))
+    sample = found[2 * n_parts:]
+    if sample.size:
+        cuda_tokens.gather[grid_for(sample.size, STRIDE_BLOCK), STRIDE_BLOCK, stream](
+            batch.levels, sample, sample)
+    host = copy_to_host(found, stream)
+    ranges = host[:2 * n_parts].reshape(n_parts, 2).copy()
+    ranges[batch.sizes == 0] = 0
+    return ranges, host[2 * n_parts:].astype(batch.levels.dtype)
 
 
 TokenCode = namedtuple("TokenCode", "base window entries escape")
