@@ -480,15 +480,29 @@ class Batch:
     def ranges(self):
         """Host int64 (parts, 2): every part's least and greatest level (an empty part's:
         0 and 0). One launch, one copy to the host."""
-        extremes = [np.iinfo(np.int64).max, np.iinfo(np.int64).min]
-        lo_hi = arena(self.stream).upload(np.tile(np.array(extremes, dtype=np.int64),
-                                                  (self.n_parts, 1)))
+        lo_hi = arena(self.stream).upload(self.range_start())
+        self.count_ranges(lo_hi)
+        return self.read_ranges(copy_to_host(lo_hi, self.stream))
+
+    def range_start(self):
+        """Host int64, two per part: the extremes that ``count_ranges`` starts from, the head
+        of a device buffer whose other regions a statistics pass fills, so that one copy
+        brings both back."""
+        extremes = np.array([np.iinfo(np.int64).max, np.iinfo(np.int64).min], dtype=np.int64)
+        return np.tile(extremes, self.n_parts)
+
+    def count_ranges(self, found):
+        """Merge every part's least and greatest level into the head of device ``found``
+        (int64, starting as ``range_start``): one launch."""
         if self.n_chunks:
-            cuda_tokens.chunk_ranges[self.n_chunks, BLOCK, self.stream](self.levels,
-                                                                         self.chunks, lo_hi)
-        lo_hi = copy_to_host(lo_hi, self.stream)
-        lo_hi[self.sizes == 0] = 0
-        return lo_hi
+            cuda_tokens.chunk_ranges[self.n_chunks, BLOCK, self.stream](
+                self.levels, self.chunks, found[:2 * self.n_parts].reshape(self.n_parts, 2))
+
+    def read_ranges(self, host):
+        """``ranges`` from the head of a host copy of what ``count_ranges`` merged."""
+        ranges = host[:2 * self.n_parts].reshape(self.n_parts, 2).copy()
+        ranges[self.sizes == 0] = 0
+        return ranges
 
 
 class Tokens:
@@ -564,19 +578,16 @@ def window_counts(tokens, window_of):
         ranges = batch.ranges()
         windows = [window_of(int(lo), int(hi)) for lo, hi in ranges]
         return ranges, windows, token_counts(tokens, windows)
-    extremes = np.array([np.iinfo(np.int64).max, np.iinfo(np.int64).min], dtype=np.int64)
-    start = np.concatenate([np.tile(extremes, n_parts), np.zeros(n_parts * bins, np.int64)])
+    start = np.concatenate([batch.range_start(), np.zeros(n_parts * bins, np.int64)])
     parts = tokens._parts({cuda_tokens.PART_BASE: guess[0], cuda_tokens.PART_WINDOW: guess[1],
                            cuda_tokens.PART_COUNTS: 2 * n_parts + bins * np.arange(n_parts)})
     found, parts = upload(batch.stream, start, parts)
+    batch.count_ranges(found)
     if batch.n_chunks:
-        cuda_tokens.chunk_ranges[batch.n_chunks, BLOCK, batch.stream](
-            batch.levels, batch.chunks, found[:2 * n_parts].reshape(n_parts, 2))
         cuda_tokens.count_tokens[batch.n_chunks, BLOCK, batch.stream](
             batch.levels, batch.chunk, batch.chunks, tokens.mode, tokens.seg_prev, parts, found)
     found = copy_to_host(found, batch.stream)
-    ranges = found[:2 * n_parts].reshape(n_parts, 2).copy()
-    ranges[batch.sizes == 0] = 0
+    ranges = batch.read_ranges(found)
     windows = [window_of(int(lo), int(hi)) for lo, hi in ranges]
     counts = []
     for p, ((lo, hi), (base, window)) in enumerate(zip(ranges, windows)):
@@ -596,21 +607,16 @@ def ranges_and_sample(batch, positions):
     host levels at ``positions`` of the batch's flat array, in its dtype: the sh and shs
     sample). Two launches and one copy to the host: the positions go up after the ranges'
     starting extremes, and the gather writes each level over its position."""
-    stream, n_parts = batch.stream, batch.n_parts
-    extremes = np.array([np.iinfo(np.int64).max, np.iinfo(np.int64).min], dtype=np.int64)
-    found, = upload(stream, np.concatenate([np.tile(extremes, n_parts),
+    stream, head = batch.stream, 2 * batch.n_parts
+    found, = upload(stream, np.concatenate([batch.range_start(),
                                             np.asarray(positions, dtype=np.int64)]))
-    if batch.n_chunks:
-        cuda_tokens.chunk_ranges[batch.n_chunks, BLOCK, stream](
-            batch.levels, batch.chunks, found[:2 * n_parts].reshape(n_parts, 2))
-    sample = found[2 * n_parts:]
+    batch.count_ranges(found)
+    sample = found[head:]
     if sample.size:
         cuda_tokens.gather[grid_for(sample.size, STRIDE_BLOCK), STRIDE_BLOCK, stream](
             batch.levels, sample, sample)
     host = copy_to_host(found, stream)
-    ranges = host[:2 * n_parts].reshape(n_parts, 2).copy()
-    ranges[batch.sizes == 0] = 0
-    return ranges, host[2 * n_parts:].astype(batch.levels.dtype)
+    return batch.read_ranges(host), host[head:].astype(batch.levels.dtype)
 
 
 TokenCode = namedtuple("TokenCode", "base window entries escape")
@@ -966,17 +972,13 @@ def rla_range_statistics(batch, ends, count_of):
                   for n, at, (lo, hi) in zip(batch.sizes, batch.offsets, ranges)]
         return ranges, counts, rla_statistics(levels, counts, ends, stream)
     parts, n_counts, chunks, spans = _rla_tables(near)
-    n_chunks = chunks.shape[0]
-    extremes = np.array([np.iinfo(np.int64).max, np.iinfo(np.int64).min], dtype=np.int64)
-    start = np.concatenate([np.tile(extremes, n_parts),
-                            np.zeros(n_counts + 2 * n_chunks, np.int64)])
+    start = np.concatenate([batch.range_start(),
+                            np.zeros(n_counts + 2 * chunks.shape[0], np.int64)])
     found, *device = upload(stream, start, chunks, parts)
-    cuda_tokens.chunk_ranges[batch.n_chunks, BLOCK, stream](
-        levels, batch.chunks, found[:2 * n_parts].reshape(n_parts, 2))
+    batch.count_ranges(found)
     _rla_count(levels, device, ends, found[2 * n_parts:], n_counts, stream)
     host = copy_to_host(found, stream)
-    ranges = host[:2 * n_parts].reshape(n_parts, 2).copy()
-    ranges[batch.sizes == 0] = 0
+    ranges = batch.read_ranges(host)
     counts = [count_of(int(at), int(n), int(lo), int(hi)) if n else None
               for n, at, (lo, hi) in zip(batch.sizes, batch.offsets, ranges)]
     found = [None if count is None else _rla_narrowed(guess, got, count)
@@ -1186,18 +1188,14 @@ def ans_range_statistics(batch, counted_of):
         counted = [counted_of(int(n), int(lo), int(hi)) if n else None
                    for n, (lo, hi) in zip(batch.sizes, ranges)]
         return ranges, counted, ans_statistics(batch, counted)
-    extremes = np.array([np.iinfo(np.int64).max, np.iinfo(np.int64).min], dtype=np.int64)
-    start = np.concatenate([np.tile(extremes, n_parts),
+    start = np.concatenate([batch.range_start(),
                             np.zeros(n_counts + n_maxima // 2 + 1, np.int64)])
     found, parts = upload(stream, start, table)
-    if batch.n_chunks:
-        cuda_tokens.chunk_ranges[batch.n_chunks, BLOCK, stream](
-            batch.levels, batch.chunks, found[:2 * n_parts].reshape(n_parts, 2))
-        if n_counts:
-            _ans_count(batch, parts, n_maxima, found[2 * n_parts:], n_counts)
+    batch.count_ranges(found)
+    if batch.n_chunks and n_counts:
+        _ans_count(batch, parts, n_maxima, found[2 * n_parts:], n_counts)
     host = copy_to_host(found, stream)
-    ranges = host[:2 * n_parts].reshape(n_parts, 2).copy()
-    ranges[batch.sizes == 0] = 0
+    ranges = batch.read_ranges(host)
     counted = [counted_of(int(n), int(lo), int(hi)) if n else None
                for n, (lo, hi) in zip(batch.sizes, ranges)]
     statistics = [None if want is None else _narrowed(guess, found_stats, want)
