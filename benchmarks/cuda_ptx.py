@@ -47,6 +47,7 @@ def kernels(types):
         ("segment_prev", cuda_tokens.segment_prev, head),
         ("count_tokens", cuda_tokens.count_tokens, head + (table, arr(i64))),
         ("segment_bits", cuda_tokens.segment_bits, head + code + (arr(i64),)),
+        ("chunk_layout", cuda_tokens.chunk_layout, (arr(i64), arr(i64), table, table, arr(i64))),
         ("write_tokens", cuda_tokens.write_tokens, head + code + (arr(i64), arr(u32))),
     ]
     f64, k = types.float64, 32                    # tuples as long as cuda_parts.MAX_PARTS

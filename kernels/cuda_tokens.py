@@ -17,8 +17,10 @@ READ ME FIRST
    part's least and greatest level), ``segment_prev`` (run starts), ``count_tokens`` (symbol
    histograms, only for codes built from the full tensor), ``segment_bits`` (bits per segment,
    a block sum scan gives every segment's bit offset and every chunk's bits), ``write_tokens``.
-   Between the last two the host lays each part's chunks out on 32-bit words exactly as the CPU
-   encoder does, every part from a word of its own.
+   Between the last two each part's chunks are laid out on 32-bit words exactly as the CPU
+   encoder lays them out, every part from a word of its own: by the host, from the chunks'
+   bits, or where the host has given every part a region of words before the launch, by
+   ``chunk_layout`` on the device.
 4. A segment's words are its own except its first (the previous segment may end inside it) and
    its last partial one: those two are ORed atomically into a zeroed buffer, the others stored.
 5. Modes: LEVELS, every level is a token (huffman, sh); RUNS, maximal runs of equal levels
@@ -274,6 +276,26 @@ def segment_bits(levels, chunk, chunks, mode, seg_prev, parts, all_entries, vbit
     seg_offset[idx] = inclusive - bits
     if cuda.threadIdx.x == BLOCK - 1:
         chunk_bits[cuda.blockIdx.x] = inclusive
+
+
+@cuda.jit(cache=True)
+def chunk_layout(chunk_bits, first, regions, parts, chunk_start):
+    """Lay every coded part's chunks out in its region of the payload (regions[p] = (first
+    bit, end bit)) as kernels/chunks.py ``chunk_starts`` lays them out, every chunk from a
+    word, into chunk_start; a part whose chunks and a flush word would pass its region's end
+    is not written: its PART_ESC becomes -1, which ``write_tokens`` skips. Part p's chunks
+    are rows first[p]..first[p + 1] of the chunk table. Any grid: a thread per part (a
+    part's chunks are few: this is bookkeeping, not coding)."""
+    for p in range(cuda.grid(1), first.shape[0] - 1, cuda.gridsize(1)):
+        if parts[p, PART_ESC] < 0 or first[p + 1] == first[p]:
+            continue
+        at = regions[p, 0]
+        for c in range(first[p], first[p + 1]):
+            chunk_start[c] = at
+            at += (chunk_bits[c] + WORD_MASK) >> WORD_SHIFT << WORD_SHIFT
+        last = first[p + 1] - 1
+        if chunk_start[last] + chunk_bits[last] + (WORD_MASK + 1) > regions[p, 1]:
+            parts[p, PART_ESC] = -1
 
 
 @cuda.jit(cache=True)

@@ -22,7 +22,7 @@ from horovod_huffman.kernels.bits import WORD_BITS, bytes_to_words
 from horovod_huffman.kernels.chunks import CHUNK_LEVELS, chunk_starts
 from horovod_huffman.kernels.cuda_bits import BLOCK
 from horovod_huffman.kernels.cuda_tokens import LEVELS, RUNS, ZERO_RUNS  # noqa: F401 (modes)
-from horovod_huffman.kernels.maxima import RUN_BUCKETS
+from horovod_huffman.kernels.maxima import LENGTH_MASK, RUN_BUCKETS
 from horovod_huffman.kernels.runs import BUCKET_BASE, BUCKET_EXTRA
 
 from ..device import SIMULATED, arena, copy_to_host, grid_for
@@ -624,15 +624,29 @@ TokenCode.__doc__ = """A part's code for ``token_payload``: its window, the code
 entries (codes.Code.entries) and the escape symbol."""
 
 
-def token_payload(tokens, codes, vbits, k=1):
+def token_payload(tokens, codes, vbits, k=1, counts=None):
     """Encode every part whose ``codes`` entry is a ``TokenCode`` (None: a part not coded
     here, an empty or constant one) as a chunked stream: a list, per part, of (host uint32
     words, words used, host chunk bits), laid out exactly as the CPU encoders lay them out, or
     None. Two launches and two copies to the host for the whole batch: every chunk's bits,
     then every part's words, each part from a word of its own, and after them the batch's
-    rider (Batch.rider) if it has one."""
+    rider (Batch.rider) if it has one.
+
+    ``counts``: None, or per coded part the full histogram its code was built from (as
+    ``window_counts`` gives it), which bounds the part's bits (``bits_bound``). Then the
+    chunks' bits come back with the payload, in one copy: every part is given a region of
+    words that its bound fills, the device lays its chunks out there (``chunk_layout``), and
+    a part whose chunks would pass its region is coded again as above, two copies more."""
+    if counts is not None:
+        return _bounded_payload(tokens, codes, vbits, k, counts)
+    return _token_payload(tokens, codes, vbits, k)
+
+
+def _token_launch(tokens, codes, vbits, k):
+    """The parts table and entries of ``codes`` on the device, and the arguments that
+    ``segment_bits`` and ``write_tokens`` share (segment offsets in a region of the arena)."""
     batch = tokens.batch
-    stream, n_chunks, n_parts = batch.stream, batch.n_chunks, batch.n_parts
+    stream = batch.stream
     coded = [c for c in codes if c is not None]
     entries = np.concatenate([c.entries for c in coded]) if coded else np.zeros(1, np.uint32)
     first_entry = np.concatenate(([0], np.cumsum([c.entries.size for c in coded])))
@@ -643,10 +657,17 @@ def token_payload(tokens, codes, vbits, k=1):
         cuda_tokens.PART_ESC: [-1 if c is None else c.escape for c in codes],
         cuda_tokens.PART_ENTRIES: [0 if c is None else next(at) for c in codes]})
     parts, entries = upload(stream, parts, entries)
-    seg_offset = arena(stream).take(max(n_chunks, 1) * BLOCK, np.int64)
+    seg_offset = arena(stream).take(max(batch.n_chunks, 1) * BLOCK, np.int64)
+    return parts, (batch.levels, batch.chunk, batch.chunks, tokens.mode, tokens.seg_prev,
+                   parts, entries, vbits, _bucket_tables().extra, k, seg_offset)
+
+
+def _token_payload(tokens, codes, vbits, k):
+    """``token_payload`` with two copies: the chunks' bits, then the payload."""
+    batch = tokens.batch
+    stream, n_chunks, n_parts = batch.stream, batch.n_chunks, batch.n_parts
+    _, args = _token_launch(tokens, codes, vbits, k)
     bits = arena(stream).take(max(n_chunks, 1), np.int64)
-    args = (batch.levels, batch.chunk, batch.chunks, tokens.mode, tokens.seg_prev, parts,
-            entries, vbits, _bucket_tables().extra, k, seg_offset)
     if n_chunks:
         cuda_tokens.segment_bits[n_chunks, BLOCK, stream](*args, bits)
     chunk_bits = copy_to_host(bits, stream)[:n_chunks]
@@ -665,10 +686,81 @@ def token_payload(tokens, codes, vbits, k=1):
     rider = batch.rider
     riding = 0 if rider is None else rider.array.size
     out = _zeroed_words(max(at_word + riding, 1), stream)
-    if n_chunks and coded:
+    if n_chunks and any(c is not None for c in codes):
         cuda_tokens.write_tokens[n_chunks, BLOCK, stream](
             *args, arena(stream).upload(starts), out)
     return _with_rider(out, at_word, layout, rider, stream)
+
+
+def _bounded_payload(tokens, codes, vbits, k, counts):
+    """``token_payload`` with ``counts``: one copy, where every part's bound holds."""
+    batch = tokens.batch
+    stream, n_chunks, n_parts = batch.stream, batch.n_chunks, batch.n_parts
+    if not n_chunks or all(c is None for c in codes):
+        return _token_payload(tokens, codes, vbits, k)
+    # Every part's region: its bound, a word of padding per chunk, and a flush word.
+    regions, at_word = np.zeros((n_parts, 2), dtype=np.int64), 0
+    for p, (code, c) in enumerate(zip(codes, counts)):
+        if code is not None:
+            n_rows = int(batch.first[p + 1] - batch.first[p])
+            words = -(-bits_bound(c, code, tokens.mode, vbits, batch.chunk) // WORD_BITS) + \
+                n_rows + 1
+            regions[p] = (at_word * WORD_BITS, (at_word + words) * WORD_BITS)
+            at_word += words
+    rider = batch.rider
+    riding = 0 if rider is None else rider.array.size
+    parts, args = _token_launch(tokens, codes, vbits, k)
+    # One buffer, one copy: every chunk's bits (int64), then the payload's words.
+    head = 2 * n_chunks
+    buffer = _zeroed_words(head + at_word + riding, stream)
+    bits, out = buffer[:head].view(np.int64), buffer[head:]
+    first, regions_on_device = upload(stream, batch.first, regions)
+    starts = arena(stream).take(n_chunks, np.int64)
+    cuda_tokens.segment_bits[n_chunks, BLOCK, stream](*args, bits)
+    cuda_tokens.chunk_layout[grid_for(n_parts, STRIDE_BLOCK), STRIDE_BLOCK, stream](
+        bits, first, regions_on_device, parts, starts)
+    cuda_tokens.write_tokens[n_chunks, BLOCK, stream](*args, starts, out)
+    if riding:
+        out[at_word:at_word + riding].copy_to_device(rider.array.view(np.uint32), stream=stream)
+    host = copy_to_host(buffer, stream)
+    if rider is not None:
+        rider.host = host[head + at_word:head + at_word + riding].view(rider.array.dtype)
+    chunk_bits, words = host[:head].view(np.int64), host[head:]
+    results, again = [], [None] * n_parts
+    for p in range(n_parts):
+        rows = slice(batch.first[p], batch.first[p + 1])
+        if codes[p] is None:
+            results.append(None)
+            continue
+        part_starts = chunk_starts(chunk_bits[rows])
+        n_words = -(-int(part_starts[-1] + chunk_bits[rows][-1]) // WORD_BITS)
+        first_word, end_word = regions[p] // WORD_BITS
+        if first_word + n_words + 1 > end_word:     # not written (chunk_layout)
+            again[p] = codes[p]
+            results.append(None)
+            continue
+        results.append((words[first_word:end_word], n_words, chunk_bits[rows].copy()))
+    if any(code is not None for code in again):
+        for p, payload in enumerate(_token_payload(tokens, again, vbits, k)):
+            if payload is not None:
+                results[p] = payload
+    return results
+
+
+def bits_bound(counts, code, mode, vbits, chunk):
+    """The most payload bits that a part of LEVELS or RUNS tokens with the histogram
+    ``counts`` (its window's symbols, then the escape) takes under ``code`` (a TokenCode),
+    its chunks' padding aside: every coded symbol its code's length and its run's extra bits;
+    every other token (an escape, or a symbol the code leaves out) the escape's length, the
+    level's ``vbits`` and, for RUNS, an Elias-gamma run of at most ``chunk`` levels."""
+    lengths = (code.entries & LENGTH_MASK).astype(np.int64)
+    counts = np.asarray(counts, dtype=np.int64)
+    symbols = np.arange(counts.size - 1)
+    extra = BUCKET_EXTRA[symbols // code.window] if mode == RUNS else 0
+    escaped = int(lengths[code.escape]) + vbits + \
+        (2 * int(chunk).bit_length() - 1 if mode == RUNS else 0)
+    per_token = np.where(lengths[:-1] > 0, lengths[:-1] + extra, escaped)
+    return int(np.dot(counts[:-1], per_token)) + int(counts[-1]) * escaped
 
 
 def fixed_payload(levels, base, width, stream):

@@ -81,19 +81,20 @@ class Huffman(Batched, Chunked):
         level_histogram(levels, base, window, counts)
         return LevelPlan.from_counts(base, window, counts, self.chunk_levels)
 
-    def plan_device_parts(self, batch):
-        """``plan`` of every part of a gpu.Batch (None for an empty part): the histograms are
-        counted on the GPU, in one launch for the whole batch."""
+    def device_plans(self, batch):
+        """(``plan`` of every part of a gpu.Batch, None for an empty part; the full
+        histograms they were planned from, which bound the payload: gpu.token_payload): the
+        histograms are counted on the GPU, in one launch for the whole batch."""
         _, windows, counts = gpu.window_counts(gpu.Tokens(batch, gpu.LEVELS), level_window)
         return [LevelPlan.from_counts(base, window, c, self.chunk_levels) if n else None
-                for (base, window), c, n in zip(windows, counts, batch.sizes)]
+                for (base, window), c, n in zip(windows, counts, batch.sizes)], counts
 
     def _encode(self, levels):
         return emit(levels, self.plan(levels))
 
     def _encode_device_parts(self, levels, sizes, stream, rider=None):
         batch = gpu.Batch(levels, sizes, stream, self.chunk_levels, rider)
-        return emit_device_parts(batch, self.plan_device_parts(batch))
+        return emit_device_parts(batch, *self.device_plans(batch))
 
     @classmethod
     def _decode(cls, reader, words, payload_bits, out, stream=None):
@@ -153,14 +154,15 @@ def emit(levels, plan):
     return _coded_params(plan, chunk_bits), out32, n_words, payload_bits(chunk_bits)
 
 
-def emit_device_parts(batch, plans):
+def emit_device_parts(batch, plans, counts=None):
     """``emit`` of every non-empty part of a gpu.Batch with its plan (``plans``: one per part,
-    None for an empty one), as one batch on the device; the same results, in part order."""
+    None for an empty one), as one batch on the device; the same results, in part order.
+    ``counts``: None, or every part's full histogram (gpu.token_payload)."""
     codes = [None if plan is None or plan.constant else
              gpu.TokenCode(plan.base, plan.window, plan.code.entries(), plan.window)
              for plan in plans]
     payloads = gpu.token_payload(gpu.Tokens(batch, gpu.LEVELS), codes,
-                                 value_bits(batch.levels.dtype))
+                                 value_bits(batch.levels.dtype), counts=counts)
     results = []
     for plan, payload in zip(plans, payloads):
         if plan is None:
@@ -200,6 +202,11 @@ class SampleHuffman(Sampled, Huffman):
 
     def _config(self):
         return {"sample_size": self.sample_size, "seed": self.seed}
+
+    def device_plans(self, batch):
+        """(the sampled plan of every part of a gpu.Batch, None for an empty part; None: no
+        full histograms)."""
+        return self.plan_device_parts(batch), None
 
     def sampled_plan(self, lo, hi, sample):
         """The code for levels in [lo, hi] from a host ``sample`` of them."""

@@ -81,7 +81,7 @@ class RLH(Batched, Chunked):
             tokens, [None if code is None else
                      gpu.TokenCode(base, window, code.entries(), window * RUN_BUCKETS)
                      for code, (base, window) in zip(codes, windows)],
-            value_bits(levels.dtype))
+            value_bits(levels.dtype), counts=counts)
         results = []
         for code, (base, window), payload in zip(codes, windows, payloads):
             if code is not None:
