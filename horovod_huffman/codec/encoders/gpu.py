@@ -435,8 +435,6 @@ def level_range(levels, stream):
     return int(lo), int(hi)
 
 
-
-
 class Rider:
     """A device array of 4-byte elements (a batch's scales) that ``token_payload`` brings to
     the host in its payload's copy: ``host``, its host copy, once that copy has run (None
@@ -639,7 +637,7 @@ def token_payload(tokens, codes, vbits, k=1, counts=None):
     a part whose chunks would pass its region is coded again as above, two copies more."""
     if counts is not None:
         return _bounded_payload(tokens, codes, vbits, k, counts)
-    return _token_payload(tokens, codes, vbits, k)
+    return _token_payload(tokens, codes, vbits, k, tokens.batch.rider)
 
 
 def _token_launch(tokens, codes, vbits, k):
@@ -662,8 +660,9 @@ def _token_launch(tokens, codes, vbits, k):
                    parts, entries, vbits, _bucket_tables().extra, k, seg_offset)
 
 
-def _token_payload(tokens, codes, vbits, k):
-    """``token_payload`` with two copies: the chunks' bits, then the payload."""
+def _token_payload(tokens, codes, vbits, k, rider):
+    """``token_payload`` with two copies: the chunks' bits, then the payload (and ``rider``,
+    a Rider or None)."""
     batch = tokens.batch
     stream, n_chunks, n_parts = batch.stream, batch.n_chunks, batch.n_parts
     _, args = _token_launch(tokens, codes, vbits, k)
@@ -683,7 +682,6 @@ def _token_payload(tokens, codes, vbits, k):
         starts[rows] = at_word * WORD_BITS + part_starts
         layout.append((at_word, n_words, chunk_bits[rows].copy(), n_words + 1))
         at_word += n_words + 1                 # + 1: a flush may OR into the next word
-    rider = batch.rider
     riding = 0 if rider is None else rider.array.size
     out = _zeroed_words(max(at_word + riding, 1), stream)
     if n_chunks and any(c is not None for c in codes):
@@ -697,7 +695,7 @@ def _bounded_payload(tokens, codes, vbits, k, counts):
     batch = tokens.batch
     stream, n_chunks, n_parts = batch.stream, batch.n_chunks, batch.n_parts
     if not n_chunks or all(c is None for c in codes):
-        return _token_payload(tokens, codes, vbits, k)
+        return _token_payload(tokens, codes, vbits, k, batch.rider)
     # Every part's region: its bound, a word of padding per chunk, and a flush word.
     regions, at_word = np.zeros((n_parts, 2), dtype=np.int64), 0
     for p, (code, c) in enumerate(zip(codes, counts)):
@@ -741,7 +739,7 @@ def _bounded_payload(tokens, codes, vbits, k, counts):
             continue
         results.append((words[first_word:end_word], n_words, chunk_bits[rows].copy()))
     if any(code is not None for code in again):
-        for p, payload in enumerate(_token_payload(tokens, again, vbits, k)):
+        for p, payload in enumerate(_token_payload(tokens, again, vbits, k, None)):
             if payload is not None:
                 results[p] = payload
     return results
