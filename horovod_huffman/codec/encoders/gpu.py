@@ -665,6 +665,8 @@ def _token_payload(tokens, codes, vbits, k, rider):
     a Rider or None)."""
     batch = tokens.batch
     stream, n_chunks, n_parts = batch.stream, batch.n_chunks, batch.n_parts
+    if all(c is None for c in codes):           # nothing to code (the rider stays behind)
+        return [None] * n_parts
     _, args = _token_launch(tokens, codes, vbits, k)
     bits = arena(stream).take(max(n_chunks, 1), np.int64)
     if n_chunks:
@@ -684,7 +686,7 @@ def _token_payload(tokens, codes, vbits, k, rider):
         at_word += n_words + 1                 # + 1: a flush may OR into the next word
     riding = 0 if rider is None else rider.array.size
     out = _zeroed_words(max(at_word + riding, 1), stream)
-    if n_chunks and any(c is not None for c in codes):
+    if n_chunks:
         cuda_tokens.write_tokens[n_chunks, BLOCK, stream](
             *args, arena(stream).upload(starts), out)
     return _with_rider(out, at_word, layout, rider, stream)
