@@ -101,13 +101,16 @@ def kernels(types):
          (levels, table, table, arr(u64, 2), arr(u64, 2), arr(types.uint8), arr(u32), arr(i64))),
         ("ans pack_chunks", cuda_ans.pack_chunks,
          (arr(u32), arr(i64), arr(i64), arr(i64), arr(u32))),
+        ("ans unit_layout", cuda_ans.unit_layout,
+         (arr(i64), arr(i64), table, arr(i64), arr(i64), arr(i64))),
         ("ans block_maxima", cuda_ans.block_maxima, (levels, table, table, maxima)),
         ("ans context_counts", cuda_ans.context_counts, (levels, table, table, maxima, arr(i64))),
         ("rla token_statistics", cuda_rla.token_statistics,
          (levels, table, table, buckets, arr(u32), arr(i64), table)),
         ("rla encode_chunks", cuda_rla.encode_chunks,
          (levels, table, table, arr(u64, 2), arr(u64, 2), arr(u32), arr(u32), arr(i64))),
-        ("rla write_extras", cuda_rla.write_extras, (table, buckets, arr(u32), arr(u32))),
+        ("rla write_extras", cuda_rla.write_extras,
+         (table, buckets, arr(u32), arr(i64), arr(u32))),
     ]
     return out
 

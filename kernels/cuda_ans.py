@@ -266,11 +266,35 @@ def encode_chunks(levels, chunks, parts, entries, rcps, classes, scratch, counts
 
 
 @cuda.jit(cache=True)
+def unit_layout(counts, first, regions, extras, word_starts, extra_starts):
+    """Lay every part's chunks out in its region of the payload (regions[p] = (first word,
+    end word); part p's chunks are rows first[p]..first[p + 1]) as the CPU coders lay chunks
+    of counts[c] 16-bit units out, each from a word, into word_starts; then its extras
+    (extras[p] bits, rla's: extra_starts[c] gets their first bit for each of its chunks) and
+    a spare word. A part that would pass its region's end gets word_starts and extra_starts
+    -1 for every chunk, which ``pack_chunks`` and cuda_rla.write_extras skip. Any grid: a
+    thread per part (a part's chunks are few: this is bookkeeping, not coding)."""
+    for p in range(cuda.grid(1), first.shape[0] - 1, cuda.gridsize(1)):
+        w = regions[p, 0]
+        for c in range(first[p], first[p + 1]):
+            word_starts[c] = w
+            w += (counts[c] + 1) >> 1
+        fits = w + ((extras[p] + 31) >> 5) + 1 <= regions[p, 1]
+        for c in range(first[p], first[p + 1]):
+            extra_starts[c] = w << 5 if fits else -1
+            if not fits:
+                word_starts[c] = -1
+
+
+@cuda.jit(cache=True)
 def pack_chunks(scratch, slot_ends, counts, word_starts, out32):
     """Block c writes chunk c's units (the last ``counts[c]`` of its slot, which ends at
     slot_ends[c]) as big-endian pairs into out32 from word ``word_starts[c]``, an odd last
-    unit in a high half; its threads take the pairs in turn."""
+    unit in a high half; its threads take the pairs in turn. A chunk whose word_starts is -1
+    is not written."""
     c = cuda.blockIdx.x
+    if word_starts[c] < 0:
+        return
     n = counts[c]
     first = slot_ends[c] - n
     w = word_starts[c]

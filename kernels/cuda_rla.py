@@ -231,16 +231,19 @@ def encode_chunks(levels, chunks, parts, entries, rcps, ends, scratch, counts):
 
 
 @cuda.jit(cache=True)
-def write_extras(chunks, bucket_extra, ends, out):
+def write_extras(chunks, bucket_extra, ends, extra_starts, out):
     """Block c (LANES threads) writes the extras of row c of the chunk table (note 6: every
     run's low bucket_extra[its bucket] bits, run ends from ``token_statistics``) into ``out``
-    (uint32, zeroed) from bit RLA_BITS, 32 tokens at a time, each token's bits ORed in
-    atomically."""
+    (uint32, zeroed) from bit RLA_BITS (bits after its part's first extra) + extra_starts[c]
+    (its part's first extra bit; -1: the chunk is not written), 32 tokens at a time, each
+    token's bits ORed in atomically."""
     votes = cuda.shared.array(LANES, int64)
     c = cuda.blockIdx.x
     lane = cuda.threadIdx.x
     start = chunks[c, RLA_LO]
-    at = chunks[c, RLA_BITS]
+    at = chunks[c, RLA_BITS] + extra_starts[c]
+    if extra_starts[c] < 0:
+        return
     n = chunks[c, RLA_TOKENS]
     for first in range(0, n, LANES):
         k = first + lane

@@ -367,7 +367,7 @@ class Ans(Batched, GrowingChunks):
         for n, at, (lo, hi), want, found in zip(batch.sizes, batch.offsets, ranges, counted,
                                                statistics):
             n, at = int(n), int(at)
-            plan = None if not n or want is None else \
+            plan, estimate = (None, 0) if not n or want is None else \
                 self._counted_plan(n, int(lo), int(hi), want, found)
             done = part = None
             if n and (plan is None or plan.escapes()):
@@ -378,7 +378,8 @@ class Ans(Batched, GrowingChunks):
             elif n:
                 entries, rcps = coder_tables(plan.freqs)
                 part = gpu.AnsPart(at, n, plan.base, plan.chunk, entries, rcps, plan.classes,
-                                   plan.block_bits)
+                                   plan.block_bits,
+                                   gpu.units_bound(estimate, chunk_count(n, plan.chunk)))
             plans.append(plan)
             emitted.append(done)
             coded.append(part)
@@ -406,18 +407,16 @@ class Ans(Batched, GrowingChunks):
                             _stride(n))
 
     def _counted_plan(self, n, lo, hi, want, found):
-        """``_level_plan`` of ``n`` levels in [lo, hi] from their statistics ``found``
-        (a gpu.AnsStatistics of what ``want``, ``_counted``'s, names)."""
+        """(``_level_plan`` of ``n`` levels in [lo, hi] from their statistics ``found`` (a
+        gpu.AnsStatistics of what ``want``, ``_counted``'s, names), its estimated bytes)."""
         if want.bits is None:
-            plan, _ = self.plan_from(n, lo, want.window, None, found.counts)
-            return plan
+            return self.plan_from(n, lo, want.window, None, found.counts)
 
         def statistics(block_bits):
             if block_bits == want.bits:
                 return found.maxima, found.counts
             return found.larger_maxima, found.larger_counts
-        plan, _ = self._context_plan(n, lo, hi, want.bits, want.stride, statistics)
-        return plan
+        return self._context_plan(n, lo, hi, want.bits, want.stride, statistics)
 
     def emit(self, levels, plan):
         """Encode ``levels`` with ``plan`` (an AnsPlan or a RowsPlan): (params, words, n_words,

@@ -28,7 +28,6 @@ from horovod_huffman.kernels.runs import BUCKET_BASE, BUCKET_EXTRA
 from ..device import SIMULATED, arena, copy_to_host, grid_for
 from ..errors import DecodeError, check_status
 from ..pending import Queued
-from .codes import chunk_count
 
 # Threads per block of the grid-stride kernels (range, gather, fill, raw).
 STRIDE_BLOCK = 256
@@ -858,11 +857,12 @@ def decode_fixed(words, base, width, hi, out, name, stream):
     _judged(out, 1, name, launch)
 
 
-AnsPart = namedtuple("AnsPart", "offset size base chunk entries rcps classes block_bits")
+AnsPart = namedtuple("AnsPart", "offset size base chunk entries rcps classes block_bits bound")
 AnsPart.__doc__ = """A part that ``ans_payload`` codes: where its levels start in the flat array
 and how many, its base, its chunk size (levels), its classes' encode entries and reciprocals
 (kernels/ans.py ``coder_tables``: a row per class), its blocks' classes (uint8; one 0 without
-contexts) and log2 of its block size (NO_BLOCKS without contexts)."""
+contexts), log2 of its block size (NO_BLOCKS without contexts), and the bits its chunks' units
+should take at most (its plan's estimate with a margin: ``_packed``)."""
 
 
 def _stacked_tables(tables):
@@ -885,12 +885,15 @@ def ans_payload(levels, coded, stream, rider=None):
     """``ans`` payloads of the parts of device ``levels`` that ``coded`` names (an AnsPart, or
     None: a part not coded here), whose levels all lie in their windows: a list, per part, of
     (host uint32 words, words used, host chunk bits), laid out exactly as the CPU encoder lays
-    them out, or None. One upload, two launches and two copies to the host for the whole batch
-    (kernels/cuda_ans.py notes 2 and 6): every chunk's units, then every part's words, each part
-    from a word of its own, and after them ``rider`` (a Rider) if there is one."""
-    rows, part_rows, tables, classes = [], [], [], []
+    them out, or None. One upload, three launches and one copy to the host for the whole
+    batch where every part's bound holds (kernels/cuda_ans.py notes 2 and 6; ``_packed``):
+    every chunk's units and every part's words, each part from a word of its own, and after
+    them ``rider`` (a Rider) if there is one."""
+    rows, part_rows, tables, classes, bounds = [], [], [], [], [None] * len(coded)
+    first = np.zeros(len(coded) + 1, dtype=np.int64)
     n_tables = n_classes = slot_end = 0
     for p, part in enumerate(coded):
+        first[p + 1] = first[p]
         if part is None:
             continue
         lo = part.offset + np.arange(0, part.size, part.chunk, dtype=np.int64)
@@ -904,6 +907,8 @@ def ans_payload(levels, coded, stream, rider=None):
         n_tables += part.entries.shape[0]
         n_classes += part.classes.size
         classes.append(part.classes)
+        first[p + 1] += lo.size
+        bounds[p] = part.bound
     if not rows:
         return [None] * len(coded)
     chunks = np.concatenate(rows)
@@ -915,27 +920,103 @@ def ans_payload(levels, coded, stream, rider=None):
     device = upload(stream, chunks, parts, entries, rcps, np.concatenate(classes),
                     chunks[:, cuda_ans.ENCODE_SLOT_END].copy())
     scratch = arena(stream).take(slot_end, np.uint32)
-    counts = arena(stream).take(n_chunks, np.int64)
-    cuda_ans.encode_chunks[n_chunks, LANES, stream](levels, *device[:5], scratch, counts)
-    chunk_bits = copy_to_host(counts, stream) * 16
-    word_starts = np.empty(n_chunks, dtype=np.int64)
-    layout, at_word, first = [], 0, 0      # per part: (first word, words, bits, region)
-    for part in coded:
-        if part is None:
-            layout.append(None)
+
+    def code(counts):
+        cuda_ans.encode_chunks[n_chunks, LANES, stream](levels, *device[:5], scratch, counts)
+
+    def pack(counts, word_starts, extra_starts, out):
+        cuda_ans.pack_chunks[n_chunks, cuda_ans.PACK_BLOCK, stream](
+            scratch, device[5], counts, word_starts, out)
+    return _packed(stream, first, bounds, np.zeros(len(coded), np.int64), code, pack, rider,
+                   zeroed=False)
+
+
+# The margin a rANS part's region takes beyond its plan's estimate (``units_bound``).
+ESTIMATE_MARGIN = 1.05
+
+
+def units_bound(estimated_bytes, n_chunks):
+    """The bits a rANS part's chunks are given room for in ``_packed``: its plan's estimated
+    stream bytes (tables and parameters included, which the payload does not take) with
+    ESTIMATE_MARGIN, and every chunk's final states once more."""
+    return int(8 * ESTIMATE_MARGIN * estimated_bytes) + n_chunks * HEADER_UNITS * 16
+
+
+def _packed(stream, first, bounds, extras, code, pack, rider, zeroed):
+    """The payloads of a batch of rANS parts (``ans``, ``rla``), coded and packed in one copy
+    to the host where their bounds hold: a list, per part, of (host words, words of its
+    chunks' rANS streams, host chunk bits), or None for a part not coded (``bounds`` None).
+
+    Part p's chunks are rows first[p]..first[p + 1]; ``bounds[p]``, the most bits its chunks'
+    units should take (an estimate: a part past it is packed again); ``extras[p]``, the bits
+    of its extras (rla's, after its chunks' words). ``code(counts)`` codes every chunk into
+    its scratch slot and writes its unit count into counts (device int64), and ``pack(counts,
+    word_starts, extra_starts, out)`` lays the chunks out in ``out`` (uint32; zeroed where
+    ``zeroed``) from their word_starts, the extras from their extra_starts, skipping a chunk
+    whose start is -1.
+
+    Every part is given a region of words before the launch: its bound, a word of padding
+    per chunk, its extras and a spare word. ``cuda_ans.unit_layout`` lays every part's
+    chunks out in its region on the device, as the host would, so that the unit counts come
+    back with the payload in one copy. A part whose chunks would pass its region is left
+    unwritten and packed again from the copied counts: one copy more."""
+    n_parts, n_chunks = first.size - 1, int(first[-1])
+    regions, at_word = np.zeros((n_parts, 2), dtype=np.int64), 0
+    for p, bound in enumerate(bounds):
+        if bound is not None:
+            words = -(-int(bound) // WORD_BITS) + int(first[p + 1] - first[p]) + \
+                -(-int(extras[p]) // WORD_BITS) + 1
+            regions[p] = (at_word, at_word + words)
+            at_word += words
+    riding = 0 if rider is None else rider.array.size
+    # One buffer, one copy: every chunk's unit count (int64), then the payload's words.
+    head = 2 * n_chunks
+    buffer = arena(stream).take(head + at_word + riding, np.uint32)
+    if zeroed:
+        fill(buffer, 0, stream)
+    counts, out = buffer[:head].view(np.int64), buffer[head:]
+    code(counts)
+    first_d, regions_d, extras_d = upload(stream, first, regions, extras)
+    word_starts = arena(stream).take(n_chunks, np.int64)
+    extra_starts = arena(stream).take(n_chunks, np.int64)
+    cuda_ans.unit_layout[grid_for(n_parts, STRIDE_BLOCK), STRIDE_BLOCK, stream](
+        counts, first_d, regions_d, extras_d, word_starts, extra_starts)
+    pack(counts, word_starts, extra_starts, out)
+    if riding:
+        out[at_word:at_word + riding].copy_to_device(rider.array.view(np.uint32), stream=stream)
+    host = copy_to_host(buffer, stream)
+    if rider is not None:
+        rider.host = host[head + at_word:head + at_word + riding].view(rider.array.dtype)
+    chunk_bits, words = host[:head].view(np.int64) * 16, host[head:]
+    results, layout = [None] * n_parts, []
+    for p, bound in enumerate(bounds):
+        if bound is None:
             continue
-        rows = slice(first, first + chunk_count(part.size, part.chunk))
-        first = rows.stop
+        rows = slice(first[p], first[p + 1])
         starts = chunk_starts(chunk_bits[rows])
         n_words = -(-int(starts[-1] + chunk_bits[rows][-1]) // WORD_BITS)
-        word_starts[rows] = at_word + starts // WORD_BITS
-        layout.append((at_word, n_words, chunk_bits[rows].copy(), n_words + 1))
-        at_word += n_words + 1
-    riding = 0 if rider is None else rider.array.size
-    out = arena(stream).take(at_word + riding, np.uint32)
-    cuda_ans.pack_chunks[n_chunks, cuda_ans.PACK_BLOCK, stream](
-        scratch, device[5], counts, arena(stream).upload(word_starts), out)
-    return _with_rider(out, at_word, layout, rider, stream)
+        span = n_words + -(-int(extras[p]) // WORD_BITS) + 1
+        if regions[p, 0] + span <= regions[p, 1]:
+            results[p] = (words[regions[p, 0]:regions[p, 1]], n_words,
+                          chunk_bits[rows].copy())
+        else:                                           # not written (unit_layout)
+            layout.append((p, rows, starts, n_words, span))
+    if layout:
+        # The parts past their regions, laid out on the host as ``unit_layout`` would.
+        word_starts, extra_starts = np.full((2, n_chunks), -1, dtype=np.int64)
+        at_word = 0
+        for p, rows, starts, n_words, span in layout:
+            word_starts[rows] = at_word + starts // WORD_BITS
+            extra_starts[rows] = (at_word + n_words) * WORD_BITS
+            at_word += span
+        out = arena(stream).take(at_word, np.uint32)
+        fill(out, 0, stream)
+        pack(counts, *upload(stream, word_starts, extra_starts), out)
+        again = copy_to_host(out, stream)
+        for p, rows, starts, n_words, span in layout:
+            at = int(word_starts[rows][0])
+            results[p] = (again[at:at + span], n_words, chunk_bits[rows].copy())
+    return results
 
 
 def _with_rider(out, at_word, layout, rider, stream):
@@ -952,34 +1033,6 @@ def _with_rider(out, at_word, layout, rider, stream):
             for part in layout]
 
 
-def _ans_chunks(code, n, chunk, extra_words, stream):
-    """Run ``code(n_chunks, stride, scratch, counts)``, kernels that code every chunk of ``n``
-    levels into a slot of ``stride`` 16-bit units of ``scratch`` and count its units, then
-    lay the chunks out on 32-bit words as kernels/ans.py does: (device uint32 words, with
-    ``extra_words`` zeroed words after the chunks' and one spare; words the chunks use; host
-    chunk bits)."""
-    n_chunks = chunk_count(n, chunk)
-    # At most one unit per level, and the states (``ans``'s, more than ``rla``'s).
-    stride = min(n, chunk) + HEADER_UNITS + 1
-    scratch = cuda.device_array(n_chunks * stride, dtype=np.uint32, stream=stream)
-    counts = cuda.device_array(n_chunks, dtype=np.int64, stream=stream)
-    if n_chunks:
-        code(n_chunks, stride, scratch, counts)
-    chunk_bits = copy_to_host(counts, stream) * 16
-    starts = chunk_starts(chunk_bits)
-    n_words = -(-int(starts[-1] + chunk_bits[-1]) // WORD_BITS) if n_chunks else 0
-    if extra_words:
-        out = _zeroed_words(n_words + extra_words + 1, stream)
-    else:
-        out = cuda.device_array(n_words + 1, dtype=np.uint32, stream=stream)
-    if n_chunks:
-        slot_ends, word_starts = upload(
-            stream, stride * np.arange(1, n_chunks + 1, dtype=np.int64), starts // WORD_BITS)
-        cuda_ans.pack_chunks[n_chunks, cuda_ans.PACK_BLOCK, stream](scratch, slot_ends, counts,
-                                                                    word_starts, out)
-    return out, n_words, chunk_bits
-
-
 RlaCount = namedtuple("RlaCount", "offset size base window chunk")
 RlaCount.__doc__ = """A part whose ``rla`` tokens ``rla_statistics`` counts: ``size`` levels
 from ``offset`` of the batch's flat array, runs cut at chunks of ``chunk`` levels, their
@@ -991,10 +1044,11 @@ RlaFound.__doc__ = """What ``rla_statistics`` counts of a part: ``contexts`` (in
 (RUN_BUCKETS * window + 1): every token's symbol, in the row of its context), and per chunk
 its tokens and extra bits (int64)."""
 
-RlaCoded = namedtuple("RlaCoded", "count entries rcps tokens extra_bits")
+RlaCoded = namedtuple("RlaCoded", "count entries rcps tokens extra_bits bound")
 RlaCoded.__doc__ = """A part that ``rla_payload`` codes: its RlaCount (the chunks whose tokens
-were counted last), its tables (ans.coder_tables: a row per context, one or two), and per
-chunk its tokens and extra bits (RlaFound's)."""
+were counted last), its tables (ans.coder_tables: a row per context, one or two), per chunk its
+tokens and extra bits (RlaFound's), and the bits its chunks' units should take at most (its
+plan's estimate with a margin: ``_packed``)."""
 
 
 def _rla_chunks(counts, columns):
@@ -1143,9 +1197,9 @@ def rla_payload(levels, coded, ends, stream, rider=None):
     None: a part not coded here) from their token ``ends`` (``rla_statistics``'s last count of
     them): a list, per part, of (host uint32 words, words of its chunks' rANS streams, host
     chunk bits), its extras after those words as the CPU encoder writes them, or None. One
-    upload, four launches and two copies to the host for the whole batch: every chunk's
-    units, then every part's words, each part from a word of its own, and after them
-    ``rider`` (a Rider) if there is one."""
+    upload, five launches and one copy to the host for the whole batch where every part's
+    bound holds (``_packed``): every chunk's units and every part's words, each part from a
+    word of its own, and after them ``rider`` (a Rider) if there is one."""
     if all(part is None for part in coded):
         return [None] * len(coded)
     parts = np.zeros((len(coded), cuda_rla.RLA_PART_FIELDS), dtype=np.int64)
@@ -1156,42 +1210,37 @@ def rla_payload(levels, coded, ends, stream, rider=None):
                         part.entries.shape[0])
             tables.append((part.entries, part.rcps))
             n_tables += part.entries.shape[0]
-    chunks, spans = _rla_chunks([None if part is None else part.count for part in coded],
-                                lambda p, count: {cuda_rla.RLA_TOKENS: coded[p].tokens})
+    # Every chunk's extras from the bit after the extras of the chunks before it in its part.
+    chunks, spans = _rla_chunks(
+        [None if part is None else part.count for part in coded],
+        lambda p, count: {cuda_rla.RLA_TOKENS: coded[p].tokens,
+                          cuda_rla.RLA_BITS: np.cumsum(coded[p].extra_bits) -
+                          coded[p].extra_bits})
     # A slot holds at most one unit per token, and the final states.
     chunks[:, cuda_rla.RLA_SLOT_END] = np.cumsum(chunks[:, cuda_rla.RLA_TOKENS] +
                                                  HEADER_UNITS + 1)
     entries, rcps = _stacked_tables(tables)
     n_chunks = chunks.shape[0]
-    device = upload(stream, chunks, parts, entries, rcps)
+    first = np.zeros(len(coded) + 1, dtype=np.int64)
+    for p, span in enumerate(spans):
+        first[p + 1] = first[p] if span is None else span.stop
+    extras = np.array([0 if part is None else int(part.extra_bits.sum()) for part in coded],
+                      dtype=np.int64)
+    device = upload(stream, chunks, parts, entries, rcps,
+                    chunks[:, cuda_rla.RLA_SLOT_END].copy())
     scratch = arena(stream).take(int(chunks[-1, cuda_rla.RLA_SLOT_END]), np.uint32)
-    counts = arena(stream).take(n_chunks, np.int64)
-    cuda_rla.encode_chunks[n_chunks, LANES, stream](levels, *device, ends, scratch, counts)
-    chunk_bits = copy_to_host(counts, stream) * 16
-    word_starts = np.empty(n_chunks, dtype=np.int64)
-    layout, at_word = [], 0   # per part: (first word, words of its rANS streams, bits, region)
-    for p, part in enumerate(coded):
-        if part is None:
-            layout.append(None)
-            continue
-        rows = spans[p]
-        starts = chunk_starts(chunk_bits[rows])
-        n_words = -(-int(starts[-1] + chunk_bits[rows][-1]) // WORD_BITS)
-        word_starts[rows] = at_word + starts // WORD_BITS
-        extras = np.concatenate(([0], np.cumsum(part.extra_bits)))
-        chunks[rows, cuda_rla.RLA_BITS] = (at_word + n_words) * WORD_BITS + extras[:-1]
-        span = n_words + -(-int(extras[-1]) // WORD_BITS) + 1
-        layout.append((at_word, n_words, chunk_bits[rows].copy(), span))
-        at_word += span
-    riding = 0 if rider is None else rider.array.size
-    out = arena(stream).take(at_word + riding, np.uint32)
-    fill(out, 0, stream)                            # (the extras are ORed in)
-    slot_ends, word_starts, chunks = upload(
-        stream, chunks[:, cuda_rla.RLA_SLOT_END].copy(), word_starts, chunks)
-    cuda_ans.pack_chunks[n_chunks, cuda_ans.PACK_BLOCK, stream](scratch, slot_ends, counts,
-                                                                word_starts, out)
-    cuda_rla.write_extras[n_chunks, LANES, stream](chunks, _bucket_tables().extra, ends, out)
-    return _with_rider(out, at_word, layout, rider, stream)
+
+    def code(counts):
+        cuda_rla.encode_chunks[n_chunks, LANES, stream](levels, *device[:4], ends, scratch,
+                                                        counts)
+
+    def pack(counts, word_starts, extra_starts, out):
+        cuda_ans.pack_chunks[n_chunks, cuda_ans.PACK_BLOCK, stream](
+            scratch, device[4], counts, word_starts, out)
+        cuda_rla.write_extras[n_chunks, LANES, stream](device[0], _bucket_tables().extra,
+                                                       ends, extra_starts, out)
+    return _packed(stream, first, [None if part is None else part.bound for part in coded],
+                   extras, code, pack, rider, zeroed=True)
 
 
 def decode_ans(words, starts, chunk_bits, chunk, tables, classes, block_bits, escapes,

@@ -169,7 +169,10 @@ class RLA(Batched, GrowingChunks):
                         planned[p] = regrown[p]
             coded = [None if d is None else
                      gpu.RlaCoded(d.count, *coder_tables(d.plan.freqs), d.found.tokens,
-                                  d.found.extra_bits)
+                                  d.found.extra_bits,
+                                  gpu.units_bound(_stream_bytes(d.plan, value_bits(levels.dtype),
+                                                                d.found.tokens.size),
+                                                  d.found.tokens.size))
                      for d in planned]
             payloads = gpu.rla_payload(levels, coded, ends, stream, rider)
         emitted = []
