@@ -9,12 +9,13 @@ READ ME FIRST
    share: ``lane_counts`` gives each lane how many lanes below it renormalize (its unit's rank
    in the step) and how many do in all (how far the stream moves), through a vote in shared
    memory between two barriers.
-2. Encoding runs in two kernels over a batch of parts (tensors laid end to end, note 6):
+2. Encoding runs in three kernels over a batch of parts (tensors laid end to end, note 6):
    ``encode_chunks`` codes every chunk of every part backwards into its own slot of a scratch
-   array (the stream ending at the slot's end) and records its unit count; the host turns the
-   counts into word offsets (kernels/chunks.py), every part from a word of its own;
-   ``pack_chunks`` copies every chunk's units to its offset as big-endian pairs, as
-   ``ans.encode_chunks`` lays them out, a block per chunk.
+   array (the stream ending at the slot's end) and records its unit count; ``unit_layout``
+   turns the counts into word offsets as kernels/chunks.py does, every part in a region of
+   its own that the host gave it before the launch (gpu._packed); ``pack_chunks`` copies
+   every chunk's units to its offset as big-endian pairs, as ``ans.encode_chunks`` lays them
+   out, a block per chunk.
 3. Escaped levels are left to the host (the encoder copies such tensors over first); the
    device coder maps every level to its window index, which the caller guarantees exists.
 4. Decoding checks what the CPU decoder checks: the states' range, every unit read against the

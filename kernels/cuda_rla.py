@@ -3,7 +3,7 @@ chunk, writing and reading the very same bytes.
 
 READ ME FIRST
 1. Encoding codes a batch of parts (tensors laid end to end, note 6) in three kernels and
-   three trips to the host (four where chunks grow), each kernel a block of LANES threads
+   two trips to the host (three where chunks grow), each kernel a block of LANES threads
    per chunk.
    ``token_statistics`` finds a chunk's tokens, thread l the runs that end in the l-th slice
    of its levels: it stores every token's last level (less the chunk's first, lo) at
@@ -15,10 +15,10 @@ READ ME FIRST
    two or three loads. The host plans every part's tables from the counts as it plans them
    for host levels; a part whose chunks grow is counted again at its new size (its ends
    rewritten in place). ``encode_chunks`` codes the chunk's tokens backwards into its scratch
-   slot as cuda_ans.encode_chunks codes levels, token k on lane k % 32 (cuda_ans.pack_chunks
-   then lays the slots out). ``write_extras`` writes the extras 32 tokens at a time, each
-   token's bits placed by a prefix sum of the widths before it and ORed atomically into a
-   zeroed buffer.
+   slot as cuda_ans.encode_chunks codes levels, token k on lane k % 32 (cuda_ans.unit_layout
+   and pack_chunks then lay the slots out, and give every part's extras their first bit).
+   ``write_extras`` writes the extras 32 tokens at a time, each token's bits placed by a
+   prefix sum of the widths before it and ORed atomically into a zeroed buffer.
 2. The device codes only tensors without escapes: every level in the window and at most
    ANS_MAX_TOKENS token symbols; the encoder checks, and codes a host copy otherwise. Token
    symbols are those of kernels/runs.py (run bucket * window + level - base).
