@@ -274,7 +274,7 @@ def unit_layout(counts, first, regions, extras, word_starts, extra_starts):
     (extras[p] bits, rla's: extra_starts[c] gets their first bit for each of its chunks) and
     a spare word. A part that would pass its region's end gets word_starts and extra_starts
     -1 for every chunk, which ``pack_chunks`` and cuda_rla.write_extras skip. Any grid: a
-    thread per part (a part's chunks are few: this is bookkeeping, not coding)."""
+    thread per part, walking its chunks in turn."""
     for p in range(cuda.grid(1), first.shape[0] - 1, cuda.gridsize(1)):
         w = regions[p, 0]
         for c in range(first[p], first[p + 1]):

@@ -284,8 +284,8 @@ def chunk_layout(chunk_bits, first, regions, parts, chunk_start):
     bit, end bit)) as kernels/chunks.py ``chunk_starts`` lays them out, every chunk from a
     word, into chunk_start; a part whose chunks and a flush word would pass its region's end
     is not written: its PART_ESC becomes -1, which ``write_tokens`` skips. Part p's chunks
-    are rows first[p]..first[p + 1] of the chunk table. Any grid: a thread per part (a
-    part's chunks are few: this is bookkeeping, not coding)."""
+    are rows first[p]..first[p + 1] of the chunk table. Any grid: a thread per part, walking
+    its chunks in turn."""
     for p in range(cuda.grid(1), first.shape[0] - 1, cuda.gridsize(1)):
         if parts[p, PART_ESC] < 0 or first[p + 1] == first[p]:
             continue
