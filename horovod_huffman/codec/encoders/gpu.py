@@ -672,16 +672,12 @@ def _token_payload(tokens, codes, vbits, k, rider):
         cuda_tokens.segment_bits[n_chunks, BLOCK, stream](*args, bits)
     chunk_bits = copy_to_host(bits, stream)[:n_chunks]
     starts = np.zeros(max(n_chunks, 1), dtype=np.int64)
-    layout, at_word = [], 0      # per part: (first word, words, its chunk bits, its region)
-    for p in range(n_parts):
-        rows = slice(batch.first[p], batch.first[p + 1])
-        if codes[p] is None:
-            layout.append(None)
-            continue
-        part_starts = chunk_starts(chunk_bits[rows])
-        n_words = -(-int(part_starts[-1] + chunk_bits[rows][-1]) // WORD_BITS)
+    # Per part: (first word, words, its chunk bits, its region), or None.
+    layout, at_word = [None] * n_parts, 0
+    for p, rows in _coded_rows(batch, codes):
+        part_starts, n_words = _laid_out(chunk_bits[rows])
         starts[rows] = at_word * WORD_BITS + part_starts
-        layout.append((at_word, n_words, chunk_bits[rows].copy(), n_words + 1))
+        layout[p] = (at_word, n_words, chunk_bits[rows].copy(), n_words + 1)
         at_word += n_words + 1                 # + 1: a flush may OR into the next word
     riding = 0 if rider is None else rider.array.size
     out = _zeroed_words(max(at_word + riding, 1), stream)
@@ -689,6 +685,21 @@ def _token_payload(tokens, codes, vbits, k, rider):
         cuda_tokens.write_tokens[n_chunks, BLOCK, stream](
             *args, arena(stream).upload(starts), out)
     return _with_rider(out, at_word, layout, rider, stream)
+
+
+def _coded_rows(batch, codes):
+    """(part, its rows of the batch's chunk table) of every part that ``codes`` codes (an
+    entry not None)."""
+    return [(p, slice(batch.first[p], batch.first[p + 1]))
+            for p, code in enumerate(codes) if code is not None]
+
+
+def _laid_out(chunk_bits):
+    """(every chunk's first bit from its part's first, each chunk from a word as
+    kernels/chunks.py ``chunk_starts`` lays them out; the words the part's chunks take), for
+    a part's chunks of ``chunk_bits`` (host int64, one or more)."""
+    starts = chunk_starts(chunk_bits)
+    return starts, -(-int(starts[-1] + chunk_bits[-1]) // WORD_BITS)
 
 
 def _bounded_payload(tokens, codes, vbits, k, counts):
@@ -725,20 +736,14 @@ def _bounded_payload(tokens, codes, vbits, k, counts):
     if rider is not None:
         rider.host = host[head + at_word:head + at_word + riding].view(rider.array.dtype)
     chunk_bits, words = host[:head].view(np.int64), host[head:]
-    results, again = [], [None] * n_parts
-    for p in range(n_parts):
-        rows = slice(batch.first[p], batch.first[p + 1])
-        if codes[p] is None:
-            results.append(None)
-            continue
-        part_starts = chunk_starts(chunk_bits[rows])
-        n_words = -(-int(part_starts[-1] + chunk_bits[rows][-1]) // WORD_BITS)
+    results, again = [None] * n_parts, [None] * n_parts
+    for p, rows in _coded_rows(batch, codes):
+        _, n_words = _laid_out(chunk_bits[rows])
         first_word, end_word = regions[p] // WORD_BITS
         if first_word + n_words + 1 > end_word:     # not written (chunk_layout)
             again[p] = codes[p]
-            results.append(None)
-            continue
-        results.append((words[first_word:end_word], n_words, chunk_bits[rows].copy()))
+        else:
+            results[p] = (words[first_word:end_word], n_words, chunk_bits[rows].copy())
     if any(code is not None for code in again):
         for p, payload in enumerate(_token_payload(tokens, again, vbits, k, None)):
             if payload is not None:
@@ -993,8 +998,7 @@ def _packed(stream, first, bounds, extras, code, pack, rider, zeroed):
         if bound is None:
             continue
         rows = slice(first[p], first[p + 1])
-        starts = chunk_starts(chunk_bits[rows])
-        n_words = -(-int(starts[-1] + chunk_bits[rows][-1]) // WORD_BITS)
+        starts, n_words = _laid_out(chunk_bits[rows])
         span = n_words + -(-int(extras[p]) // WORD_BITS) + 1
         if regions[p, 0] + span <= regions[p, 1]:
             results[p] = (words[regions[p, 0]:regions[p, 1]], n_words,
