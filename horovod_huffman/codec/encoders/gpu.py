@@ -1134,13 +1134,21 @@ def rla_range_statistics(batch, ends, count_of):
     found = [None if count is None else _rla_narrowed(guess, got, count)
              for count, guess, got in
              zip(counts, near, _rla_read(host[2 * n_parts:], near, parts, n_counts, spans))]
-    again = [count if count is not None and got is None else None
-             for count, got in zip(counts, found)]
-    if any(count is not None for count in again):
-        for p, got in enumerate(rla_statistics(levels, again, ends, stream)):
+    return ranges, counts, _filled(counts, found,
+                                   lambda again: rla_statistics(levels, again, ends, stream))
+
+
+def _filled(wanted, found, count):
+    """``found`` (per part: statistics, or None) with every part that ``wanted`` names (not
+    None) but ``found`` lacks counted again, all of them in one ``count(again)`` (per part:
+    what to count, or None)."""
+    again = [want if want is not None and got is None else None
+             for want, got in zip(wanted, found)]
+    if any(want is not None for want in again):
+        for p, got in enumerate(count(again)):
             if got is not None:
                 found[p] = got
-    return ranges, counts, found
+    return found
 
 
 def _rla_bins(window):
@@ -1150,10 +1158,9 @@ def _rla_bins(window):
 
 
 def _rla_narrowed(guess, found, count):
-    """The RlaFound of ``count``, cut from ``found``, those of ``guess`` (RlaCounts of one
-    part), or None where ``guess`` did not count them."""
-    if found is None or (count.offset, count.size, count.chunk) != \
-            (guess.offset, guess.size, guess.chunk) or count.base < guess.base or \
+    """The RlaFound of ``count``, cut from ``found``, those of ``guess`` (RlaCounts of the same
+    levels and chunks), or None where ``guess`` did not count them."""
+    if found is None or count.base < guess.base or \
             count.base + count.window > guess.base + guess.window:
         return None
     at = count.base - guess.base
@@ -1347,13 +1354,8 @@ def ans_range_statistics(batch, counted_of):
                   for want, guess, found_stats in
                   zip(counted, near, _ans_read(host[2 * n_parts:], batch, table, near,
                                                n_counts))]
-    again = [want if want is not None and got is None else None
-             for want, got in zip(counted, statistics)]
-    if any(want is not None for want in again):
-        for p, got in enumerate(ans_statistics(batch, again)):
-            if got is not None:
-                statistics[p] = got
-    return ranges, counted, statistics
+    return ranges, counted, _filled(counted, statistics,
+                                    lambda again: ans_statistics(batch, again))
 
 
 def _narrowed(guess, found, want):
