@@ -3,18 +3,20 @@ chunk, writing and reading the very same bytes.
 
 READ ME FIRST
 1. Encoding codes a batch of parts (tensors laid end to end, note 6) in three kernels and
-   two trips to the host (three where chunks grow), each kernel a block of LANES threads
-   per chunk.
+   two trips to the host, each kernel a block of LANES threads per chunk.
    ``token_statistics`` finds a chunk's tokens, thread l the runs that end in the l-th slice
    of its levels: it stores every token's last level (less the chunk's first, lo) at
    ends[lo + k] (a chunk's tokens are at most its levels, so every chunk's slot is its own
    levels' place), then counts every token's symbol under its context (ans_tokens.py note 5:
    whether the token before it has level 0; in shared memory where both rows fit
-   SHARED_BINS) and every chunk's tokens and extra bits. Token k's run is ends[lo + k] -
-   ends[lo + k - 1], so every kernel after it finds any token, and the token before it, in
-   two or three loads. The host plans every part's tables from the counts as it plans them
-   for host levels; a part whose chunks grow is counted again at its new size (its ends
-   rewritten in place). ``encode_chunks`` codes the chunk's tokens backwards into its scratch
+   SHARED_BINS), every chunk's tokens and extra bits, and its first and last tokens
+   (FOUND_*). Token k's run is ends[lo + k] - ends[lo + k - 1], so every kernel after it
+   finds any token, and the token before it, in two or three loads. The host plans every
+   part's tables from the counts as it plans them for host levels. A part whose chunks grow
+   takes its counts from those of its chunks as they were (gpu.rla_grown: a run that crosses
+   a vanished chunk end becomes one token, and the token after the end takes its context
+   from the token before it); its ends are found again at the new size, in place, with
+   nothing copied back. ``encode_chunks`` codes the chunk's tokens backwards into its scratch
    slot as cuda_ans.encode_chunks codes levels, token k on lane k % 32 (cuda_ans.unit_layout
    and pack_chunks then lay the slots out, and give every part's extras their first bit).
    ``write_extras`` writes the extras 32 tokens at a time, each token's bits placed by a
@@ -79,6 +81,11 @@ PLAIN_RUNS = 3
 # start, the first row of its tables and their count (contexts: 1 or 2).
 RLA_LO, RLA_HI, RLA_PART, RLA_TOKENS, RLA_SLOT_END, RLA_BITS, RLA_CHUNK_FIELDS = range(7)
 RLA_BASE, RLA_WINDOW, RLA_COUNTS, RLA_TABLE, RLA_CONTEXTS, RLA_PART_FIELDS = range(6)
+# What ``token_statistics`` finds of a chunk (a row of ``found``): its tokens and extra bits;
+# its first token's run and level; its last token's run, level and context. The host grows
+# chunks from these without counting again (note 1).
+(FOUND_TOKENS, FOUND_BITS, FOUND_FIRST_RUN, FOUND_FIRST_LEVEL, FOUND_LAST_RUN,
+ FOUND_LAST_LEVEL, FOUND_LAST_CONTEXT, FOUND_FIELDS) = range(8)
 
 
 @cuda.jit(device=True, inline=True)
@@ -136,9 +143,9 @@ def token_statistics(levels, chunks, parts, bucket_extra, ends, counts, found):
     """Block c (LANES threads) finds the tokens of row c of the chunk table ``chunks`` (note
     6): stores token k's last level, less the chunk's first level lo, in ends[lo + k], adds
     every token to its part's counts (int64, zeroed; two rows of RUN_BUCKETS * window + 1
-    from its PART_COUNTS: context 0, then 1) and stores the chunk's tokens in found[c, 0] and
-    their extra bits in found[c, 1]. Thread l takes the l-th slice of the chunk's levels and
-    the tokens that end there."""
+    from its PART_COUNTS: context 0, then 1) and fills row c of ``found`` (FOUND_FIELDS
+    columns: the chunk's tokens, their extra bits, and its first and last tokens). Thread l
+    takes the l-th slice of the chunk's levels and the tokens that end there."""
     votes = cuda.shared.array(LANES, int64)
     bins = cuda.shared.array(SHARED_BINS, int32)
     c = cuda.blockIdx.x
@@ -184,8 +191,15 @@ def token_statistics(levels, chunks, parts, bucket_extra, ends, counts, found):
             if bins[b] != 0:
                 cuda.atomic.add(counts, at + b, int64(bins[b]))
     if lane == 0:
-        found[c, 0] = total
-        found[c, 1] = bits
+        last = int64(ends[start + total - 1])
+        found[c, FOUND_TOKENS] = total
+        found[c, FOUND_BITS] = bits
+        found[c, FOUND_FIRST_RUN] = int64(ends[start]) + 1
+        found[c, FOUND_FIRST_LEVEL] = levels[start]
+        found[c, FOUND_LAST_RUN] = last - (int64(ends[start + total - 2]) if total > 1
+                                           else int64(-1))
+        found[c, FOUND_LAST_LEVEL] = levels[start + last]
+        found[c, FOUND_LAST_CONTEXT] = _context(levels, ends, start, total - 1)
 
 
 @cuda.jit(cache=True)

@@ -649,6 +649,41 @@ def test_sparse_chunks_grow_on_the_device(name):
     np.testing.assert_array_equal(hh.decode(host, device="cuda").copy_to_host(), levels)
 
 
+@pytest.mark.parametrize("pattern", ["sparse", "zero chunks", "long runs", "dense"])
+def test_rla_grown_chunks_take_their_counts_from_the_chunks_they_join(pattern):
+    """``gpu.rla_grown`` gives a part's statistics at 4 times its chunk size from those
+    counted at that size: what counting again at the grown size gives, token for token.
+    Runs that cross chunk ends, chunks of one run (zero chunks, long runs) and a last chunk
+    cut short are among them."""
+    from horovod_huffman.codec.device import arena
+    from horovod_huffman.codec.encoders import gpu
+    rng = np.random.default_rng(21)
+    n = 23 * CHUNK + CHUNK // 3
+    if pattern == "sparse":
+        levels = np.where(rng.random(n) < 0.03, rng.choice([-1, 1], n), 0)
+    elif pattern == "zero chunks":
+        levels = np.where(rng.random(n) < 0.01, rng.integers(-3, 4, n), 0)
+        levels[3 * CHUNK:9 * CHUNK + 5] = 0
+        levels[12 * CHUNK - 7:14 * CHUNK + 3] = 2
+    elif pattern == "long runs":
+        levels = np.repeat(rng.integers(-2, 3, n), rng.integers(1, CHUNK, n))[:n]
+    else:
+        levels = rng.integers(-4, 5, n)
+    levels = levels.astype(np.int8)
+    stream = cuda.stream()
+    device = cuda.to_device(levels, stream=stream)
+    lo, hi = int(levels.min()), int(levels.max())
+    count = gpu.RlaCount(0, n, lo, hi - lo + 1, CHUNK)
+    grown = count._replace(chunk=4 * CHUNK)
+    with arena(stream):
+        ends = cuda.device_array(n, np.uint32)
+        found, = gpu.rla_statistics(device, [count], ends, stream)
+        counted, = gpu.rla_statistics(device, [grown], ends, stream)
+    derived = gpu.rla_grown(found, count, grown.chunk)
+    for field in gpu.RlaFound._fields:
+        np.testing.assert_array_equal(getattr(derived, field), getattr(counted, field), field)
+
+
 def test_rla_whose_grown_chunks_pass_the_token_limit_is_coded_on_the_host():
     """Grown chunks merge runs that chunk ends had cut into new tokens: 2048 distinct tokens
     (ANS_MAX_TOKENS) with chunks of 64 levels, 2049 with the grown ones, where one takes the

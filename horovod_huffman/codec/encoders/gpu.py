@@ -23,7 +23,7 @@ from horovod_huffman.kernels.chunks import CHUNK_LEVELS, chunk_starts
 from horovod_huffman.kernels.cuda_bits import BLOCK
 from horovod_huffman.kernels.cuda_tokens import LEVELS, RUNS, ZERO_RUNS  # noqa: F401 (modes)
 from horovod_huffman.kernels.maxima import LENGTH_MASK, RUN_BUCKETS
-from horovod_huffman.kernels.runs import BUCKET_BASE, BUCKET_EXTRA
+from horovod_huffman.kernels.runs import BUCKET_BASE, BUCKET_EXTRA, run_bucket
 
 from ..device import SIMULATED, arena, copy_to_host, grid_for
 from ..errors import DecodeError, check_status
@@ -1043,10 +1043,12 @@ from ``offset`` of the batch's flat array, runs cut at chunks of ``chunk`` level
 levels in [base, base + window) (a token whose level lies outside is counted as the escape:
 its statistics are not the part's)."""
 
-RlaFound = namedtuple("RlaFound", "contexts tokens extra_bits")
+RlaFound = namedtuple("RlaFound", "contexts tokens extra_bits edges")
 RlaFound.__doc__ = """What ``rla_statistics`` counts of a part: ``contexts`` (int64, 2 x
-(RUN_BUCKETS * window + 1): every token's symbol, in the row of its context), and per chunk
-its tokens and extra bits (int64)."""
+(RUN_BUCKETS * window + 1): every token's symbol, in the row of its context), per chunk its
+tokens and extra bits (int64), and ``edges`` (int64, a row per chunk: columns
+cuda_rla.FOUND_FIRST_RUN ... FOUND_LAST_CONTEXT of ``token_statistics``'s rows, less
+FOUND_FIRST_RUN), its first and last tokens, which ``rla_grown`` merges."""
 
 RlaCoded = namedtuple("RlaCoded", "count entries rcps tokens extra_bits bound")
 RlaCoded.__doc__ = """A part that ``rla_payload`` codes: its RlaCount (the chunks whose tokens
@@ -1087,11 +1089,78 @@ def rla_statistics(levels, counts, ends, stream):
         return [None] * len(counts)
     parts, n_counts, chunks, spans = _rla_tables(counts)
     n_chunks = chunks.shape[0]
-    found = arena(stream).take(n_counts + 2 * n_chunks, np.int64)
+    found = arena(stream).take(n_counts + cuda_rla.FOUND_FIELDS * n_chunks, np.int64)
     fill(found, 0, stream)
     device = upload(stream, chunks, parts)
     _rla_count(levels, device, ends, found, n_counts, stream)
     return _rla_read(copy_to_host(found, stream), counts, parts, n_counts, spans)
+
+
+def rla_ends(levels, counts, ends, stream):
+    """Find again the token ends of the parts that ``counts`` names (RlaCount, or None) at
+    their chunk sizes, into ``ends`` as ``rla_statistics`` does, with nothing copied to the
+    host: their statistics come from ``rla_grown``. One upload and one launch."""
+    if all(count is None for count in counts):
+        return
+    parts, n_counts, chunks, _ = _rla_tables(counts)
+    found = arena(stream).take(n_counts + cuda_rla.FOUND_FIELDS * chunks.shape[0], np.int64)
+    fill(found, 0, stream)
+    _rla_count(levels, upload(stream, chunks, parts), ends, found, n_counts, stream)
+
+
+def rla_grown(found, count, chunk):
+    """The RlaFound that ``rla_statistics`` would count of the part ``count`` names with its
+    runs cut at chunks of ``chunk`` levels (a multiple of ``count.chunk``), from ``found``,
+    what it counted at ``count.chunk`` (kernels/cuda_rla.py note 1). Where two chunks meet, a
+    run of one level on both sides becomes one token, in the context of the token before it;
+    else the token after the end takes the context that the token before it gives (1 after
+    level 0), where it had the chunk's first token's (0)."""
+    window, base = count.window, count.base
+    contexts = found.contexts.copy()
+    edges = found.edges
+    first_run, first_level, last_run, last_level, last_context = (
+        edges[:, c - cuda_rla.FOUND_FIRST_RUN] for c in
+        (cuda_rla.FOUND_FIRST_RUN, cuda_rla.FOUND_FIRST_LEVEL, cuda_rla.FOUND_LAST_RUN,
+         cuda_rla.FOUND_LAST_LEVEL, cuda_rla.FOUND_LAST_CONTEXT))
+
+    def symbol(run, level):
+        return run_bucket(run) * window + level - base
+    per = chunk // count.chunk
+    n = found.tokens.size
+    tokens = np.add.reduceat(found.tokens, np.arange(0, n, per))
+    extra_bits = np.add.reduceat(found.extra_bits, np.arange(0, n, per))
+    new_edges = np.empty((tokens.size, edges.shape[1]), dtype=np.int64)
+    for g, c0 in enumerate(range(0, n, per)):
+        new_edges[g] = edges[c0]
+        run, level, context = int(last_run[c0]), int(last_level[c0]), int(last_context[c0])
+        whole = found.tokens[c0] == 1           # the chunks so far hold one token
+        for c in range(c0 + 1, min(c0 + per, n)):
+            head_run, head_level = int(first_run[c]), int(first_level[c])
+            alone, joins = found.tokens[c] == 1, head_level == level
+            if joins:                           # one run across the end: one token
+                merged = run + head_run
+                contexts[context, symbol(run, level)] -= 1
+                contexts[0, symbol(head_run, head_level)] -= 1
+                contexts[context, symbol(merged, level)] += 1
+                tokens[g] -= 1
+                extra_bits[g] += int(BUCKET_EXTRA[run_bucket(merged)]) - \
+                    int(BUCKET_EXTRA[run_bucket(run)]) - int(BUCKET_EXTRA[run_bucket(head_run)])
+                head_run, head_context = merged, context
+                if whole:                       # (the group's first token too)
+                    new_edges[g, 0] = merged
+            else:
+                head_context = int(level == 0)
+                contexts[0, symbol(head_run, head_level)] -= 1
+                contexts[head_context, symbol(head_run, head_level)] += 1
+            whole = whole and alone and joins
+            if alone:
+                run, level, context = head_run, head_level, head_context
+            else:
+                run, level, context = int(last_run[c]), int(last_level[c]), \
+                    int(last_context[c])
+        new_edges[g, cuda_rla.FOUND_LAST_RUN - cuda_rla.FOUND_FIRST_RUN:] = \
+            (run, level, context)
+    return RlaFound(contexts, tokens, extra_bits, new_edges)
 
 
 # The levels -RLA_NEAR..RLA_NEAR that ``rla_range_statistics`` counts in first: the widest
@@ -1123,7 +1192,8 @@ def rla_range_statistics(batch, ends, count_of):
         return ranges, counts, rla_statistics(levels, counts, ends, stream)
     parts, n_counts, chunks, spans = _rla_tables(near)
     start = np.concatenate([batch.range_start(),
-                            np.zeros(n_counts + 2 * chunks.shape[0], np.int64)])
+                            np.zeros(n_counts + cuda_rla.FOUND_FIELDS * chunks.shape[0],
+                                     np.int64)])
     found, *device = upload(stream, start, chunks, parts)
     batch.count_ranges(found)
     _rla_count(levels, device, ends, found[2 * n_parts:], n_counts, stream)
@@ -1185,21 +1255,22 @@ def _rla_tables(counts):
 
 def _rla_count(levels, device, ends, found, n_counts, stream):
     """``token_statistics`` of the uploaded chunk and parts tables ``device`` into ``found``
-    (zeroed: the counts, then two per chunk)."""
+    (zeroed: the counts, then FOUND_FIELDS per chunk)."""
     n_chunks = device[0].shape[0]
     cuda_rla.token_statistics[n_chunks, LANES, stream](
         levels, *device, _bucket_tables().extra, ends, found[:n_counts],
-        found[n_counts:].reshape(n_chunks, 2))
+        found[n_counts:].reshape(n_chunks, cuda_rla.FOUND_FIELDS))
 
 
 def _rla_read(host, counts, parts, n_counts, spans):
     """The RlaFound of every part ``counts`` names (else None) from ``host``, the host copy
     of what ``_rla_count`` wrote."""
-    per_chunk = host[n_counts:].reshape(-1, 2)
+    per_chunk = host[n_counts:].reshape(-1, cuda_rla.FOUND_FIELDS)
     return [None if count is None else
             RlaFound(host[parts[p, cuda_rla.RLA_COUNTS]:][:_rla_bins(count.window)]
-                     .reshape(2, -1), per_chunk[spans[p], 0].copy(),
-                     per_chunk[spans[p], 1].copy())
+                     .reshape(2, -1), per_chunk[spans[p], cuda_rla.FOUND_TOKENS].copy(),
+                     per_chunk[spans[p], cuda_rla.FOUND_BITS].copy(),
+                     per_chunk[spans[p], cuda_rla.FOUND_FIRST_RUN:].copy())
             for p, count in enumerate(counts)]
 
 

@@ -144,10 +144,10 @@ class RLA(Batched, GrowingChunks):
         """``_encode`` of every non-empty part of device ``levels``, as one batch: the parts'
         ranges and their tokens counted on the device, brought back together where the
         levels lie near 0 (gpu.rla_range_statistics), planned on the host as ``sized_plan``
-        plans them, those whose chunks grow counted again at their size; then coded in one
-        batch (gpu.rla_payload). A part that needs escapes (a window wider than
-        RLH_MAX_WINDOW, or more than ANS_MAX_TOKENS token symbols) is copied to the host
-        and coded there: the same bytes."""
+        plans them, those whose chunks grow from the counts of their chunks as they were
+        (gpu.rla_grown); then coded in one batch (gpu.rla_payload). A part that needs
+        escapes (a window wider than RLH_MAX_WINDOW, or more than ANS_MAX_TOKENS token
+        symbols) is copied to the host and coded there: the same bytes."""
         batch = gpu.Batch(levels, sizes, stream, gpu.STATISTICS_CHUNK)
 
         def count_of(at, n, lo, hi):
@@ -162,11 +162,10 @@ class RLA(Batched, GrowingChunks):
                 chunk = None if d is None else self._chunk_of(d, levels.dtype)
                 if chunk is not None and chunk != d.count.chunk:
                     grown[p] = d.count._replace(chunk=chunk)
-            if any(count is not None for count in grown):
-                regrown = _device_plans(grown, gpu.rla_statistics(levels, grown, ends, stream))
-                for p, count in enumerate(grown):
-                    if count is not None:       # (None: merged runs' tokens would escape)
-                        planned[p] = regrown[p]
+                    # (None: merged runs' tokens would escape)
+                    planned[p], = _device_plans([grown[p]],
+                                                [gpu.rla_grown(d.found, d.count, chunk)])
+            gpu.rla_ends(levels, grown, ends, stream)
             coded = [None if d is None else
                      gpu.RlaCoded(d.count, *coder_tables(d.plan.freqs), d.found.tokens,
                                   d.found.extra_bits,
