@@ -634,9 +634,11 @@ def test_rla_contexts_on_the_device():
 
 
 @pytest.mark.parametrize("name", hh.codec.encoders.GROWING)
-def test_sparse_chunks_grow_on_the_device(name):
+def test_sparse_chunks_grow_on_the_device(name, monkeypatch):
     """TernGrad-like levels (2% non-zero): the device estimates the stream as the host does,
-    grows its chunks alike (16 times CHUNK), writes the host's bytes and decodes them."""
+    grows its chunks alike (16 times CHUNK), writes the host's bytes, in two copies to the
+    host as chunks that do not grow, and decodes them."""
+    from horovod_huffman.codec.encoders import gpu
     rng = np.random.default_rng(11)
     n = 4000 if SIMULATED else 1_000_000
     levels = np.where(rng.random(n) < 0.02, rng.choice(np.array([-1, 1], np.int8), n), 0)
@@ -645,7 +647,11 @@ def test_sparse_chunks_grow_on_the_device(name):
     plan = enc.plan(levels) if name == "ans" else enc.sized_plan(levels)[0]
     assert plan.chunk == 16 * CHUNK
     host = enc.encode(levels)
+    counts = {}
+    monkeypatch.setattr(gpu, "copy_to_host", _Counted(gpu, counts).copy_to_host)
     assert bytes(enc.encode(cuda.to_device(levels))) == bytes(host)
+    monkeypatch.undo()
+    assert counts["copy_to_host"] == 2
     np.testing.assert_array_equal(hh.decode(host, device="cuda").copy_to_host(), levels)
 
 
