@@ -27,7 +27,9 @@ READ ME FIRST
    kernel into another module's device function swaps that module's ``cuda`` for a fake one,
    which threads of one block race on: the warp kernels here call only this module's device
    functions and cuda_quantize.put_level, which never names ``cuda`` (cuda_rla.py's call
-   only such functions of this module).
+   only such functions of this module). ``unit_layout``, a block kernel, calls
+   cuda_tokens.part_slice, which names no ``cuda`` either, and cuda_bits.block_scan, which
+   uses it only between barriers that every thread reaches (cuda_bits.py note 2).
 6. The encoder's tables. ``chunks`` has a row per chunk of every part (ENCODE_*: its first
    level and end in the flat levels array, its part, where its scratch slot ends), each part
    cut into chunks of its own plan's size from its first level. ``parts`` has a row per part
@@ -64,7 +66,8 @@ from .ans_plans import SAMPLE_HASH
 from .cuda_decode import (BLOCK_CHUNK, BLOCK_END, BLOCK_FIRST, STREAM_CHUNKS, STREAM_COMMON,
                           STREAM_LEVELS, STREAM_MODE, STREAM_OUT, STREAM_SCALES, STREAM_WORDS)
 from .cuda_quantize import put_level
-from .cuda_tokens import CHUNK_HI, CHUNK_LO, CHUNK_PART, SHARED_BINS
+from .cuda_bits import BLOCK, block_scan
+from .cuda_tokens import CHUNK_HI, CHUNK_LO, CHUNK_PART, SHARED_BINS, part_slice
 from .errors import OK, PAYLOAD_OVERRUN, PAYLOAD_UNDERRUN, BAD_STATE, ESCAPE_MISMATCH
 from .maxima import (ANS_BIAS_SHIFT, ANS_BOUND_MASK, ANS_COMPLEMENT_SHIFT, ANS_ESCAPE,
                      ANS_FREQ_MASK, ANS_LEVEL_SHIFT, ANS_OFFSET_MASK, ANS_OFFSET_SHIFT,
@@ -273,18 +276,22 @@ def unit_layout(counts, first, regions, extras, word_starts, extra_starts):
     of counts[c] 16-bit units out, each from a word, into word_starts; then its extras
     (extras[p] bits, rla's: extra_starts[c] gets their first bit for each of its chunks) and
     a spare word. A part that would pass its region's end gets word_starts and extra_starts
-    -1 for every chunk, which ``pack_chunks`` and cuda_rla.write_extras skip. Any grid: a
-    thread per part, walking its chunks in turn."""
-    for p in range(cuda.grid(1), first.shape[0] - 1, cuda.gridsize(1)):
-        w = regions[p, 0]
-        for c in range(first[p], first[p + 1]):
-            word_starts[c] = w
-            w += (counts[c] + 1) >> 1
-        fits = w + ((extras[p] + 31) >> 5) + 1 <= regions[p, 1]
-        for c in range(first[p], first[p + 1]):
-            extra_starts[c] = w << 5 if fits else -1
-            if not fits:
-                word_starts[c] = -1
+    -1 for every chunk, which ``pack_chunks`` and cuda_rla.write_extras skip. Grid: a block
+    of BLOCK threads per part, each thread a run of its chunks (cuda_tokens.part_slice),
+    placed by a block scan of the runs' words (note 5)."""
+    scratch = cuda.shared.array(BLOCK, int64)
+    p = cuda.blockIdx.x
+    a, b = part_slice(first, p, int64(cuda.threadIdx.x))
+    words = int64(0)
+    for c in range(a, b):
+        words += (counts[c] + 1) >> 1
+    w = regions[p, 0] + block_scan(scratch, words, False) - words
+    extras_at = regions[p, 0] + scratch[BLOCK - 1]          # after every chunk of the part
+    fits = extras_at + ((extras[p] + 31) >> 5) + 1 <= regions[p, 1]
+    for c in range(a, b):
+        word_starts[c] = w if fits else -1
+        extra_starts[c] = extras_at << 5 if fits else -1
+        w += (counts[c] + 1) >> 1
 
 
 @cuda.jit(cache=True)

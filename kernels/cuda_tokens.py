@@ -278,24 +278,42 @@ def segment_bits(levels, chunk, chunks, mode, seg_prev, parts, all_entries, vbit
         chunk_bits[cuda.blockIdx.x] = inclusive
 
 
+@cuda.jit(device=True, inline=True)
+def part_slice(first, p, t):
+    """(first, end) of the rows of part p (rows first[p]..first[p + 1]) that thread t of a
+    block of BLOCK threads takes: a run of consecutive rows, the runs in thread order. (It
+    names no ``cuda``: cuda_ans.py note 5.)"""
+    lo, hi = first[p], first[p + 1]
+    per = (hi - lo + BLOCK - 1) // BLOCK
+    a = min(hi, lo + t * per)
+    return a, min(hi, a + per)
+
+
 @cuda.jit(cache=True)
 def chunk_layout(chunk_bits, first, regions, parts, chunk_start):
     """Lay every coded part's chunks out in its region of the payload (regions[p] = (first
     bit, end bit)) as kernels/chunks.py ``chunk_starts`` lays them out, every chunk from a
     word, into chunk_start; a part whose chunks and a flush word would pass its region's end
     is not written: its PART_ESC becomes -1, which ``write_tokens`` skips. Part p's chunks
-    are rows first[p]..first[p + 1] of the chunk table. Any grid: a thread per part, walking
-    its chunks in turn."""
-    for p in range(cuda.grid(1), first.shape[0] - 1, cuda.gridsize(1)):
-        if parts[p, PART_ESC] < 0 or first[p + 1] == first[p]:
-            continue
-        at = regions[p, 0]
-        for c in range(first[p], first[p + 1]):
-            chunk_start[c] = at
-            at += (chunk_bits[c] + WORD_MASK) >> WORD_SHIFT << WORD_SHIFT
-        last = first[p + 1] - 1
-        if chunk_start[last] + chunk_bits[last] + (WORD_MASK + 1) > regions[p, 1]:
-            parts[p, PART_ESC] = -1
+    are rows first[p]..first[p + 1] of the chunk table. Grid: a block of BLOCK threads per
+    part, each thread a run of its chunks (``part_slice``), placed by a block scan of the
+    runs' bits."""
+    scratch = cuda.shared.array(BLOCK, int64)
+    p = cuda.blockIdx.x
+    if parts[p, PART_ESC] < 0 or first[p + 1] == first[p]:
+        return                                  # (the whole block)
+    a, b = part_slice(first, p, int64(cuda.threadIdx.x))
+    bits = int64(0)
+    for c in range(a, b):
+        bits += (chunk_bits[c] + WORD_MASK) >> WORD_SHIFT << WORD_SHIFT
+    at = regions[p, 0] + block_scan(scratch, bits, False) - bits
+    for c in range(a, b):
+        chunk_start[c] = at
+        at += (chunk_bits[c] + WORD_MASK) >> WORD_SHIFT << WORD_SHIFT
+    last = b - 1                                # the part's last chunk, if this run ends it
+    if a < b and b == first[p + 1] and \
+            chunk_start[last] + chunk_bits[last] + (WORD_MASK + 1) > regions[p, 1]:
+        parts[p, PART_ESC] = -1
 
 
 @cuda.jit(cache=True)

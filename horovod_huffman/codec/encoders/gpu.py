@@ -727,7 +727,7 @@ def _bounded_payload(tokens, codes, vbits, k, counts):
     first, regions_on_device = upload(stream, batch.first, regions)
     starts = arena(stream).take(n_chunks, np.int64)
     cuda_tokens.segment_bits[n_chunks, BLOCK, stream](*args, bits)
-    cuda_tokens.chunk_layout[grid_for(n_parts, STRIDE_BLOCK), STRIDE_BLOCK, stream](
+    cuda_tokens.chunk_layout[n_parts, BLOCK, stream](
         bits, first, regions_on_device, parts, starts)
     cuda_tokens.write_tokens[n_chunks, BLOCK, stream](*args, starts, out)
     if riding:
@@ -984,7 +984,7 @@ def _packed(stream, first, bounds, extras, code, pack, rider, zeroed):
     first_d, regions_d, extras_d = upload(stream, first, regions, extras)
     word_starts = arena(stream).take(n_chunks, np.int64)
     extra_starts = arena(stream).take(n_chunks, np.int64)
-    cuda_ans.unit_layout[grid_for(n_parts, STRIDE_BLOCK), STRIDE_BLOCK, stream](
+    cuda_ans.unit_layout[n_parts, BLOCK, stream](
         counts, first_d, regions_d, extras_d, word_starts, extra_starts)
     pack(counts, word_starts, extra_starts, out)
     if riding:
