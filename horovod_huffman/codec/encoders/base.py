@@ -294,14 +294,16 @@ class Sampled:
         return self.sampled_plan(*level_range(levels),
                                  levels[self.positions(levels.size)])
 
-    def plan_device_parts(self, batch):
-        """The code of every part of a gpu.Batch (None for an empty part): ranges and samples
-        gathered on the GPU, brought back in one copy for the whole batch
-        (gpu.ranges_and_sample)."""
+    def batch_positions(self, batch):
+        """Every non-empty part's next ``sample_size`` sample positions in a gpu.Batch's flat
+        array, in part order (int64)."""
         positions = [self.positions(int(n)) + at for n, at in zip(batch.sizes, batch.offsets)
                      if n]
-        ranges, sample = gpu_ranges_and_sample(
-            batch, np.concatenate(positions) if positions else np.zeros(0, np.int64))
+        return np.concatenate(positions) if positions else np.zeros(0, np.int64)
+
+    def batch_plans(self, batch, ranges, sample):
+        """The code of every part of a gpu.Batch (None for an empty part) from its range and
+        the levels at its ``batch_positions``."""
         plans, at = [], 0
         for (lo, hi), n in zip(ranges, batch.sizes):
             if n == 0:
@@ -310,3 +312,10 @@ class Sampled:
             plans.append(self.sampled_plan(int(lo), int(hi), sample[at:at + self.sample_size]))
             at += self.sample_size
         return plans
+
+    def plan_device_parts(self, batch):
+        """The code of every part of a gpu.Batch (None for an empty part): ranges and samples
+        gathered on the GPU, brought back in one copy for the whole batch
+        (gpu.ranges_and_sample)."""
+        return self.batch_plans(batch, *gpu_ranges_and_sample(batch,
+                                                              self.batch_positions(batch)))

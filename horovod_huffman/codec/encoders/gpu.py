@@ -553,29 +553,41 @@ def token_counts(tokens, windows):
 MAX_GUESSED_BINS = 1 << 16
 
 
-def window_counts(tokens, window_of):
-    """(host int64 (parts, 2): every part's least and greatest level, as Batch.ranges; every
-    part's window, ``window_of(lo, hi)``; the host int64 histogram of each part's tokens in
-    its window, as ``token_counts``), with one copy to the host where it can.
+WindowCounts = namedtuple("WindowCounts", "ranges windows counts sample")
+WindowCounts.__doc__ = """What ``window_counts`` finds of a batch: host int64 (parts, 2), every
+part's least and greatest level (as Batch.ranges); every part's (base, window); the host int64
+histogram of each part's tokens in its window (as ``token_counts``); and the host levels at
+the positions asked for (their dtype; None where none were asked for)."""
 
-    The ranges and the histograms are counted in one launch each and come back together, the
-    histograms in a first window for every part: the widest whose histogram fits the kernel's
-    shared-memory bins (cuda_tokens.SHARED_BINS), centred on level 0 (levels -32..32 for
-    RUNS tokens, -2048..2047 for LEVELS: every QSGD up to s = 32 and TernGrad). A part whose
-    levels all lie there, with ``window_of`` covering them whole, takes its own window's bins
-    from that histogram: the same counts, for it has no escape in either window. Otherwise
-    the parts are counted again in their own windows: a second launch and copy. A batch of
-    more parts than MAX_GUESSED_BINS allows counts its ranges, then its own windows."""
+
+def window_counts(tokens, window_of, positions=None):
+    """A WindowCounts of the batch of ``tokens``: its parts' windows are ``window_of(lo,
+    hi)`` of their ranges; with ``positions`` (of the batch's flat array: ``sh``'s sample),
+    the levels there too. One copy to the host where it can.
+
+    The ranges, the histograms and the sample are found in one launch each and come back
+    together, the histograms in a first window for every part: the widest whose histogram
+    fits the kernel's shared-memory bins (cuda_tokens.SHARED_BINS), centred on level 0
+    (levels -32..32 for RUNS tokens, -2048..2047 for LEVELS: every QSGD up to s = 32 and
+    TernGrad). A part whose levels all lie there, with ``window_of`` covering them whole,
+    takes its own window's bins from that histogram: the same counts, for it has no escape
+    in either window. Otherwise the parts are counted again in their own windows: a second
+    launch and copy. A batch of more parts than MAX_GUESSED_BINS allows counts its ranges
+    (and gathers its sample), then its own windows."""
     batch = tokens.batch
     width = (cuda_tokens.SHARED_BINS - 1) // (RUN_BUCKETS if tokens.mode == RUNS else 1)
     guess = (-(width // 2), width)
     n_parts = batch.n_parts
     bins = tokens.n_bins(guess[1])
+    positions = np.zeros(0, np.int64) if positions is None else \
+        np.asarray(positions, dtype=np.int64)
     if n_parts * bins > MAX_GUESSED_BINS:       # many parts: their own windows are smaller
-        ranges = batch.ranges()
+        ranges, sample = ranges_and_sample(batch, positions)
         windows = [window_of(int(lo), int(hi)) for lo, hi in ranges]
-        return ranges, windows, token_counts(tokens, windows)
-    start = np.concatenate([batch.range_start(), np.zeros(n_parts * bins, np.int64)])
+        return WindowCounts(ranges, windows, token_counts(tokens, windows), sample)
+    head = 2 * n_parts + n_parts * bins
+    start = np.concatenate([batch.range_start(), np.zeros(n_parts * bins, np.int64),
+                            positions])
     parts = tokens._parts({cuda_tokens.PART_BASE: guess[0], cuda_tokens.PART_WINDOW: guess[1],
                            cuda_tokens.PART_COUNTS: 2 * n_parts + bins * np.arange(n_parts)})
     found, parts = upload(batch.stream, start, parts)
@@ -583,20 +595,22 @@ def window_counts(tokens, window_of):
     if batch.n_chunks:
         cuda_tokens.count_tokens[batch.n_chunks, BLOCK, batch.stream](
             batch.levels, batch.chunk, batch.chunks, tokens.mode, tokens.seg_prev, parts, found)
+    _gather(batch, found[head:])
     found = copy_to_host(found, batch.stream)
     ranges = batch.read_ranges(found)
+    sample = found[head:].astype(batch.levels.dtype)
     windows = [window_of(int(lo), int(hi)) for lo, hi in ranges]
     counts = []
     for p, ((lo, hi), (base, window)) in enumerate(zip(ranges, windows)):
         if batch.sizes[p] and not (guess[0] <= lo and hi < guess[0] + guess[1] and
                                    (base, window) == (lo, hi - lo + 1)):
-            return ranges, windows, token_counts(tokens, windows)
+            return WindowCounts(ranges, windows, token_counts(tokens, windows), sample)
         # A symbol is run bucket * window + (level - base) (cuda_tokens.token_symbol): one
         # row of the window's levels per run bucket (one row for LEVELS), then the escape.
         rows = found[2 * n_parts + p * bins:][:bins - 1].reshape(-1, width)
         at = base - guess[0]
         counts.append(np.append(rows[:, at:at + window].reshape(-1), 0))
-    return ranges, windows, counts
+    return WindowCounts(ranges, windows, counts, sample)
 
 
 def ranges_and_sample(batch, positions):
@@ -608,12 +622,16 @@ def ranges_and_sample(batch, positions):
     found, = upload(stream, np.concatenate([batch.range_start(),
                                             np.asarray(positions, dtype=np.int64)]))
     batch.count_ranges(found)
-    sample = found[head:]
-    if sample.size:
-        cuda_tokens.gather[grid_for(sample.size, STRIDE_BLOCK), STRIDE_BLOCK, stream](
-            batch.levels, sample, sample)
+    _gather(batch, found[head:])
     host = copy_to_host(found, stream)
     return batch.read_ranges(host), host[head:].astype(batch.levels.dtype)
+
+
+def _gather(batch, positions):
+    """Write the batch's level at each of device ``positions`` (int64) over it."""
+    if positions.size:
+        cuda_tokens.gather[grid_for(positions.size, STRIDE_BLOCK), STRIDE_BLOCK, batch.stream](
+            batch.levels, positions, positions)
 
 
 TokenCode = namedtuple("TokenCode", "base window entries escape")

@@ -85,9 +85,10 @@ class Huffman(Batched, Chunked):
         """(``plan`` of every part of a gpu.Batch, None for an empty part; the full
         histograms they were planned from, which bound the payload: gpu.token_payload): the
         histograms are counted on the GPU, in one launch for the whole batch."""
-        _, windows, counts = gpu.window_counts(gpu.Tokens(batch, gpu.LEVELS), level_window)
+        found = gpu.window_counts(gpu.Tokens(batch, gpu.LEVELS), level_window)
         return [LevelPlan.from_counts(base, window, c, self.chunk_levels) if n else None
-                for (base, window), c, n in zip(windows, counts, batch.sizes)], counts
+                for (base, window), c, n in zip(found.windows, found.counts, batch.sizes)], \
+            found.counts
 
     def _encode(self, levels):
         return emit(levels, self.plan(levels))
@@ -204,9 +205,13 @@ class SampleHuffman(Sampled, Huffman):
         return {"sample_size": self.sample_size, "seed": self.seed}
 
     def device_plans(self, batch):
-        """(the sampled plan of every part of a gpu.Batch, None for an empty part; None: no
-        full histograms)."""
-        return self.plan_device_parts(batch), None
+        """(the sampled plan of every part of a gpu.Batch, None for an empty part; the full
+        histograms in the plans' windows, which bound the payload: gpu.token_payload): the
+        ranges, the samples and the histograms are found on the GPU and come back in one
+        copy where the levels lie near 0 (gpu.window_counts)."""
+        found = gpu.window_counts(gpu.Tokens(batch, gpu.LEVELS), level_window,
+                                  self.batch_positions(batch))
+        return self.batch_plans(batch, found.ranges, found.sample), found.counts
 
     def sampled_plan(self, lo, hi, sample):
         """The code for levels in [lo, hi] from a host ``sample`` of them."""

@@ -73,7 +73,7 @@ class RLH(Batched, Chunked):
     def _encode_device_parts(self, levels, sizes, stream, rider=None):
         batch = gpu.Batch(levels, sizes, stream, self.chunk_levels, rider)
         tokens = gpu.Tokens(batch, gpu.RUNS)
-        _, windows, counts = gpu.window_counts(
+        _, windows, counts, _ = gpu.window_counts(
             tokens, lambda lo, hi: (lo, min(hi - lo + 1, RLH_MAX_WINDOW)))
         codes = [Code.from_counts(c, window * RUN_BUCKETS) if n else None
                  for c, (_, window), n in zip(counts, windows, batch.sizes)]
