@@ -45,7 +45,7 @@ def kernels(types):
     out = [
         ("chunk_ranges", cuda_tokens.chunk_ranges, (levels, table, table)),
         ("segment_prev", cuda_tokens.segment_prev, head),
-        ("count_tokens", cuda_tokens.count_tokens, head + (table, arr(i64))),
+        ("count_tokens", cuda_tokens.count_tokens, head + (table, i64, arr(i64))),
         ("segment_bits", cuda_tokens.segment_bits, head + code + (arr(i64),)),
         ("chunk_layout", cuda_tokens.chunk_layout, (arr(i64), arr(i64), table, table, arr(i64))),
         ("write_tokens", cuda_tokens.write_tokens, head + code + (arr(i64), arr(u32))),

@@ -221,9 +221,13 @@ def segment_prev(levels, chunk, chunks, mode, seg_prev):
 
 
 @cuda.jit(cache=True)
-def count_tokens(levels, chunk, chunks, mode, seg_prev, parts, counts):
-    """Add every LEVELS or RUNS token's symbol to its part's histogram in ``counts`` (int64:
-    a part's starts at its PART_COUNTS and has a bin per symbol and one for the escape).
+def count_tokens(levels, chunk, chunks, mode, seg_prev, parts, k, counts):
+    """Add every token's symbols to its part's histogram in ``counts`` (int64: a part's
+    starts at its PART_COUNTS and has a bin per symbol, then one for the escape): a LEVELS or
+    RUNS token's symbol (``token_symbol``); for ZERO_RUNS, shs's symbols with sparsity
+    factor ``k``, those ``_token_bits`` codes: a non-zero level's index in the window (or the
+    escape, bin window + k), and a zero run of r levels r // k times the symbol of k zeros
+    (window + k - 1) and once that of its r % k left (window + r % k - 1), if any.
     Grid: a block per chunk."""
     lo, hi, chunk_lo, chunk_hi = _segment(chunk, chunks)
     part = chunks[cuda.blockIdx.x, CHUNK_PART]
@@ -233,6 +237,8 @@ def count_tokens(levels, chunk, chunks, mode, seg_prev, parts, counts):
     t = cuda.threadIdx.x
     bins = cuda.shared.array(SHARED_BINS, int32)
     n_bins = (window * RUN_BUCKETS if mode == RUNS else window) + 1
+    if mode == ZERO_RUNS:
+        n_bins += k
     in_shared = n_bins <= SHARED_BINS
     if in_shared:
         for b in range(t, n_bins, BLOCK):
@@ -241,17 +247,42 @@ def count_tokens(levels, chunk, chunks, mode, seg_prev, parts, counts):
     prev = seg_prev[int64(cuda.blockIdx.x) * BLOCK + t]
     for i in range(lo, hi):
         if _is_end(levels, i, chunk_hi, mode):
-            s = token_symbol(mode, levels[i], i - prev, base, window)
-            prev = i
-            if in_shared:
-                cuda.atomic.add(bins, s, int32(1))
+            n = int64(1)
+            if mode == ZERO_RUNS:
+                s, n, rest = _shs_symbols(levels[i], i - prev, base, window, k)
+                if rest > 0:                    # (the run's r % k zeros)
+                    _add_bin(bins, counts, first, in_shared, window + rest - 1, 1)
             else:
-                cuda.atomic.add(counts, first + s, int64(1))
+                s = token_symbol(mode, levels[i], i - prev, base, window)
+            prev = i
+            if n > 0:
+                _add_bin(bins, counts, first, in_shared, s, n)
     cuda.syncthreads()
     if in_shared:
         for b in range(t, n_bins, BLOCK):
             if bins[b] != 0:
                 cuda.atomic.add(counts, first + b, int64(bins[b]))
+
+
+@cuda.jit(device=True, inline=True)
+def _shs_symbols(level, run, base, window, k):
+    """(symbol, its count, the zeros of a last shorter run or 0) of a ZERO_RUNS token with
+    sparsity factor k, as ``count_tokens`` counts them."""
+    if level == 0:
+        full = run // k
+        return window + k - 1, full, run - full * k
+    v = int64(level) - base
+    return (window + k if v < 0 or v >= window else v), int64(1), int64(0)
+
+
+@cuda.jit(device=True, inline=True)
+def _add_bin(bins, counts, first, in_shared, s, n):
+    """Add n to bin s of the block's shared histogram, or of the part's in ``counts`` from
+    ``first``."""
+    if in_shared:
+        cuda.atomic.add(bins, s, int32(n))
+    else:
+        cuda.atomic.add(counts, first + s, int64(n))
 
 
 @cuda.jit(cache=True)

@@ -7,7 +7,7 @@ from horovod_huffman.kernels.stats import level_range
 from .. import wire
 from ..device import arena, is_device_array, as_device_array, stream_or_default, copy_to_host
 from ..errors import check_status  # noqa: F401 (encoders import it from here)
-from .gpu import level_range as gpu_range, ranges_and_sample as gpu_ranges_and_sample
+from .gpu import level_range as gpu_range
 from .rows import check_layout
 
 _INT32 = np.iinfo(np.int32)
@@ -312,10 +312,3 @@ class Sampled:
             plans.append(self.sampled_plan(int(lo), int(hi), sample[at:at + self.sample_size]))
             at += self.sample_size
         return plans
-
-    def plan_device_parts(self, batch):
-        """The code of every part of a gpu.Batch (None for an empty part): ranges and samples
-        gathered on the GPU, brought back in one copy for the whole batch
-        (gpu.ranges_and_sample)."""
-        return self.batch_plans(batch, *gpu_ranges_and_sample(batch,
-                                                              self.batch_positions(batch)))

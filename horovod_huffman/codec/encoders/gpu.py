@@ -504,10 +504,11 @@ class Batch:
 
 class Tokens:
     """A batch's levels cut into tokens of one mode, chunk by chunk: the segment layout every
-    token kernel shares (kernels/cuda_tokens.py), computed once per batch in one launch."""
+    token kernel shares (kernels/cuda_tokens.py), computed once per batch in one launch.
+    ``k``: ZERO_RUNS's sparsity factor (shs's), which its symbols depend on."""
 
-    def __init__(self, batch, mode):
-        self.batch, self.mode = batch, mode
+    def __init__(self, batch, mode, k=1):
+        self.batch, self.mode, self.k = batch, mode, k
         stream, n_chunks = batch.stream, batch.n_chunks
         # Where every segment's first run starts; LEVELS tokens are single levels, so unused.
         self.seg_prev = arena(stream).take(max(n_chunks, 1) * BLOCK, np.int64)
@@ -516,8 +517,20 @@ class Tokens:
                                                               batch.chunks, mode, self.seg_prev)
 
     def n_bins(self, window):
-        """Histogram bins of a part with ``window`` levels: a symbol each, and the escape."""
-        return (window * RUN_BUCKETS if self.mode == RUNS else window) + 1
+        """Histogram bins of a part with ``window`` levels: a symbol each (RUNS: a row of the
+        window per run bucket; ZERO_RUNS: the window's, then one per run of 1..k zeros), and
+        the escape."""
+        return (window * RUN_BUCKETS if self.mode == RUNS else window) + \
+            (self.k if self.mode == ZERO_RUNS else 0) + 1
+
+    def count(self, parts, counts):
+        """``count_tokens`` of the batch into ``counts`` (device int64), every part's
+        histogram where the uploaded ``parts`` table says."""
+        batch = self.batch
+        if batch.n_chunks:
+            cuda_tokens.count_tokens[batch.n_chunks, BLOCK, batch.stream](
+                batch.levels, batch.chunk, batch.chunks, self.mode, self.seg_prev, parts,
+                self.k, counts)
 
     def _parts(self, columns):
         """The parts table (int64, kernels/cuda_tokens.py note 2) with ``columns``: a dict of
@@ -529,9 +542,9 @@ class Tokens:
 
 
 def token_counts(tokens, windows):
-    """Host int64 histograms of LEVELS or RUNS token symbols, one per part (as
-    level_histogram/rlh_histogram): ``windows`` gives each part's (base, window). One launch,
-    one copy to the host."""
+    """Host int64 histograms of token symbols, one per part (LEVELS, RUNS: as
+    level_histogram/rlh_histogram; ZERO_RUNS: shs's symbols, as count_tokens counts them):
+    ``windows`` gives each part's (base, window). One launch, one copy to the host."""
     batch = tokens.batch
     bins = np.array([tokens.n_bins(w) for _, w in windows], dtype=np.int64)
     first = np.concatenate(([0], np.cumsum(bins)))
@@ -540,10 +553,7 @@ def token_counts(tokens, windows):
                            cuda_tokens.PART_COUNTS: first[:-1]})
     counts, parts = upload(batch.stream, np.zeros(max(int(first[-1]), 1), dtype=np.int64),
                            parts)
-    if batch.n_chunks:
-        cuda_tokens.count_tokens[batch.n_chunks, BLOCK, batch.stream](
-            batch.levels, batch.chunk, batch.chunks, tokens.mode, tokens.seg_prev,
-            parts, counts)
+    tokens.count(parts, counts)
     counts = copy_to_host(counts, batch.stream)
     return [counts[first[p]:first[p + 1]] for p in range(batch.n_parts)]
 
@@ -568,14 +578,15 @@ def window_counts(tokens, window_of, positions=None):
     The ranges, the histograms and the sample are found in one launch each and come back
     together, the histograms in a first window for every part: the widest whose histogram
     fits the kernel's shared-memory bins (cuda_tokens.SHARED_BINS), centred on level 0
-    (levels -32..32 for RUNS tokens, -2048..2047 for LEVELS: every QSGD up to s = 32 and
-    TernGrad). A part whose levels all lie there, with ``window_of`` covering them whole,
+    (levels -32..32 for RUNS tokens, -2048..2047 for LEVELS, -1948..1947 for ZERO_RUNS of
+    k = 200: every QSGD up to s = 32 and TernGrad). A part whose levels all lie there, with ``window_of`` covering them whole,
     takes its own window's bins from that histogram: the same counts, for it has no escape
     in either window. Otherwise the parts are counted again in their own windows: a second
     launch and copy. A batch of more parts than MAX_GUESSED_BINS allows counts its ranges
     (and gathers its sample), then its own windows."""
     batch = tokens.batch
-    width = (cuda_tokens.SHARED_BINS - 1) // (RUN_BUCKETS if tokens.mode == RUNS else 1)
+    width = (cuda_tokens.SHARED_BINS - 1 - (tokens.k if tokens.mode == ZERO_RUNS else 0)) // \
+        (RUN_BUCKETS if tokens.mode == RUNS else 1)
     guess = (-(width // 2), width)
     n_parts = batch.n_parts
     bins = tokens.n_bins(guess[1])
@@ -592,9 +603,7 @@ def window_counts(tokens, window_of, positions=None):
                            cuda_tokens.PART_COUNTS: 2 * n_parts + bins * np.arange(n_parts)})
     found, parts = upload(batch.stream, start, parts)
     batch.count_ranges(found)
-    if batch.n_chunks:
-        cuda_tokens.count_tokens[batch.n_chunks, BLOCK, batch.stream](
-            batch.levels, batch.chunk, batch.chunks, tokens.mode, tokens.seg_prev, parts, found)
+    tokens.count(parts, found)
     _gather(batch, found[head:])
     found = copy_to_host(found, batch.stream)
     ranges = batch.read_ranges(found)
@@ -605,12 +614,22 @@ def window_counts(tokens, window_of, positions=None):
         if batch.sizes[p] and not (guess[0] <= lo and hi < guess[0] + guess[1] and
                                    (base, window) == (lo, hi - lo + 1)):
             return WindowCounts(ranges, windows, token_counts(tokens, windows), sample)
-        # A symbol is run bucket * window + (level - base) (cuda_tokens.token_symbol): one
-        # row of the window's levels per run bucket (one row for LEVELS), then the escape.
-        rows = found[2 * n_parts + p * bins:][:bins - 1].reshape(-1, width)
-        at = base - guess[0]
-        counts.append(np.append(rows[:, at:at + window].reshape(-1), 0))
+        counts.append(_narrowed_bins(tokens, found[2 * n_parts + p * bins:][:bins], guess,
+                                     base, window))
     return WindowCounts(ranges, windows, counts, sample)
+
+
+def _narrowed_bins(tokens, bins, guess, base, window):
+    """The histogram of a part's tokens in its window (base, window) from ``bins``, their
+    histogram in the window ``guess`` (cuda_tokens.count_tokens), which holds its levels:
+    a symbol is run bucket * window + (level - base) (RUNS: a row of the window's levels per
+    run bucket; LEVELS: one row), or for ZERO_RUNS the window's levels, then the runs of 1..k
+    zeros; then the escape, empty."""
+    at = base - guess[0]
+    if tokens.mode == ZERO_RUNS:
+        return np.concatenate([bins[at:at + window], bins[guess[1]:guess[1] + tokens.k], [0]])
+    rows = bins[:-1].reshape(-1, guess[1])
+    return np.append(rows[:, at:at + window].reshape(-1), 0)
 
 
 def ranges_and_sample(batch, positions):
@@ -770,11 +789,12 @@ def _bounded_payload(tokens, codes, vbits, k, counts):
 
 
 def bits_bound(counts, code, mode, vbits, chunk):
-    """The most payload bits that a part of LEVELS or RUNS tokens with the histogram
-    ``counts`` (its window's symbols, then the escape) takes under ``code`` (a TokenCode),
-    its chunks' padding aside: every coded symbol its code's length and its run's extra bits;
-    every other token (an escape, or a symbol the code leaves out) the escape's length, the
-    level's ``vbits`` and, for RUNS, an Elias-gamma run of at most ``chunk`` levels."""
+    """The most payload bits that a part of tokens with the histogram ``counts`` (its
+    window's symbols, then the escape: ``token_counts``'s) takes under ``code`` (a
+    TokenCode), its chunks' padding aside: every coded symbol its code's length and, for
+    RUNS, its run's extra bits; every other token (an escape, or a symbol the code leaves
+    out) the escape's length, the level's ``vbits`` and, for RUNS, an Elias-gamma run of at
+    most ``chunk`` levels."""
     lengths = (code.entries & LENGTH_MASK).astype(np.int64)
     counts = np.asarray(counts, dtype=np.int64)
     symbols = np.arange(counts.size - 1)

@@ -273,8 +273,16 @@ class SHS(Sampled, Batched, Chunked):
         return emit_shs(levels, self.plan(levels))
 
     def _encode_device_parts(self, levels, sizes, stream, rider=None):
+        """Every part's ranges, sample and symbol histogram found on the device, brought back
+        in one copy where the levels lie near 0 (gpu.window_counts); the histogram bounds
+        the sampled code's payload, which comes back with its chunks' bits."""
         batch = gpu.Batch(levels, sizes, stream, self.chunk_levels, rider)
-        return emit_shs_device_parts(batch, self.plan_device_parts(batch))
+        tokens = gpu.Tokens(batch, gpu.ZERO_RUNS, self.k)
+        found = gpu.window_counts(
+            tokens, lambda lo, hi: window_with_zero(lo, hi, MAX_CODED_SYMBOLS - self.k - 1),
+            self.batch_positions(batch))
+        return emit_shs_device_parts(batch, self.batch_plans(batch, found.ranges, found.sample),
+                                     tokens, found.counts)
 
     @classmethod
     def _decode(cls, reader, words, payload_bits, out, stream=None):
@@ -309,16 +317,18 @@ def emit_shs(levels, plan):
         n_words, payload_bits(chunk_bits)
 
 
-def emit_shs_device_parts(batch, plans):
+def emit_shs_device_parts(batch, plans, tokens=None, counts=None):
     """``emit_shs`` of every non-empty part of a gpu.Batch with its SHS plan (``plans``: one
     per part, None for an empty one), as one batch on the device; the same results, in part
-    order."""
+    order. ``tokens``: the batch's gpu.Tokens of ZERO_RUNS, where the caller has them;
+    ``counts``: None, or every part's symbol histogram (gpu.token_payload)."""
+    k = batch_k(plans)
     payloads = gpu.token_payload(
-        gpu.Tokens(batch, gpu.ZERO_RUNS),
+        gpu.Tokens(batch, gpu.ZERO_RUNS, k) if tokens is None else tokens,
         [None if plan is None else
          gpu.TokenCode(plan.base, plan.window, plan.code.entries(), plan.window + plan.k)
          for plan in plans],
-        value_bits(batch.levels.dtype), k=batch_k(plans))
+        value_bits(batch.levels.dtype), k=k, counts=counts)
     results = []
     for plan, payload in zip(plans, payloads):
         if plan is not None:
