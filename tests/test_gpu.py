@@ -688,6 +688,50 @@ def test_rla_grown_chunks_take_their_counts_from_the_chunks_they_join(pattern):
         np.testing.assert_array_equal(getattr(derived, field), getattr(counted, field), field)
 
 
+def _rla_found(levels, base, window, chunk):
+    """The RlaFound of host ``levels`` with runs cut at ``chunk``, token by token, as
+    cuda_rla.token_statistics counts it."""
+    from horovod_huffman.codec.encoders import gpu
+    from horovod_huffman.kernels.maxima import RUN_BUCKETS
+    from horovod_huffman.kernels.runs import BUCKET_EXTRA, run_bucket
+    contexts = np.zeros((2, RUN_BUCKETS * window + 1), dtype=np.int64)
+    tokens, extra_bits, edges = [], [], []
+    for lo in range(0, levels.size, chunk):
+        part = levels[lo:lo + chunk].astype(np.int64)
+        ends = np.flatnonzero(np.append(part[1:] != part[:-1], True))
+        runs = np.diff(ends, prepend=-1)
+        context = 0
+        for end, run in zip(ends, runs):
+            contexts[context, run_bucket(int(run)) * window + part[end] - base] += 1
+            last_context, context = context, int(part[end] == 0)
+        tokens.append(ends.size)
+        extra_bits.append(sum(int(BUCKET_EXTRA[run_bucket(int(r))]) for r in runs))
+        edges.append((runs[0], part[0], runs[-1], part[-1], last_context))
+    return gpu.RlaFound(contexts, np.array(tokens), np.array(extra_bits),
+                        np.array(edges, dtype=np.int64))
+
+
+def test_rla_grown_counts_match_a_count_at_the_grown_size_token_for_token():
+    """``gpu.rla_grown`` against a token-by-token count of host levels at the grown size:
+    400 random tensors of short chunks (8 levels) grown 2, 4 or 8 times, whose runs cross
+    chunk ends, fill whole chunks and whole grown chunks, with and without level 0."""
+    from horovod_huffman.codec.encoders import gpu
+    rng = np.random.default_rng(4)
+    for trial in range(400):
+        n = int(rng.integers(1, 120))
+        low = int(rng.integers(-2, 1)) if trial % 5 else 1
+        levels = np.repeat(rng.integers(low, low + 3, n),
+                           rng.integers(1, int(rng.choice([2, 6, 20])), n))[:n]
+        base, window = int(levels.min()), int(levels.max() - levels.min() + 1)
+        count = gpu.RlaCount(0, n, base, window, 8)
+        grown = 8 * int(rng.choice([2, 4, 8]))
+        derived = gpu.rla_grown(_rla_found(levels, base, window, 8), count, grown)
+        counted = _rla_found(levels, base, window, grown)
+        for field in gpu.RlaFound._fields:
+            np.testing.assert_array_equal(getattr(derived, field), getattr(counted, field),
+                                          f"{field} of {levels.tolist()} grown to {grown}")
+
+
 def test_rla_whose_grown_chunks_pass_the_token_limit_is_coded_on_the_host():
     """Grown chunks merge runs that chunk ends had cut into new tokens: 2048 distinct tokens
     (ANS_MAX_TOKENS) with chunks of 64 levels, 2049 with the grown ones, where one takes the

@@ -23,7 +23,7 @@ from horovod_huffman.kernels.chunks import CHUNK_LEVELS, chunk_starts
 from horovod_huffman.kernels.cuda_bits import BLOCK
 from horovod_huffman.kernels.cuda_tokens import LEVELS, RUNS, ZERO_RUNS  # noqa: F401 (modes)
 from horovod_huffman.kernels.maxima import LENGTH_MASK, RUN_BUCKETS
-from horovod_huffman.kernels.runs import BUCKET_BASE, BUCKET_EXTRA, run_bucket
+from horovod_huffman.kernels.runs import BUCKET_BASE, BUCKET_EXTRA
 
 from ..device import SIMULATED, arena, copy_to_host, grid_for
 from ..errors import DecodeError, check_status
@@ -579,9 +579,9 @@ def window_counts(tokens, window_of, positions=None):
     together, the histograms in a first window for every part: the widest whose histogram
     fits the kernel's shared-memory bins (cuda_tokens.SHARED_BINS), centred on level 0
     (levels -32..32 for RUNS tokens, -2048..2047 for LEVELS, -1948..1947 for ZERO_RUNS of
-    k = 200: every QSGD up to s = 32 and TernGrad). A part whose levels all lie there, with ``window_of`` covering them whole,
-    takes its own window's bins from that histogram: the same counts, for it has no escape
-    in either window. Otherwise the parts are counted again in their own windows: a second
+    k = 200: every QSGD up to s = 32 and TernGrad). A part whose levels all lie there, with
+    ``window_of`` covering them whole, takes its own window's bins from that histogram: the
+    same counts, for it has no escape in either window. Otherwise the parts are counted again in their own windows: a second
     launch and copy. A batch of more parts than MAX_GUESSED_BINS allows counts its ranges
     (and gathers its sample), then its own windows."""
     batch = tokens.batch
@@ -1149,56 +1149,73 @@ def rla_ends(levels, counts, ends, stream):
 def rla_grown(found, count, chunk):
     """The RlaFound that ``rla_statistics`` would count of the part ``count`` names with its
     runs cut at chunks of ``chunk`` levels (a multiple of ``count.chunk``), from ``found``,
-    what it counted at ``count.chunk`` (kernels/cuda_rla.py note 1). Where two chunks meet, a
-    run of one level on both sides becomes one token, in the context of the token before it;
-    else the token after the end takes the context that the token before it gives (1 after
-    level 0), where it had the chunk's first token's (0)."""
+    what it counted at ``count.chunk`` (kernels/cuda_rla.py note 1), in array operations
+    over the chunks.
+
+    Where two chunks of a grown one meet, a run of one level on both sides joins them: the
+    last token of the first, every chunk between that is one token of that level, and the
+    first token of the last become one token (a chain), in the context of the chain's first
+    token. Where the levels differ, the token after the end takes the context that the token
+    before it gives (1 after level 0) where it had a chunk's first token's (0)."""
     window, base = count.window, count.base
-    contexts = found.contexts.copy()
-    edges = found.edges
-    first_run, first_level, last_run, last_level, last_context = (
-        edges[:, c - cuda_rla.FOUND_FIRST_RUN] for c in
-        (cuda_rla.FOUND_FIRST_RUN, cuda_rla.FOUND_FIRST_LEVEL, cuda_rla.FOUND_LAST_RUN,
-         cuda_rla.FOUND_LAST_LEVEL, cuda_rla.FOUND_LAST_CONTEXT))
+    per, n = chunk // count.chunk, found.tokens.size
+    first_run, first_level, last_run, last_level, last_context = found.edges.T
+    c = np.arange(n)
+    alone = found.tokens == 1
+    inner = c % per != 0                        # chunk c meets chunk c - 1 in a grown chunk
+    joins = inner.copy()
+    joins[1:] &= first_level[1:] == last_level[:-1]
+    after_zero = np.zeros(n, dtype=np.int64)     # the context a token after chunk c - 1 gets
+    after_zero[1:] = last_level[:-1] == 0
+    # A chain of joins starts at chunk a (its last token) and takes in every chunk c > a whose
+    # meeting with c - 1 joins, while c - 1 is one token; chain_of[c]: its chain, -1: none.
+    starts = joins.copy()
+    starts[1:] &= ~(joins[:-1] & alone[:-1])
+    chain_of = np.where(joins, np.cumsum(starts) - 1, -1)
+    head = np.flatnonzero(starts) - 1            # every chain's first chunk, a
+    member = chain_of >= 0
+    runs = last_run[head] + np.bincount(chain_of[member], weights=first_run[member],
+                                        minlength=head.size).astype(np.int64)
+    context = np.where(~alone[head], last_context[head],
+                       np.where(inner[head], after_zero[head], 0))
 
     def symbol(run, level):
-        return run_bucket(run) * window + level - base
-    per = chunk // count.chunk
-    n = found.tokens.size
-    tokens = np.add.reduceat(found.tokens, np.arange(0, n, per))
-    extra_bits = np.add.reduceat(found.extra_bits, np.arange(0, n, per))
-    new_edges = np.empty((tokens.size, edges.shape[1]), dtype=np.int64)
-    for g, c0 in enumerate(range(0, n, per)):
-        new_edges[g] = edges[c0]
-        run, level, context = int(last_run[c0]), int(last_level[c0]), int(last_context[c0])
-        whole = found.tokens[c0] == 1           # the chunks so far hold one token
-        for c in range(c0 + 1, min(c0 + per, n)):
-            head_run, head_level = int(first_run[c]), int(first_level[c])
-            alone, joins = found.tokens[c] == 1, head_level == level
-            if joins:                           # one run across the end: one token
-                merged = run + head_run
-                contexts[context, symbol(run, level)] -= 1
-                contexts[0, symbol(head_run, head_level)] -= 1
-                contexts[context, symbol(merged, level)] += 1
-                tokens[g] -= 1
-                extra_bits[g] += int(BUCKET_EXTRA[run_bucket(merged)]) - \
-                    int(BUCKET_EXTRA[run_bucket(run)]) - int(BUCKET_EXTRA[run_bucket(head_run)])
-                head_run, head_context = merged, context
-                if whole:                       # (the group's first token too)
-                    new_edges[g, 0] = merged
-            else:
-                head_context = int(level == 0)
-                contexts[0, symbol(head_run, head_level)] -= 1
-                contexts[head_context, symbol(head_run, head_level)] += 1
-            whole = whole and alone and joins
-            if alone:
-                run, level, context = head_run, head_level, head_context
-            else:
-                run, level, context = int(last_run[c]), int(last_level[c]), \
-                    int(last_context[c])
-        new_edges[g, cuda_rla.FOUND_LAST_RUN - cuda_rla.FOUND_FIRST_RUN:] = \
-            (run, level, context)
-    return RlaFound(contexts, tokens, extra_bits, new_edges)
+        return (np.searchsorted(BUCKET_BASE, run, side="right") - 1) * window + level - base
+
+    def extra(run):
+        return BUCKET_EXTRA[np.searchsorted(BUCKET_BASE, run, side="right") - 1]
+    bins = found.contexts.shape[1]
+    changes = [  # (context, symbol, +1/-1) of every token a chain or a new context changes
+        (last_context[head], symbol(last_run[head], last_level[head]), -1),
+        (0, symbol(first_run[member], first_level[member]), -1),
+        (context, symbol(runs, last_level[head]), 1)]
+    # A first token not at a join, not a chain's first, after a token of level 0.
+    moved = inner & ~joins & (after_zero == 1)
+    moved[:-1] &= ~(alone[:-1] & starts[1:])
+    changes += [(0, symbol(first_run[moved], first_level[moved]), -1),
+                (1, symbol(first_run[moved], first_level[moved]), 1)]
+    contexts = found.contexts.copy().reshape(-1)
+    for ctx, sym, sign in changes:
+        np.add.at(contexts, np.asarray(ctx, dtype=np.int64) * bins + sym, sign)
+    group = c // per
+    tokens = np.bincount(group, weights=found.tokens - joins).astype(np.int64)
+    extra_bits = np.bincount(group, weights=found.extra_bits).astype(np.int64)
+    extra_bits += np.bincount(head // per, weights=extra(runs) - extra(last_run[head]),
+                              minlength=tokens.size).astype(np.int64)
+    extra_bits -= np.bincount(group[member], weights=extra(first_run[member]),
+                              minlength=tokens.size).astype(np.int64)
+    # Every grown chunk's first and last tokens.
+    edges = found.edges[::per].copy()
+    chained = alone[::per] & starts[np.minimum(c[::per] + 1, n - 1)] & (c[::per] + 1 < n)
+    edges[chained, 0] = runs[chain_of[c[::per][chained] + 1]]
+    end = np.minimum(c[::per] + per, n) - 1
+    edges[:, 2:] = found.edges[end, 2:]
+    ended = joins[end] & alone[end]              # its last token ends a chain
+    edges[ended, 2] = runs[chain_of[end[ended]]]
+    edges[ended, 4] = context[chain_of[end[ended]]]
+    lone = alone[end] & inner[end] & ~joins[end]
+    edges[lone, 4] = after_zero[end[lone]]
+    return RlaFound(contexts.reshape(found.contexts.shape), tokens, extra_bits, edges)
 
 
 # The levels -RLA_NEAR..RLA_NEAR that ``rla_range_statistics`` counts in first: the widest
