@@ -581,9 +581,10 @@ def window_counts(tokens, window_of, positions=None):
     (levels -32..32 for RUNS tokens, -2048..2047 for LEVELS, -1948..1947 for ZERO_RUNS of
     k = 200: every QSGD up to s = 32 and TernGrad). A part whose levels all lie there, with
     ``window_of`` covering them whole, takes its own window's bins from that histogram: the
-    same counts, for it has no escape in either window. Otherwise the parts are counted again in their own windows: a second
-    launch and copy. A batch of more parts than MAX_GUESSED_BINS allows counts its ranges
-    (and gathers its sample), then its own windows."""
+    same counts, for it has no escape in either window. Otherwise the parts are counted
+    again in their own windows: a second launch and copy. A batch of more parts than
+    MAX_GUESSED_BINS allows counts its ranges (and gathers its sample), then its own
+    windows."""
     batch = tokens.batch
     width = (cuda_tokens.SHARED_BINS - 1 - (tokens.k if tokens.mode == ZERO_RUNS else 0)) // \
         (RUN_BUCKETS if tokens.mode == RUNS else 1)
