@@ -51,6 +51,10 @@ WHEELS=$PWD/.gpu/wheels
 mkdir -p "$OUT" "$WHEELS"
 START=$(date +%s)
 export PYTHONUNBUFFERED=1 TF_CPP_MIN_LOG_LEVEL=2
+# A kernel cache of this call's own: numba's cache=True checks the file that defines a kernel,
+# not the device functions it imports from other files, so a cache left by an earlier call of
+# an older checkout could hold stale kernels. Every phase of the call shares it.
+export NUMBA_CACHE_DIR=${NUMBA_CACHE_DIR:-$(mktemp -d /tmp/hh-numba-cache.XXXXXX)}
 
 left() { echo $((BUDGET - ($(date +%s) - START))); }
 

@@ -190,7 +190,7 @@ def token_statistics(levels, chunks, parts, bucket_extra, ends, counts, found):
         for b in range(lane, n_bins, LANES):
             if bins[b] != 0:
                 cuda.atomic.add(counts, at + b, int64(bins[b]))
-    if lane == 0:
+    if lane == 0 and total > 0:                 # (a chunk has a level, so a token)
         last = int64(ends[start + total - 1])
         found[c, FOUND_TOKENS] = total
         found[c, FOUND_BITS] = bits
