@@ -182,6 +182,32 @@ def test_levels_near_zero_bring_their_statistics_back_in_one_copy(name, monkeypa
 
 
 @pytest.mark.parametrize("name", ["huffman", "sh", "rlh", "shs", "ans", "rla"])
+def test_a_batch_of_many_parts_counts_first_where_the_encoders_levels_have_been(name,
+                                                                                monkeypatch):
+    """A batch of 40 parts would bring back too many bins counted in the widest first window
+    (gpu.MAX_GUESSED_BINS, MAX_NEAR_BINS), so the first counts its ranges first: three
+    copies (``ans``, whose small parts take fewer bins, may take two). An encoder remembers
+    the largest |level| it has coded (``near``), and the next batch counts first in
+    -near..near: two copies. The bytes are each part's alone."""
+    from horovod_huffman.codec.encoders import gpu
+    levels = PATTERNS["sparse"]
+    sizes = np.diff(np.linspace(0, levels.size, 41).astype(np.int64))
+    parts = np.split(levels, np.cumsum(sizes)[:-1])
+    enc, reference = encoder(name), encoder(name)
+    copies = []
+    for _ in range(2):
+        counts = {}
+        monkeypatch.setattr(gpu, "copy_to_host", _Counted(gpu, counts).copy_to_host)
+        coded = enc.encode_parts(cuda.to_device(levels), sizes)
+        monkeypatch.undo()
+        copies.append(counts["copy_to_host"])
+        for part, got in zip(parts, coded):
+            assert bytes(got) == bytes(reference.encode(part))
+    assert enc.near == int(np.abs(levels).max())
+    assert copies[1] == 2 and copies[0] == (2 if name == "ans" else 3)
+
+
+@pytest.mark.parametrize("name", ["huffman", "sh", "rlh", "shs", "ans", "rla"])
 @pytest.mark.parametrize("pattern", ["sparse", "dense", "escapes", "int32"])
 def test_a_payloads_bound_holds_it_and_a_part_past_its_bound_is_coded_again(name, pattern,
                                                                             monkeypatch):

@@ -563,6 +563,16 @@ def token_counts(tokens, windows):
 MAX_GUESSED_BINS = 1 << 16
 
 
+def near_window(near, widest):
+    """(base, window) of the levels -near..near, where a batch counts its statistics before
+    its ranges are known: the encoder's largest |level| so far (``Batched.near``), which
+    steps of one quantizer's levels stay within; ``widest`` (base, window), the most the
+    counts allow, where ``near`` is None or passes it."""
+    if near is None or 2 * near + 1 > widest[1]:
+        return widest
+    return -near, 2 * near + 1
+
+
 WindowCounts = namedtuple("WindowCounts", "ranges windows counts sample")
 WindowCounts.__doc__ = """What ``window_counts`` finds of a batch: host int64 (parts, 2), every
 part's least and greatest level (as Batch.ranges); every part's (base, window); the host int64
@@ -570,16 +580,17 @@ histogram of each part's tokens in its window (as ``token_counts``); and the hos
 the positions asked for (their dtype; None where none were asked for)."""
 
 
-def window_counts(tokens, window_of, positions=None):
+def window_counts(tokens, window_of, positions=None, near=None):
     """A WindowCounts of the batch of ``tokens``: its parts' windows are ``window_of(lo,
     hi)`` of their ranges; with ``positions`` (of the batch's flat array: ``sh``'s sample),
     the levels there too. One copy to the host where it can.
 
     The ranges, the histograms and the sample are found in one launch each and come back
-    together, the histograms in a first window for every part: the widest whose histogram
-    fits the kernel's shared-memory bins (cuda_tokens.SHARED_BINS), centred on level 0
-    (levels -32..32 for RUNS tokens, -2048..2047 for LEVELS, -1948..1947 for ZERO_RUNS of
-    k = 200: every QSGD up to s = 32 and TernGrad). A part whose levels all lie there, with
+    together, the histograms in a first window for every part: -near..near
+    (``near_window``), within the widest whose histogram fits the kernel's shared-memory bins
+    (cuda_tokens.SHARED_BINS), centred on level 0 (levels -32..32 for RUNS tokens,
+    -2048..2047 for LEVELS, -1948..1947 for ZERO_RUNS of k = 200: every QSGD up to s = 32
+    and TernGrad). A part whose levels all lie there, with
     ``window_of`` covering them whole, takes its own window's bins from that histogram: the
     same counts, for it has no escape in either window. Otherwise the parts are counted
     again in their own windows: a second launch and copy. A batch of more parts than
@@ -588,7 +599,7 @@ def window_counts(tokens, window_of, positions=None):
     batch = tokens.batch
     width = (cuda_tokens.SHARED_BINS - 1 - (tokens.k if tokens.mode == ZERO_RUNS else 0)) // \
         (RUN_BUCKETS if tokens.mode == RUNS else 1)
-    guess = (-(width // 2), width)
+    guess = near_window(near, (-(width // 2), width))
     n_parts = batch.n_parts
     bins = tokens.n_bins(guess[1])
     positions = np.zeros(0, np.int64) if positions is None else \
@@ -1224,21 +1235,22 @@ def rla_grown(found, count, chunk):
 RLA_NEAR = ((cuda_tokens.SHARED_BINS // 2 - 1) // RUN_BUCKETS - 1) // 2
 
 
-def rla_range_statistics(batch, ends, count_of):
+def rla_range_statistics(batch, ends, count_of, near=None):
     """(host int64 (parts, 2): every part's least and greatest level, as Batch.ranges; every
     part's RlaCount, ``count_of(offset, n, lo, hi)`` of its levels and range, or None (an
     empty part among them); its RlaFound, as ``rla_statistics`` gives them), with one copy to
     the host where it can.
 
     The ranges and the statistics are counted in one launch each and come back together, the
-    statistics in the window -RLA_NEAR..RLA_NEAR for every part (``count_of(offset, n,
-    -RLA_NEAR, RLA_NEAR)``). A part whose levels all lie there takes its own window's bins
-    from them: its tokens, their contexts and extra bits are the window's, and the bins
-    outside its range are empty. The other parts are counted again in their own windows, a
-    second launch and copy. A batch whose first counts would pass MAX_NEAR_BINS counts its
-    ranges, then its statistics."""
+    statistics in the window -near..near for every part (``near_window``: at most
+    -RLA_NEAR..RLA_NEAR; ``count_of(offset, n, -near, near)``). A part whose levels all lie
+    there takes its own window's bins from them: its tokens, their contexts and extra bits are
+    the window's, and the bins outside its range are empty. The other parts are counted again in
+    their own windows, a second launch and copy. A batch whose first counts would pass
+    MAX_NEAR_BINS counts its ranges, then its statistics."""
     stream, n_parts, levels = batch.stream, batch.n_parts, batch.levels
-    near = [count_of(int(at), int(n), -RLA_NEAR, RLA_NEAR) if n else None
+    first, window = near_window(near, (-RLA_NEAR, 2 * RLA_NEAR + 1))
+    near = [count_of(int(at), int(n), first, first + window - 1) if n else None
             for n, at in zip(batch.sizes, batch.offsets)]
     if all(count is None for count in near) or \
             sum(_rla_bins(count.window) for count in near if count is not None) > MAX_NEAR_BINS:
@@ -1445,22 +1457,23 @@ ANS_NEAR = 16
 MAX_NEAR_BINS = 1 << 16
 
 
-def ans_range_statistics(batch, counted_of):
+def ans_range_statistics(batch, counted_of, near=None):
     """(host int64 (parts, 2): every part's least and greatest level, as Batch.ranges; every
     part's AnsCount, ``counted_of(n, lo, hi)`` of its size and range (None for an empty part);
     its AnsStatistics, as ``ans_statistics`` gives them), with one copy to the host where it
     can.
 
-    The ranges and the statistics are counted in one launch sequence and come back together,
-    the statistics in the window -ANS_NEAR..ANS_NEAR for every part (``counted_of(n,
-    -ANS_NEAR, ANS_NEAR)``). A part whose levels all lie there takes its own window's rows and
-    columns from them, where its blocks and samples are those counted (they depend on its size
-    alone, but for the limit on a plan's statistics): the same counts, for the rows above its
-    largest |level| and the columns outside its range are empty. The other parts are counted
-    again in their own windows: a second launch sequence and copy. A batch whose first
-    counts would pass MAX_NEAR_BINS counts its ranges, then its statistics."""
+    The ranges and the statistics are counted in one launch sequence and come back together, the
+    statistics in the window -near..near for every part (``near_window``: at most
+    -ANS_NEAR..ANS_NEAR; ``counted_of(n, -near, near)``). A part whose levels all lie there
+    takes its own window's rows and columns from them, where its blocks and samples are those
+    counted (they depend on its size alone, but for the limit on a plan's statistics): the same
+    counts, for the rows above its largest |level| and the columns outside its range are empty.
+    The other parts are counted again in their own windows: a second launch sequence and copy. A
+    batch whose first counts would pass MAX_NEAR_BINS counts its ranges, then its statistics."""
     stream, n_parts = batch.stream, batch.n_parts
-    near = [counted_of(int(n), -ANS_NEAR, ANS_NEAR) if n else None for n in batch.sizes]
+    first, window = near_window(near, (-ANS_NEAR, 2 * ANS_NEAR + 1))
+    near = [counted_of(int(n), first, first + window - 1) if n else None for n in batch.sizes]
     table, n_counts, n_maxima = _ans_table(batch, near)
     if n_counts > MAX_NEAR_BINS:
         ranges = batch.ranges()

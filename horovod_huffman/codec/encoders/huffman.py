@@ -85,7 +85,8 @@ class Huffman(Batched, Chunked):
         """(``plan`` of every part of a gpu.Batch, None for an empty part; the full
         histograms they were planned from, which bound the payload: gpu.token_payload): the
         histograms are counted on the GPU, in one launch for the whole batch."""
-        found = gpu.window_counts(gpu.Tokens(batch, gpu.LEVELS), level_window)
+        found = gpu.window_counts(gpu.Tokens(batch, gpu.LEVELS), level_window, near=self.near)
+        self._seen(found.ranges, batch.sizes)
         return [LevelPlan.from_counts(base, window, c, self.chunk_levels) if n else None
                 for (base, window), c, n in zip(found.windows, found.counts, batch.sizes)], \
             found.counts
@@ -210,7 +211,8 @@ class SampleHuffman(Sampled, Huffman):
         ranges, the samples and the histograms are found on the GPU and come back in one
         copy where the levels lie near 0 (gpu.window_counts)."""
         found = gpu.window_counts(gpu.Tokens(batch, gpu.LEVELS), level_window,
-                                  self.batch_positions(batch))
+                                  self.batch_positions(batch), self.near)
+        self._seen(found.ranges, batch.sizes)
         return self.batch_plans(batch, found.ranges, found.sample), found.counts
 
     def sampled_plan(self, lo, hi, sample):

@@ -155,7 +155,8 @@ class RLA(Batched, GrowingChunks):
                 if hi - lo + 1 <= RLH_MAX_WINDOW else None
         with arena(stream):
             ends = arena(stream).take(max(1, levels.size), np.uint32)
-            _, counts, found = gpu.rla_range_statistics(batch, ends, count_of)
+            ranges, counts, found = gpu.rla_range_statistics(batch, ends, count_of, self.near)
+            self._seen(ranges, batch.sizes)
             planned = _device_plans(counts, found)
             grown = [None] * batch.n_parts
             for p, d in enumerate(planned):

@@ -73,8 +73,9 @@ class RLH(Batched, Chunked):
     def _encode_device_parts(self, levels, sizes, stream, rider=None):
         batch = gpu.Batch(levels, sizes, stream, self.chunk_levels, rider)
         tokens = gpu.Tokens(batch, gpu.RUNS)
-        _, windows, counts, _ = gpu.window_counts(
-            tokens, lambda lo, hi: (lo, min(hi - lo + 1, RLH_MAX_WINDOW)))
+        ranges, windows, counts, _ = gpu.window_counts(
+            tokens, lambda lo, hi: (lo, min(hi - lo + 1, RLH_MAX_WINDOW)), near=self.near)
+        self._seen(ranges, batch.sizes)
         codes = [Code.from_counts(c, window * RUN_BUCKETS) if n else None
                  for c, (_, window), n in zip(counts, windows, batch.sizes)]
         payloads = gpu.token_payload(
@@ -280,7 +281,8 @@ class SHS(Sampled, Batched, Chunked):
         tokens = gpu.Tokens(batch, gpu.ZERO_RUNS, self.k)
         found = gpu.window_counts(
             tokens, lambda lo, hi: window_with_zero(lo, hi, MAX_CODED_SYMBOLS - self.k - 1),
-            self.batch_positions(batch))
+            self.batch_positions(batch), self.near)
+        self._seen(found.ranges, batch.sizes)
         return emit_shs_device_parts(batch, self.batch_plans(batch, found.ranges, found.sample),
                                      tokens, found.counts)
 
