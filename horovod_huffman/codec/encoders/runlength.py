@@ -283,8 +283,8 @@ class SHS(Sampled, Batched, Chunked):
             tokens, lambda lo, hi: window_with_zero(lo, hi, MAX_CODED_SYMBOLS - self.k - 1),
             self.batch_positions(batch), self.near)
         self._seen(found.ranges, batch.sizes)
-        return emit_shs_device_parts(batch, self.batch_plans(batch, found.ranges, found.sample),
-                                     tokens, found.counts)
+        return emit_shs_device_parts(tokens, self.batch_plans(batch, found.ranges,
+                                                              found.sample), found.counts)
 
     @classmethod
     def _decode(cls, reader, words, payload_bits, out, stream=None):
@@ -319,18 +319,17 @@ def emit_shs(levels, plan):
         n_words, payload_bits(chunk_bits)
 
 
-def emit_shs_device_parts(batch, plans, tokens=None, counts=None):
-    """``emit_shs`` of every non-empty part of a gpu.Batch with its SHS plan (``plans``: one
-    per part, None for an empty one), as one batch on the device; the same results, in part
-    order. ``tokens``: the batch's gpu.Tokens of ZERO_RUNS, where the caller has them;
-    ``counts``: None, or every part's symbol histogram (gpu.token_payload)."""
-    k = batch_k(plans)
+def emit_shs_device_parts(tokens, plans, counts):
+    """``emit_shs`` of every non-empty part of the gpu.Batch of ``tokens`` (its gpu.Tokens of
+    ZERO_RUNS, with the plans' k) with its SHS plan (``plans``: one per part, None for an empty one), as one
+    batch on the device; the same results, in part order. ``counts``: every part's symbol
+    histogram (gpu.token_payload)."""
     payloads = gpu.token_payload(
-        gpu.Tokens(batch, gpu.ZERO_RUNS, k) if tokens is None else tokens,
+        tokens,
         [None if plan is None else
          gpu.TokenCode(plan.base, plan.window, plan.code.entries(), plan.window + plan.k)
          for plan in plans],
-        value_bits(batch.levels.dtype), k=k, counts=counts)
+        value_bits(tokens.batch.levels.dtype), k=tokens.k, counts=counts)
     results = []
     for plan, payload in zip(plans, payloads):
         if plan is not None:
@@ -338,11 +337,3 @@ def emit_shs_device_parts(batch, plans, tokens=None, counts=None):
             results.append((_params(plan.base, plan.window, plan.k, plan.chunk, chunk_bits,
                                     plan.code), out32, n_words, payload_bits(chunk_bits)))
     return results
-
-
-def batch_k(plans):
-    """The one sparsity factor k of a batch's SHS plans (1 when every part is empty)."""
-    ks = {plan.k for plan in plans if plan is not None}
-    if len(ks) > 1:
-        raise ValueError(f"one batch codes with one k, got {sorted(ks)}")
-    return ks.pop() if ks else 1
