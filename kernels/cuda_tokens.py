@@ -15,12 +15,13 @@ READ ME FIRST
    the one the tensor alone gives.
 3. Passes, one kernel each, every chunk of every part in one grid: ``chunk_ranges`` (each
    part's least and greatest level), ``segment_prev`` (run starts), ``count_tokens`` (symbol
-   histograms, only for codes built from the full tensor), ``segment_bits`` (bits per segment,
-   a block sum scan gives every segment's bit offset and every chunk's bits), ``write_tokens``.
-   Between the last two each part's chunks are laid out on 32-bit words exactly as the CPU
-   encoder lays them out, every part from a word of its own: by the host, from the chunks'
-   bits, or where the host has given every part a region of words before the launch, by
-   ``chunk_layout`` on the device.
+   histograms: the code of huffman and rlh, and every code's bound on its payload),
+   ``segment_bits`` (bits per segment, a block sum scan gives every segment's bit offset and
+   every chunk's bits), ``write_tokens``. Between the last two each part's chunks are laid
+   out on 32-bit words exactly as the CPU encoder lays them out, every part from a word of
+   its own: where the host has given every part a region of words before the launch, by
+   ``chunk_layout`` on the device; else (a part past its region) by the host, from the
+   chunks' bits.
 4. A segment's words are its own except its first (the previous segment may end inside it) and
    its last partial one: those two are ORed atomically into a zeroed buffer, the others stored.
 5. Modes: LEVELS, every level is a token (huffman, sh); RUNS, maximal runs of equal levels
