@@ -361,9 +361,8 @@ class Ans(Batched, GrowingChunks):
         host as ``plan`` plans them, then coded in one batch (gpu.ans_payload). A part whose
         window needs escapes (or whose plan gives the escape a frequency) is copied to the
         host, planned and written there: the same bytes."""
-        batch = gpu.Batch(levels, sizes, stream, gpu.STATISTICS_CHUNK)
-        ranges, counted, statistics = gpu.ans_range_statistics(batch, self._counted, self.near)
-        self._seen(ranges, batch.sizes)
+        batch = gpu.Batch(levels, sizes, stream, gpu.STATISTICS_CHUNK, seen=self)
+        ranges, counted, statistics = gpu.ans_range_statistics(batch, self._counted)
         plans, emitted, coded = [], [], []          # per part
         for n, at, (lo, hi), want, found in zip(batch.sizes, batch.offsets, ranges, counted,
                                                statistics):

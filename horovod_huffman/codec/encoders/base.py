@@ -278,15 +278,9 @@ class Batched:
     codes_in_batches = True
     # The largest |level| of every batch this encoder has coded on the device (None: none
     # yet): where a batch counts its statistics before its ranges are known
-    # (gpu.near_window), which steps of one quantizer's levels stay within.
+    # (gpu.near_window), which steps of one quantizer's levels stay within. The batches it
+    # codes raise it (gpu.Batch, ``seen``).
     near = None
-
-    def _seen(self, ranges, sizes):
-        """Take a batch's parts' ranges (int64 (parts, 2); ``sizes``: their levels) into
-        ``near``."""
-        ranges = np.asarray(ranges)[np.asarray(sizes) > 0]
-        if ranges.size:
-            self.near = max(self.near or 0, int(np.abs(ranges).max()))
 
     def _encode_device(self, levels, stream):
         return self._encode_device_parts(levels, np.array([levels.size]), stream)[0]

@@ -448,10 +448,13 @@ class Batch:
     levels each, cut into chunks of ``chunk`` levels part by part, so that a part's chunks are
     the ones the tensor alone has; the chunk table goes to the device in one copy
     (kernels/cuda_tokens.py, note 2). An empty part has no chunk. ``rider``: None, or a
-    Rider to bring to the host with the payload."""
+    Rider to bring to the host with the payload. ``seen``: None, or the encoder coding the
+    batch, whose ``near`` (Batched.near) the batch counts its first statistics around
+    (``near_window``) and raises to the largest |level| of its ranges once they are read."""
 
-    def __init__(self, levels, sizes, stream, chunk=CHUNK_LEVELS, rider=None):
+    def __init__(self, levels, sizes, stream, chunk=CHUNK_LEVELS, rider=None, seen=None):
         self.levels, self.stream, self.chunk, self.rider = levels, stream, int(chunk), rider
+        self.seen = seen
         self.sizes = np.asarray(sizes, dtype=np.int64).reshape(-1)
         if self.sizes.sum() != levels.size:
             raise ValueError(f"parts of {int(self.sizes.sum())} levels in all, for "
@@ -473,6 +476,12 @@ class Batch:
     @property
     def n_parts(self):
         return self.sizes.size
+
+    @property
+    def near(self):
+        """The largest |level| the batch's encoder has coded (None: none yet, or no encoder
+        given)."""
+        return None if self.seen is None else self.seen.near
 
     def ranges(self):
         """Host int64 (parts, 2): every part's least and greatest level (an empty part's:
@@ -499,6 +508,8 @@ class Batch:
         """``ranges`` from the head of a host copy of what ``count_ranges`` merged."""
         ranges = host[:2 * self.n_parts].reshape(self.n_parts, 2).copy()
         ranges[self.sizes == 0] = 0
+        if self.seen is not None and self.sizes.any():
+            self.seen.near = max(self.near or 0, int(np.abs(ranges[self.sizes > 0]).max()))
         return ranges
 
 
@@ -580,26 +591,25 @@ histogram of each part's tokens in its window (as ``token_counts``); and the hos
 the positions asked for (their dtype; None where none were asked for)."""
 
 
-def window_counts(tokens, window_of, positions=None, near=None):
+def window_counts(tokens, window_of, positions=None):
     """A WindowCounts of the batch of ``tokens``: its parts' windows are ``window_of(lo,
     hi)`` of their ranges; with ``positions`` (of the batch's flat array: ``sh``'s sample),
     the levels there too. One copy to the host where it can.
 
     The ranges, the histograms and the sample are found in one launch each and come back
-    together, the histograms in a first window for every part: -near..near
-    (``near_window``), within the widest whose histogram fits the kernel's shared-memory bins
-    (cuda_tokens.SHARED_BINS), centred on level 0 (levels -32..32 for RUNS tokens,
-    -2048..2047 for LEVELS, -1948..1947 for ZERO_RUNS of k = 200: every QSGD up to s = 32
-    and TernGrad). A part whose levels all lie there, with
-    ``window_of`` covering them whole, takes its own window's bins from that histogram: the
-    same counts, for it has no escape in either window. Otherwise the parts are counted
-    again in their own windows: a second launch and copy. A batch of more parts than
-    MAX_GUESSED_BINS allows counts its ranges (and gathers its sample), then its own
-    windows."""
+    together, the histograms in a first window for every part: -near..near (``near_window`` of
+    the batch's ``near``), within the widest whose histogram fits the kernel's shared-memory
+    bins (cuda_tokens.SHARED_BINS), centred on level 0 (levels -32..32 for RUNS tokens,
+    -2048..2047 for LEVELS, -1948..1947 for ZERO_RUNS of k = 200: every QSGD up to s = 32 and
+    TernGrad). A part whose levels all lie there, with ``window_of`` covering them whole, takes
+    its own window's bins from that histogram: the same counts, for it has no escape in either
+    window. Otherwise the parts are counted again in their own windows: a second launch and
+    copy. A batch of more parts than MAX_GUESSED_BINS allows counts its ranges (and gathers its
+    sample), then its own windows."""
     batch = tokens.batch
     width = (cuda_tokens.SHARED_BINS - 1 - (tokens.k if tokens.mode == ZERO_RUNS else 0)) // \
         (RUN_BUCKETS if tokens.mode == RUNS else 1)
-    guess = near_window(near, (-(width // 2), width))
+    guess = near_window(batch.near, (-(width // 2), width))
     n_parts = batch.n_parts
     bins = tokens.n_bins(guess[1])
     positions = np.zeros(0, np.int64) if positions is None else \
@@ -779,11 +789,7 @@ def _bounded_payload(tokens, codes, vbits, k, counts):
     cuda_tokens.chunk_layout[n_parts, BLOCK, stream](
         bits, first, regions_on_device, parts, starts)
     cuda_tokens.write_tokens[n_chunks, BLOCK, stream](*args, starts, out)
-    if riding:
-        out[at_word:at_word + riding].copy_to_device(rider.array.view(np.uint32), stream=stream)
-    host = copy_to_host(buffer, stream)
-    if rider is not None:
-        rider.host = host[head + at_word:head + at_word + riding].view(rider.array.dtype)
+    host = _copied(buffer, head + at_word, rider, stream)
     chunk_bits, words = host[:head].view(np.int64), host[head:]
     results, again = [None] * n_parts, [None] * n_parts
     for p, rows in _coded_rows(batch, codes):
@@ -1037,11 +1043,7 @@ def _packed(stream, first, bounds, extras, code, pack, rider, zeroed):
     cuda_ans.unit_layout[n_parts, BLOCK, stream](
         counts, first_d, regions_d, extras_d, word_starts, extra_starts)
     pack(counts, word_starts, extra_starts, out)
-    if riding:
-        out[at_word:at_word + riding].copy_to_device(rider.array.view(np.uint32), stream=stream)
-    host = copy_to_host(buffer, stream)
-    if rider is not None:
-        rider.host = host[head + at_word:head + at_word + riding].view(rider.array.dtype)
+    host = _copied(buffer, head + at_word, rider, stream)
     chunk_bits, words = host[:head].view(np.int64) * 16, host[head:]
     results, layout = [None] * n_parts, []
     for p, bound in enumerate(bounds):
@@ -1077,14 +1079,22 @@ def _with_rider(out, at_word, layout, rider, stream):
     """(host words, words of its chunks, chunk bits) of ``out`` per part of ``layout`` (None,
     or (first word, words of its chunks, chunk bits, words of its region)), ``rider``'s array
     copied in after word ``at_word`` first, to come back in the same copy (``rider.host``)."""
-    riding = 0 if rider is None else rider.array.size
-    if riding:
-        out[at_word:at_word + riding].copy_to_device(rider.array.view(np.uint32), stream=stream)
-    host = copy_to_host(out, stream)
-    if rider is not None:
-        rider.host = host[at_word:at_word + riding].view(rider.array.dtype)
+    host = _copied(out, at_word, rider, stream)
     return [None if part is None else (host[part[0]:part[0] + part[3]], part[1], part[2])
             for part in layout]
+
+
+def _copied(buffer, at_word, rider, stream):
+    """The host copy of device ``buffer`` (uint32), ``rider``'s array (None: none) copied into
+    it from word ``at_word`` first, so that it comes back in the same copy (``rider.host``)."""
+    riding = 0 if rider is None else rider.array.size
+    if riding:
+        buffer[at_word:at_word + riding].copy_to_device(rider.array.view(np.uint32),
+                                                        stream=stream)
+    host = copy_to_host(buffer, stream)
+    if rider is not None:
+        rider.host = host[at_word:at_word + riding].view(rider.array.dtype)
+    return host
 
 
 RlaCount = namedtuple("RlaCount", "offset size base window chunk")
@@ -1135,27 +1145,27 @@ def rla_statistics(levels, counts, ends, stream):
     None. Every token's run end goes into ``ends`` (device uint32, as many as the levels) at
     its chunk's levels' places, for ``rla_payload``. One upload, one launch and one copy to
     the host (kernels/cuda_rla.py note 1)."""
-    if all(count is None for count in counts):
+    counted = rla_ends(levels, counts, ends, stream)
+    if counted is None:
         return [None] * len(counts)
-    parts, n_counts, chunks, spans = _rla_tables(counts)
-    n_chunks = chunks.shape[0]
-    found = arena(stream).take(n_counts + cuda_rla.FOUND_FIELDS * n_chunks, np.int64)
-    fill(found, 0, stream)
-    device = upload(stream, chunks, parts)
-    _rla_count(levels, device, ends, found, n_counts, stream)
+    found, parts, n_counts, spans = counted
     return _rla_read(copy_to_host(found, stream), counts, parts, n_counts, spans)
 
 
 def rla_ends(levels, counts, ends, stream):
-    """Find again the token ends of the parts that ``counts`` names (RlaCount, or None) at
-    their chunk sizes, into ``ends`` as ``rla_statistics`` does, with nothing copied to the
-    host: their statistics come from ``rla_grown``. One upload and one launch."""
+    """Count the parts that ``counts`` names (RlaCount, or None) on the device as
+    ``rla_statistics`` does, their token ends into ``ends`` at their chunk sizes, with
+    nothing copied to the host (a part whose chunks grew takes its statistics from
+    ``rla_grown``): None where no part is named, else (the device counts, the parts table,
+    the counts it names, each part's rows of the chunk table), for ``_rla_read``. One upload
+    and one launch."""
     if all(count is None for count in counts):
-        return
-    parts, n_counts, chunks, _ = _rla_tables(counts)
+        return None
+    parts, n_counts, chunks, spans = _rla_tables(counts)
     found = arena(stream).take(n_counts + cuda_rla.FOUND_FIELDS * chunks.shape[0], np.int64)
     fill(found, 0, stream)
     _rla_count(levels, upload(stream, chunks, parts), ends, found, n_counts, stream)
+    return found, parts, n_counts, spans
 
 
 def rla_grown(found, count, chunk):
@@ -1191,11 +1201,14 @@ def rla_grown(found, count, chunk):
     context = np.where(~alone[head], last_context[head],
                        np.where(inner[head], after_zero[head], 0))
 
+    def bucket(run):                            # runs.run_bucket of every run
+        return np.searchsorted(BUCKET_BASE, run, side="right") - 1
+
     def symbol(run, level):
-        return (np.searchsorted(BUCKET_BASE, run, side="right") - 1) * window + level - base
+        return bucket(run) * window + level - base
 
     def extra(run):
-        return BUCKET_EXTRA[np.searchsorted(BUCKET_BASE, run, side="right") - 1]
+        return BUCKET_EXTRA[bucket(run)]
     bins = found.contexts.shape[1]
     changes = [  # (context, symbol, +1/-1) of every token a chain or a new context changes
         (last_context[head], symbol(last_run[head], last_level[head]), -1),
@@ -1235,21 +1248,21 @@ def rla_grown(found, count, chunk):
 RLA_NEAR = ((cuda_tokens.SHARED_BINS // 2 - 1) // RUN_BUCKETS - 1) // 2
 
 
-def rla_range_statistics(batch, ends, count_of, near=None):
+def rla_range_statistics(batch, ends, count_of):
     """(host int64 (parts, 2): every part's least and greatest level, as Batch.ranges; every
     part's RlaCount, ``count_of(offset, n, lo, hi)`` of its levels and range, or None (an
     empty part among them); its RlaFound, as ``rla_statistics`` gives them), with one copy to
     the host where it can.
 
     The ranges and the statistics are counted in one launch each and come back together, the
-    statistics in the window -near..near for every part (``near_window``: at most
-    -RLA_NEAR..RLA_NEAR; ``count_of(offset, n, -near, near)``). A part whose levels all lie
-    there takes its own window's bins from them: its tokens, their contexts and extra bits are
-    the window's, and the bins outside its range are empty. The other parts are counted again in
-    their own windows, a second launch and copy. A batch whose first counts would pass
-    MAX_NEAR_BINS counts its ranges, then its statistics."""
+    statistics in the window -near..near for every part (``near_window`` of the batch's
+    ``near``: at most -RLA_NEAR..RLA_NEAR; ``count_of(offset, n, -near, near)``). A part whose
+    levels all lie there takes its own window's bins from them: its tokens, their contexts and
+    extra bits are the window's, and the bins outside its range are empty. The other parts are
+    counted again in their own windows, a second launch and copy. A batch whose first counts
+    would pass MAX_NEAR_BINS counts its ranges, then its statistics."""
     stream, n_parts, levels = batch.stream, batch.n_parts, batch.levels
-    first, window = near_window(near, (-RLA_NEAR, 2 * RLA_NEAR + 1))
+    first, window = near_window(batch.near, (-RLA_NEAR, 2 * RLA_NEAR + 1))
     near = [count_of(int(at), int(n), first, first + window - 1) if n else None
             for n, at in zip(batch.sizes, batch.offsets)]
     if all(count is None for count in near) or \
@@ -1457,22 +1470,23 @@ ANS_NEAR = 16
 MAX_NEAR_BINS = 1 << 16
 
 
-def ans_range_statistics(batch, counted_of, near=None):
+def ans_range_statistics(batch, counted_of):
     """(host int64 (parts, 2): every part's least and greatest level, as Batch.ranges; every
     part's AnsCount, ``counted_of(n, lo, hi)`` of its size and range (None for an empty part);
     its AnsStatistics, as ``ans_statistics`` gives them), with one copy to the host where it
     can.
 
     The ranges and the statistics are counted in one launch sequence and come back together, the
-    statistics in the window -near..near for every part (``near_window``: at most
-    -ANS_NEAR..ANS_NEAR; ``counted_of(n, -near, near)``). A part whose levels all lie there
-    takes its own window's rows and columns from them, where its blocks and samples are those
-    counted (they depend on its size alone, but for the limit on a plan's statistics): the same
-    counts, for the rows above its largest |level| and the columns outside its range are empty.
-    The other parts are counted again in their own windows: a second launch sequence and copy. A
-    batch whose first counts would pass MAX_NEAR_BINS counts its ranges, then its statistics."""
+    statistics in the window -near..near for every part (``near_window`` of the batch's
+    ``near``: at most -ANS_NEAR..ANS_NEAR; ``counted_of(n, -near, near)``). A part whose levels
+    all lie there takes its own window's rows and columns from them, where its blocks and
+    samples are those counted (they depend on its size alone, but for the limit on a plan's
+    statistics): the same counts, for the rows above its largest |level| and the columns outside
+    its range are empty. The other parts are counted again in their own windows: a second launch
+    sequence and copy. A batch whose first counts would pass MAX_NEAR_BINS counts its ranges,
+    then its statistics."""
     stream, n_parts = batch.stream, batch.n_parts
-    first, window = near_window(near, (-ANS_NEAR, 2 * ANS_NEAR + 1))
+    first, window = near_window(batch.near, (-ANS_NEAR, 2 * ANS_NEAR + 1))
     near = [counted_of(int(n), first, first + window - 1) if n else None for n in batch.sizes]
     table, n_counts, n_maxima = _ans_table(batch, near)
     if n_counts > MAX_NEAR_BINS:

@@ -85,8 +85,7 @@ class Huffman(Batched, Chunked):
         """(``plan`` of every part of a gpu.Batch, None for an empty part; the full
         histograms they were planned from, which bound the payload: gpu.token_payload): the
         histograms are counted on the GPU, in one launch for the whole batch."""
-        found = gpu.window_counts(gpu.Tokens(batch, gpu.LEVELS), level_window, near=self.near)
-        self._seen(found.ranges, batch.sizes)
+        found = gpu.window_counts(gpu.Tokens(batch, gpu.LEVELS), level_window)
         return [LevelPlan.from_counts(base, window, c, self.chunk_levels) if n else None
                 for (base, window), c, n in zip(found.windows, found.counts, batch.sizes)], \
             found.counts
@@ -95,7 +94,7 @@ class Huffman(Batched, Chunked):
         return emit(levels, self.plan(levels))
 
     def _encode_device_parts(self, levels, sizes, stream, rider=None):
-        batch = gpu.Batch(levels, sizes, stream, self.chunk_levels, rider)
+        batch = gpu.Batch(levels, sizes, stream, self.chunk_levels, rider, self)
         return emit_device_parts(batch, *self.device_plans(batch))
 
     @classmethod
@@ -211,8 +210,7 @@ class SampleHuffman(Sampled, Huffman):
         ranges, the samples and the histograms are found on the GPU and come back in one
         copy where the levels lie near 0 (gpu.window_counts)."""
         found = gpu.window_counts(gpu.Tokens(batch, gpu.LEVELS), level_window,
-                                  self.batch_positions(batch), self.near)
-        self._seen(found.ranges, batch.sizes)
+                                  self.batch_positions(batch))
         return self.batch_plans(batch, found.ranges, found.sample), found.counts
 
     def sampled_plan(self, lo, hi, sample):

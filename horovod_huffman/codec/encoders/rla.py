@@ -148,15 +148,14 @@ class RLA(Batched, GrowingChunks):
         (gpu.rla_grown); then coded in one batch (gpu.rla_payload). A part that needs
         escapes (a window wider than RLH_MAX_WINDOW, or more than ANS_MAX_TOKENS token
         symbols) is copied to the host and coded there: the same bytes."""
-        batch = gpu.Batch(levels, sizes, stream, gpu.STATISTICS_CHUNK)
+        batch = gpu.Batch(levels, sizes, stream, gpu.STATISTICS_CHUNK, seen=self)
 
         def count_of(at, n, lo, hi):
             return gpu.RlaCount(at, n, lo, hi - lo + 1, self.chunk_levels) \
                 if hi - lo + 1 <= RLH_MAX_WINDOW else None
         with arena(stream):
             ends = arena(stream).take(max(1, levels.size), np.uint32)
-            ranges, counts, found = gpu.rla_range_statistics(batch, ends, count_of, self.near)
-            self._seen(ranges, batch.sizes)
+            _, counts, found = gpu.rla_range_statistics(batch, ends, count_of)
             planned = _device_plans(counts, found)
             grown = [None] * batch.n_parts
             for p, d in enumerate(planned):

@@ -71,11 +71,10 @@ class RLH(Batched, Chunked):
             payload_bits(chunk_bits)
 
     def _encode_device_parts(self, levels, sizes, stream, rider=None):
-        batch = gpu.Batch(levels, sizes, stream, self.chunk_levels, rider)
+        batch = gpu.Batch(levels, sizes, stream, self.chunk_levels, rider, self)
         tokens = gpu.Tokens(batch, gpu.RUNS)
-        ranges, windows, counts, _ = gpu.window_counts(
-            tokens, lambda lo, hi: (lo, min(hi - lo + 1, RLH_MAX_WINDOW)), near=self.near)
-        self._seen(ranges, batch.sizes)
+        _, windows, counts, _ = gpu.window_counts(
+            tokens, lambda lo, hi: (lo, min(hi - lo + 1, RLH_MAX_WINDOW)))
         codes = [Code.from_counts(c, window * RUN_BUCKETS) if n else None
                  for c, (_, window), n in zip(counts, windows, batch.sizes)]
         payloads = gpu.token_payload(
@@ -277,12 +276,11 @@ class SHS(Sampled, Batched, Chunked):
         """Every part's ranges, sample and symbol histogram found on the device, brought back
         in one copy where the levels lie near 0 (gpu.window_counts); the histogram bounds
         the sampled code's payload, which comes back with its chunks' bits."""
-        batch = gpu.Batch(levels, sizes, stream, self.chunk_levels, rider)
+        batch = gpu.Batch(levels, sizes, stream, self.chunk_levels, rider, self)
         tokens = gpu.Tokens(batch, gpu.ZERO_RUNS, self.k)
         found = gpu.window_counts(
             tokens, lambda lo, hi: window_with_zero(lo, hi, MAX_CODED_SYMBOLS - self.k - 1),
-            self.batch_positions(batch), self.near)
-        self._seen(found.ranges, batch.sizes)
+            self.batch_positions(batch))
         return emit_shs_device_parts(tokens, self.batch_plans(batch, found.ranges,
                                                               found.sample), found.counts)
 
@@ -321,9 +319,9 @@ def emit_shs(levels, plan):
 
 def emit_shs_device_parts(tokens, plans, counts):
     """``emit_shs`` of every non-empty part of the gpu.Batch of ``tokens`` (its gpu.Tokens of
-    ZERO_RUNS, with the plans' k) with its SHS plan (``plans``: one per part, None for an empty one), as one
-    batch on the device; the same results, in part order. ``counts``: every part's symbol
-    histogram (gpu.token_payload)."""
+    ZERO_RUNS, with the plans' k) with its SHS plan (``plans``: one per part, None for an
+    empty one), as one batch on the device; the same results, in part order. ``counts``:
+    every part's symbol histogram (gpu.token_payload)."""
     payloads = gpu.token_payload(
         tokens,
         [None if plan is None else
